@@ -1,0 +1,19 @@
+"""Built-in search strategies, one module each; imported as ``tunekit.strategies``.
+
+A new strategy is one module with a ``Strategy`` subclass and one ``register_strategy`` line
+below (or, from another package, an entry point in the ``tunekit.strategies`` group).
+"""
+
+from tunekit.strategy import available, register_strategy
+
+from .exhaustive import Exhaustive
+from .random import RandomSearch
+
+register_strategy("exhaustive", Exhaustive)
+register_strategy("random", RandomSearch)
+
+#: The strategy used when the user names none and gives a Space. Random search until the
+#: learned strategies of a later issue are measured to beat it.
+DEFAULT = "random"
+
+__all__ = ["available", "Exhaustive", "RandomSearch", "DEFAULT"]

@@ -1,0 +1,546 @@
+"""``tunekit.autotune``: a drop-in ``triton.autotune`` whose search is delegated to a Strategy.
+
+The Autotuner subclasses Triton's, so code that recognises ``triton.runtime.autotuner.Autotuner``
+(``torch.compile``'s Dynamo among it) recognises tunekit's, and Triton's arguments keep their
+meaning: hooks, ``reset_to_zero``/``restore_value``, ``prune_configs_by``, ``do_bench``.
+What differs is the miss path (``_tune``): candidates come from a Strategy, are compiled in
+parallel, timed by the one benchmark routine, committed to the store one by one, and the few
+best are re-timed interleaved before a winner is cached.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import triton
+from triton.runtime.autotuner import Autotuner as _TritonAutotuner
+from triton.runtime.autotuner import Heuristics
+
+from . import settings
+from .benchmark import Benchmarker, classify, describe
+from .budget import Budget
+from .compiler import CompilePool, compile_job_for, unwrap_jit
+from .config import Config, config_from_dict, config_json
+from .keys import Bucket, key_json, nearest_key, resolve_buckets
+from .space import Space
+from .store import KernelIdentity, ResultsStore, new_run_id, open_store
+from .strategy import SearchContext, Strategy, derive_seed, make_strategy
+from .trial import Status, Timing, Trial
+
+logger = logging.getLogger(__name__)
+
+#: Used when the user gives a Space but neither a strategy nor a budget.
+DEFAULT_SEARCH_BUDGET = Budget(evals=64)
+
+
+class TuningError(RuntimeError):
+    """Every config failed: the message names the kernel, the key and the failure counts."""
+
+
+class Autotuner(_TritonAutotuner):
+    """Tunes one kernel: one tuning per key, cached for the hot path. Built by ``autotune``."""
+
+    def __init__(
+        self,
+        fn: Any,
+        arg_names: Sequence[str],
+        configs: Sequence[Config] | None,
+        key: Sequence[str],
+        reset_to_zero: Sequence[str] | None = None,
+        restore_value: Sequence[str] | None = None,
+        pre_hook: Callable | None = None,
+        post_hook: Callable | None = None,
+        prune_configs_by: Mapping[str, Any] | None = None,
+        warmup: float | None = None,
+        rep: float | None = None,
+        use_cuda_graph: bool = False,
+        do_bench: Callable | None = None,
+        cache_results: bool = False,
+        *,
+        space: Space | None = None,
+        strategy: str | Strategy | None = None,
+        budget: Budget | None = None,
+        store: Any = True,
+        seed: int | None = 0,
+        finalists: int | None = None,
+        compile_workers: int | None = None,
+        compile_timeout: float | None = None,
+        key_buckets: Mapping[str, Bucket | str] | str | None = None,
+        default_config: Config | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
+        arg_names = list(arg_names)
+        for param, names in (("key", key), ("reset_to_zero", reset_to_zero), ("restore_value", restore_value)):
+            if isinstance(names, str):
+                raise ValueError(f"{param} must be a list of argument names, not the string {names!r}.")
+            unknown = [n for n in names or () if n not in arg_names]
+            if unknown:
+                raise ValueError(
+                    f"{param} of {name} names {', '.join(map(repr, unknown))}, which "
+                    f"{'is not an argument' if len(unknown) == 1 else 'are not arguments'} of the kernel. "
+                    f"Its arguments are: {', '.join(arg_names)}."
+                )
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a tunekit.Budget. Got {budget!r} instead.")
+        self.space = self._build_space(configs, space)
+        self.space.check_kernel(arg_names, name)
+        len(self.space)  # enumerate now: a constraint that rejects all or raises fails here, before any compile
+        super().__init__(
+            fn, arg_names, list(self.space.configs()), list(key), reset_to_zero, restore_value,
+            pre_hook=pre_hook, post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup,
+            rep=rep, use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results,
+        )
+        from . import strategies
+
+        if strategy is None:
+            strategy = "exhaustive" if configs and space is None else strategies.DEFAULT
+        self.strategy = make_strategy(strategy)
+        if budget is None and self.strategy.name != "exhaustive":
+            budget = DEFAULT_SEARCH_BUDGET
+        self.budget = budget or Budget()
+        # cache_results asks stock Triton to persist timings; tunekit's store does that
+        if (store is None or store is False) and cache_results:
+            store = True
+        self._store_arg = store
+        self._store: ResultsStore | None = None
+        self.seed = seed
+        self.finalists = finalists if finalists is not None else (
+            1 if store is None or store is False else settings.DEFAULTS.finalists
+        )
+        self.compile_workers = compile_workers
+        self.compile_timeout = compile_timeout
+        self.key_buckets = resolve_buckets(key, key_buckets)
+        self.default_config = default_config
+        self.progress = progress
+        self.benchmarker = Benchmarker(do_bench=do_bench, warmup=warmup, rep=rep, use_cuda_graph=use_cuda_graph)
+        self.kernel_name = name
+        self._key_positions = [arg_names.index(k) for k in key]
+        self._last_key_position = max(self._key_positions, default=-1)
+        self._tuned: dict[tuple, tuple[Config, dict[str, Any]]] = {}
+        self._lock = threading.RLock()
+        self._identity: KernelIdentity | None = None
+        self._pool: CompilePool | None = None
+        self.trials: list[Trial] = []
+        self.run_id: str | None = None
+        settings.configure_logging()
+
+    @staticmethod
+    def _build_space(configs: Sequence[Config] | None, space: Space | None) -> Space:
+        if space is not None and not isinstance(space, Space):
+            raise TypeError(f"space must be a tunekit.Space. Got {space!r} instead.")
+        if configs and space is not None:
+            listed = list(configs)
+            ids = {config_json(c) for c in listed}
+            return Space.from_configs(listed + [c for c in space.configs() if config_json(c) not in ids])
+        if space is not None:
+            return space
+        return Space.from_configs(list(configs) if configs else [Config({}, num_warps=4, num_stages=3, num_ctas=1)])
+
+    # -- the hot path --------------------------------------------------------------------------
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        if len(kwargs) == 2 and len(args) > self._last_key_position:  # a kernel[grid](*args) launch
+            values = tuple([args[i] for i in self._key_positions])
+            if self.key_buckets:
+                values = self._bucketed(values)
+            key = values + tuple([a.dtype for a in args if hasattr(a, "dtype")])
+        else:
+            key = self._slow_key(args, kwargs)
+        entry = self._tuned.get(key)
+        if entry is None:
+            entry = self._on_miss(key, args, kwargs)
+        config, config_kwargs = entry
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config_kwargs})
+        return self.fn.run(*args, **kwargs, **config_kwargs)
+
+    def _bucketed(self, values: tuple) -> tuple:
+        buckets = self.key_buckets
+        return tuple(buckets[name](v) if name in buckets else v for name, v in zip(self.keys, values))
+
+    def _slow_key(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple:
+        """Stock Triton's key: the key arguments' values, then every argument's dtype."""
+        named = {k: v for k, v in {**dict(zip(self.arg_names, args)), **kwargs}.items() if k in self.arg_names}
+        values = tuple(named[k] for k in self.keys if k in named)
+        if self.key_buckets:
+            values = self._bucketed(values)
+        return values + tuple(v.dtype for v in named.values() if hasattr(v, "dtype"))
+
+    # -- the miss path -------------------------------------------------------------------------
+
+    @property
+    def store(self) -> ResultsStore:
+        if self._store is None:
+            self._store = open_store(self._store_arg)
+        return self._store
+
+    @property
+    def identity(self) -> KernelIdentity:
+        if self._identity is None:
+            self._identity = _identify(self.fn, self.base_fn, self.benchmarker.method)
+        return self._identity
+
+    def _on_miss(self, key: tuple, args: tuple, kwargs: dict) -> tuple[Config, dict[str, Any]]:
+        with self._lock:
+            if key in self._tuned:
+                return self._tuned[key]
+            conflicts = kwargs.keys() & set(self.space.meta_params)
+            if conflicts:
+                raise ValueError(
+                    f"{self.kernel_name} was called with {', '.join(sorted(conflicts))}, which the autotuner tunes. "
+                    "Make sure that you don't re-define auto-tuned symbols."
+                )
+            present = [k for k in self.keys if k in {**dict(zip(self.arg_names, args)), **kwargs}]
+            text = key_json(present, key)
+            if len(self.space) == 1:
+                config = self.space.configs()[0]
+            else:
+                config = self._stored_or_tuned(text, key, args, kwargs)
+            entry = (config, config.all_kwargs())
+            self._tuned[key] = entry
+            self.cache[key] = config  # stock Triton's attribute, kept for code that reads it
+            return entry
+
+    def _stored_or_tuned(self, text: str, key: tuple, args: tuple, kwargs: dict) -> Config:
+        space_hash = _space_hash(self.space)
+        winners = self.store.winners(self.identity)
+        stored = winners.get(text)
+        if stored is not None and stored[2] == space_hash:
+            config = self.space.canonical(json.loads(stored[0]))
+            if config is not None:
+                logger.info("%s %s: stored winner %s", self.kernel_name, text, config)
+                return config
+        reason = None
+        if settings.mode() == "offline":
+            reason = f"{settings.ENV_MODE}=offline"
+        elif _capturing_cuda_graph():
+            reason = "a CUDA graph is being captured"
+        if reason is None:
+            return self._tune(text, key, args, kwargs)
+        return self._fallback(text, winners, reason)
+
+    def _fallback(self, text: str, winners: Mapping[str, tuple], reason: str) -> Config:
+        exact = winners.get(text)
+        near = None if exact else nearest_key(text, list(winners))
+        if exact or near:
+            params = json.loads((exact or winners[near])[0])
+            config = self.space.canonical(params) or config_from_dict(params)
+            what = "the stored winner" if exact else f"the winner of the nearest tuned key {near}"
+        else:
+            config = self.default_config or self.space.configs()[0]
+            what = "the default config"
+        warnings.warn(
+            f"tunekit did not tune {self.kernel_name} for key {text} because {reason}; using {what}: {config}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return config
+
+    def _tune(self, text: str, key: tuple, args: tuple, kwargs: dict) -> Config:
+        """One tuning: ask, compile, time, record and tell until the budget or the strategy ends."""
+        started = time.perf_counter()
+        run_id = new_run_id()
+        self.run_id = run_id
+        store, identity = self.store, self.identity
+        self.nargs = dict(zip(self.arg_names, args))
+        space = self.space
+        if self.early_config_prune or self.perf_model:
+            space = Space.from_configs(self.prune_configs(kwargs))
+        if len(space) == 1:
+            self.nargs = None
+            return space.configs()[0]
+        history = store.history(identity)
+        known = {t.config_id: t for t in history if t.extra.get("key_json") == text}
+        strategy = self.strategy.clone()
+        strategy.start(SearchContext(space, self.budget, json.loads(text), derive_seed(self.seed, text), tuple(history)))
+        store.start_run(identity, text, strategy=strategy.name or type(strategy).__name__, budget=self.budget, run_id=run_id)
+        seen: dict[str, Trial] = {}
+        evaluations, fruitless = 0, 0
+        batch = self._batch_size()
+        bar = self._progress_bar(space)
+        try:
+            while not self.budget.exhausted(evaluations, time.perf_counter() - started):
+                left = self.budget.evals_left(evaluations)
+                proposals = strategy.ask(batch if left is None else min(batch, left))
+                if not proposals:
+                    break
+                new, answered = [], []
+                for proposal in proposals:
+                    config = space.canonical(proposal)
+                    if config is None or config_json(config) in seen:
+                        continue
+                    cid = config_json(config)
+                    if cid in known:
+                        trial = Trial(config, known[cid].status, known[cid].timing, known[cid].compile_seconds,
+                                      known[cid].error, key, source="store")
+                        seen[cid] = trial
+                        answered.append(trial)
+                    else:
+                        new.append(config)
+                        seen[cid] = None  # type: ignore[assignment] - reserved until measured
+                if answered:
+                    strategy.tell(answered)
+                if not new:
+                    fruitless += len(proposals)
+                    if fruitless >= settings.DEFAULTS.max_fruitless_proposals:
+                        logger.info("%s: strategy proposed nothing new %d times; stopping", self.kernel_name, fruitless)
+                        break
+                    continue
+                fruitless = 0
+                measured = []
+                for config, trial in self._evaluate(new, key, args, kwargs, started):
+                    seen[config_json(config)] = trial
+                    if trial is None:  # the budget ran out before this one
+                        del seen[config_json(config)]
+                        continue
+                    store.record(identity, text, trial, strategy=strategy.name, run_id=run_id)
+                    measured.append(trial)
+                    evaluations += 1
+                    logger.info("%s %s: %s", self.kernel_name, text, trial)
+                    if bar is not None:
+                        bar.update(1)
+                strategy.tell(measured)
+        finally:
+            if bar is not None:
+                bar.close()
+        trials = [t for t in seen.values() if t is not None]
+        winner = self._choose(trials, key, args, kwargs, store, identity, text, run_id)
+        elapsed = time.perf_counter() - started
+        store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=evaluations,
+                         tuning_seconds=elapsed, space_hash=_space_hash(self.space))
+        self.trials = trials
+        self.bench_time = elapsed
+        self.configs_timings = {
+            t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok else [float("inf")] * 3
+            for t in trials
+        }
+        self.pre_hook({**self.nargs, **kwargs, **winner.config.all_kwargs()}, reset_only=True)
+        self.nargs = None
+        if settings.print_autotuning():
+            print(f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key},\n"
+                  f"finished after {elapsed:.2f}s,\nbest config selected: {winner.config};")
+        return winner.config
+
+    def _choose(self, trials, key, args, kwargs, store, identity, text, run_id) -> Trial:
+        ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
+        if not ok:
+            counts: dict[str, int] = {}
+            for t in trials:
+                counts[t.status.value] = counts.get(t.status.value, 0) + 1
+            first = next((t.error for t in trials if t.error), "")
+            raise TuningError(
+                f"Every config of {self.kernel_name} failed for key {text} "
+                f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}); first error: {first}"
+            )
+        finalists = ok[: self.finalists]
+        if len(finalists) < 2:
+            return finalists[0]
+        rounds: dict[str, list[float]] = {t.config_id: [] for t in finalists}
+        for _ in range(settings.DEFAULTS.finalist_rounds):
+            for t in finalists:  # interleaved: every finalist once per round
+                retimed = self.benchmarker.measure(t.config, self._kernel_call(t.config, args, kwargs), key)
+                if retimed.ok:
+                    rounds[t.config_id].append(retimed.time_ms)
+        best, best_ms = finalists[0], float("inf")
+        for t in finalists:
+            times = sorted(rounds[t.config_id])
+            if not times:
+                continue
+            median = times[len(times) // 2]
+            timing = Timing(median, times[0], times[-1])
+            store.record(identity, text, Trial(t.config, Status.OK, timing, key=key, source="retimed"),
+                         strategy="finalists", run_id=run_id)
+            if median < best_ms:
+                best, best_ms = Trial(t.config, Status.OK, timing, t.compile_seconds, key=key, source="retimed"), median
+        return best
+
+    def _batch_size(self) -> int:
+        if settings.interpreting():
+            return 1
+        return self.compile_workers if self.compile_workers is not None else settings.compile_workers()
+
+    def _progress_bar(self, space: Space):
+        show = self.progress if self.progress is not None else sys.stderr.isatty()
+        if not show:
+            return None
+        from tqdm.auto import tqdm
+
+        total = min(len(space), self.budget.evals) if self.budget.evals else len(space)
+        return tqdm(total=total, desc=f"tuning {self.kernel_name}", unit="config", leave=False)
+
+    def _kernel_call(self, config: Config, args: tuple, kwargs: dict) -> Callable[[], None]:
+        current = dict(kwargs, **config.all_kwargs())
+        full_nargs = {**dict(zip(self.arg_names, args)), **current}
+
+        def kernel_call() -> None:
+            if config.pre_hook:
+                config.pre_hook(full_nargs)
+            self.pre_hook(full_nargs)
+            try:
+                self.fn.run(*args, **current)
+            except Exception as error:
+                try:
+                    self.post_hook(full_nargs, exception=error)
+                finally:
+                    raise
+            self.post_hook(full_nargs, exception=None)
+
+        return kernel_call
+
+    def _evaluate(self, configs: list[Config], key: tuple, args: tuple, kwargs: dict, started: float):
+        """Compile ``configs`` in parallel (on a GPU), then time them one by one. Yields
+        (config, trial), trial None for configs the seconds budget left unmeasured."""
+        compiled = self._compile(configs, args, kwargs, started)
+        for config, (compile_status, compile_seconds, compile_error) in zip(configs, compiled):
+            if compile_status is not Status.OK:
+                yield config, Trial(config, compile_status, compile_seconds=compile_seconds, error=compile_error, key=key)
+                continue
+            if self.budget.seconds is not None and time.perf_counter() - started >= self.budget.seconds:
+                yield config, None
+                continue
+            trial = self.benchmarker.measure(config, self._kernel_call(config, args, kwargs), key)
+            yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key)
+
+    def _compile(self, configs: list[Config], args: tuple, kwargs: dict, started: float):
+        """(status, seconds, error) per config; under the interpreter nothing is compiled."""
+        if settings.interpreting():
+            return [(Status.OK, None, None)] * len(configs)
+        from triton.runtime.driver import driver
+
+        target = driver.active.get_current_target()
+        jit = unwrap_jit(self.fn)
+        calls = [self._jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in configs]
+        jobs = [compile_job_for(jit, target, args, call) for call in calls]
+        timeout = self.compile_timeout
+        if self.budget.seconds is not None:
+            remaining = max(1.0, self.budget.seconds - (time.perf_counter() - started))
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        results: list[tuple] = [None] * len(configs)  # type: ignore[list-item]
+        pooled = [i for i, job in enumerate(jobs) if job is not None]
+        workers = self._batch_size()
+        if pooled and workers > 1:
+            if self._pool is None:
+                self._pool = CompilePool(workers)
+            for i, result in zip(pooled, self._pool.compile([jobs[i] for i in pooled], timeout)):
+                results[i] = (result.status, result.seconds, result.error)
+        for i, call in enumerate(calls):
+            if results[i] is None:  # in this process: a kernel a worker cannot import, or one worker
+                begin = time.perf_counter()
+                try:
+                    jit.warmup(*args, grid=(1,), **call)
+                    results[i] = (Status.OK, time.perf_counter() - begin, None)
+                except Exception as error:
+                    results[i] = (classify(error), time.perf_counter() - begin, describe(error))
+        return results
+
+    def _jit_kwargs(self, args: tuple, kwargs: dict) -> dict:
+        """The keyword arguments the JITFunction will see: heuristics applied, launch-only ones dropped."""
+        call = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+        fn = self.fn
+        while fn is not unwrap_jit(fn):
+            if isinstance(fn, Heuristics):
+                for name, heuristic in fn.values.items():
+                    call[name] = heuristic({**dict(zip(fn.arg_names, args)), **call})
+            fn = fn.fn
+        return call
+
+    def warmup(self, *args: Any, **kwargs: Any) -> list:
+        """Compile every config of the Space (as ``triton.autotune``'s ``warmup`` does)."""
+        return super().warmup(*args, **kwargs)
+
+
+def _space_hash(space: Space) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(config_json(c) for c in space.configs()).encode()).hexdigest()[:32]
+
+
+def _capturing_cuda_graph() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    except Exception:
+        return False
+
+
+def _identify(fn: Any, base_fn: Callable, timing_method: str) -> KernelIdentity:
+    import hashlib
+
+    jit = unwrap_jit(fn)
+    source_hash = getattr(jit, "cache_key", None)
+    if not isinstance(source_hash, str):  # the interpreter's function has no cache key
+        source_hash = hashlib.sha256(inspect.getsource(base_fn).encode()).hexdigest()
+    if settings.interpreting():
+        return KernelIdentity(base_fn.__name__, source_hash, triton.__version__, "interpreter", timing_method)
+    import torch
+    from triton.runtime.cache import triton_key
+
+    version = f"{triton.__version__}+{hashlib.sha256(triton_key().encode()).hexdigest()[:16]}"
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "unknown"
+    return KernelIdentity(base_fn.__name__, source_hash, version, device, timing_method)
+
+
+def autotune(
+    configs: Sequence[Config] | None = None,
+    key: Sequence[str] = (),
+    prune_configs_by: Mapping[str, Any] | None = None,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    pre_hook: Callable | None = None,
+    post_hook: Callable | None = None,
+    warmup: float | None = None,
+    rep: float | None = None,
+    use_cuda_graph: bool = False,
+    do_bench: Callable | None = None,
+    cache_results: bool = False,
+    *,
+    space: Space | None = None,
+    strategy: str | Strategy | None = None,
+    budget: Budget | None = None,
+    store: Any = True,
+    seed: int | None = 0,
+    **options: Any,
+) -> Callable[[Any], Autotuner]:
+    """Decorator for tuning a ``@triton.jit`` function; ``triton.autotune``'s arguments keep their meaning.
+
+    Args:
+        configs, key, prune_configs_by, reset_to_zero, restore_value, pre_hook, post_hook,
+            warmup, rep, use_cuda_graph, do_bench, cache_results: as in ``triton.autotune``.
+        space: a ``tunekit.Space`` to search, instead of or beside ``configs``.
+        strategy: a registered strategy name or a ``Strategy`` instance; ``"exhaustive"`` when
+            only ``configs`` is given, the project's default strategy otherwise.
+        budget: a ``tunekit.Budget``; unlimited for exhaustive search.
+        store: path or SQLAlchemy URL of the results store; ``True`` (default) is
+            ``$TUNEKIT_STORE`` or a SQLite file in the user's cache directory; ``None`` keeps
+            everything in memory, as stock Triton does.
+        seed: makes strategies reproducible.
+        **options: ``finalists``, ``compile_workers``, ``compile_timeout``, ``key_buckets``,
+            ``default_config``, ``progress`` (see ``Autotuner``).
+
+    Example:
+        >>> @tunekit.autotune(space=tunekit.Space(BLOCK=[256, 512, 1024], num_warps=[2, 4]),
+        ...                   key=["n"], strategy="random", budget=tunekit.Budget(evals=4))
+        ... @triton.jit
+        ... def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr): ...
+    """
+
+    def decorator(fn: Any) -> Autotuner:
+        return Autotuner(
+            fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook, post_hook=post_hook,
+            prune_configs_by=prune_configs_by, warmup=warmup, rep=rep, use_cuda_graph=use_cuda_graph,
+            do_bench=do_bench, cache_results=cache_results, space=space, strategy=strategy, budget=budget,
+            store=store, seed=seed, **options,
+        )
+
+    return decorator

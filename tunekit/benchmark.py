@@ -1,0 +1,136 @@
+"""The one benchmark routine every strategy goes through.
+
+``Benchmarker`` picks the timer once: the user's ``do_bench`` if given; on a GPU, CUDA-event
+timing with ``triton.testing.do_bench`` semantics (warm-up, L2 flush, median and 20/80 %
+quantiles); under the Triton interpreter a host clock, so tuning works on a CPU-only machine.
+``measure`` turns one config into a ``Trial``: a failure of any kind becomes a status and an
+error text, never an exception that stops the tuning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import settings
+from .config import Config
+from .trial import Status, Timing, Trial
+
+logger = logging.getLogger(__name__)
+
+KernelCall = Callable[[], Any]
+
+
+def classify(error: BaseException) -> Status:
+    """The status of a failed config, from the exception its compile or launch raised."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    try:
+        from triton.runtime.errors import PTXASError
+    except ImportError:  # pragma: no cover - older Triton
+        PTXASError = ()  # type: ignore[assignment]
+    if isinstance(error, OutOfResources):
+        return Status.OUT_OF_RESOURCES
+    if isinstance(error, (CompilationError, PTXASError)):
+        return Status.COMPILE_ERROR
+    if isinstance(error, TimeoutError):
+        return Status.TIMEOUT
+    text = str(error).lower()
+    if "out of resource" in text or "outofresources" in text:
+        return Status.OUT_OF_RESOURCES
+    return Status.RUNTIME_ERROR
+
+
+def describe(error: BaseException) -> str:
+    """A short error text for the store: type, message, and the innermost frame."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    message = str(error).strip()
+    if len(message) > 4000:
+        message = message[:4000] + " ..."
+    return f"{type(error).__name__}: {message}{where}"
+
+
+def host_clock_bench(
+    kernel_call: KernelCall, quantiles=(0.5, 0.2, 0.8), min_reps: int | None = None, rep_ms: float | None = None
+) -> list[float]:
+    """Time ``kernel_call`` with the host clock: one warm-up call, then at least ``min_reps``
+    timed calls and more until ``rep_ms`` milliseconds are spent. Returns the quantiles in ms."""
+    min_reps = settings.DEFAULTS.host_min_reps if min_reps is None else min_reps
+    rep_ms = settings.DEFAULTS.host_rep_ms if rep_ms is None else rep_ms
+    kernel_call()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < min_reps or spent < rep_ms:
+        start = time.perf_counter()
+        kernel_call()
+        elapsed = (time.perf_counter() - start) * 1e3
+        times.append(elapsed)
+        spent += elapsed
+    return [float(v) for v in np.quantile(times, quantiles)]
+
+
+class Benchmarker:
+    """Times kernel calls; ``method`` names the timer so the store never mixes timers.
+
+    Args:
+        do_bench: ``do_bench(kernel_call, quantiles=...)`` as in ``triton.autotune``.
+        warmup, rep: milliseconds for ``triton.testing.do_bench`` (Triton's deprecated knobs).
+        use_cuda_graph: time with ``triton.testing.do_bench_cudagraph``.
+    """
+
+    def __init__(
+        self,
+        do_bench: Callable[..., Any] | None = None,
+        warmup: float | None = None,
+        rep: float | None = None,
+        use_cuda_graph: bool = False,
+    ) -> None:
+        self.do_bench = do_bench
+        self.warmup = warmup
+        self.rep = rep
+        self.use_cuda_graph = use_cuda_graph
+
+    @property
+    def method(self) -> str:
+        if self.do_bench is not None:
+            return "user_do_bench"
+        if settings.interpreting():
+            return "host_clock"
+        if self.use_cuda_graph:
+            return "cuda_graph"
+        return "cuda_event"
+
+    def time(self, kernel_call: KernelCall) -> Timing:
+        quantiles = (0.5, 0.2, 0.8)
+        if self.do_bench is not None:
+            return Timing.from_bench(self.do_bench(kernel_call, quantiles=quantiles))
+        if settings.interpreting():
+            return Timing.from_bench(host_clock_bench(kernel_call, quantiles))
+        import triton.testing
+
+        if self.use_cuda_graph:
+            rep = self.rep if self.rep is not None else 100
+            return Timing.from_bench(triton.testing.do_bench_cudagraph(kernel_call, rep=rep, quantiles=quantiles))
+        warmup = self.warmup if self.warmup is not None else 25
+        rep = self.rep if self.rep is not None else 100
+        return Timing.from_bench(triton.testing.do_bench(kernel_call, warmup=warmup, rep=rep, quantiles=quantiles))
+
+    def measure(self, config: Config, kernel_call: KernelCall, key: tuple = ()) -> Trial:
+        """Time one config; any failure becomes a Trial with its status and error text."""
+        try:
+            timing = self.time(kernel_call)
+        except Exception as error:  # every failure is data, not a crash
+            status = classify(error)
+            logger.debug("config %s failed: %s", config, error)
+            return Trial(config, status, error=describe(error), key=key)
+        if not np.isfinite(timing.median_ms):
+            # stock triton.autotune returns inf for configs it could not run
+            return Trial(config, Status.RUNTIME_ERROR, error="do_bench returned a non-finite time", key=key)
+        return Trial(config, Status.OK, timing=timing, key=key)

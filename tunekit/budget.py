@@ -1,0 +1,50 @@
+"""The budget of one tuning: evaluations and/or wall-clock seconds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one tuning (one kernel, one key) may spend.
+
+    An evaluation is one config compiled and timed, or failed, for the first time in this
+    tuning. A config answered from the store, a duplicate proposal, a config the Space's
+    constraints reject and the final re-timing of finalists are not evaluations. Seconds are
+    the wall-clock seconds of the tuning call, parallel compiles included. ``None`` means no
+    limit on that axis; ``Budget()`` is unlimited.
+
+    Example:
+        >>> Budget(evals=60, seconds=120).exhausted(evals=60, seconds=3.0)
+        True
+    """
+
+    evals: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.evals is not None and (
+            isinstance(self.evals, bool) or not isinstance(self.evals, int) or self.evals < 1
+        ):
+            raise ValueError(f"The 'evals' parameter of Budget must be an int >= 1 or None. Got {self.evals!r} instead.")
+        if self.seconds is not None and (
+            isinstance(self.seconds, bool)
+            or not isinstance(self.seconds, (int, float))
+            or not math.isfinite(self.seconds)
+            or self.seconds <= 0
+        ):
+            raise ValueError(
+                f"The 'seconds' parameter of Budget must be a finite number > 0 or None. Got {self.seconds!r} instead."
+            )
+
+    def exhausted(self, evals: int, seconds: float) -> bool:
+        """Whether a tuning that spent ``evals`` and ``seconds`` must stop."""
+        return (self.evals is not None and evals >= self.evals) or (
+            self.seconds is not None and seconds >= self.seconds
+        )
+
+    def evals_left(self, evals: int) -> int | None:
+        """Evaluations still allowed, or None when unlimited."""
+        return None if self.evals is None else max(0, self.evals - evals)

@@ -1,0 +1,198 @@
+"""Parallel compilation of candidate configs in spawn-started worker processes.
+
+Compiling is most of the cost of tuning (design.md), so a batch of candidates is compiled in
+a pool of worker processes before any of them is timed. A worker compiles through the JIT's
+own path (``JITFunction.warmup``) against an explicit ``GPUTarget`` with a stub driver, so it
+never touches the GPU and needs none: the binary lands in Triton's on-disk cache, where the
+launch in the user's process finds it. Workers are killable: a compile that outlives its
+timeout is cut off by terminating the pool, and the config becomes a ``timeout`` trial.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import multiprocessing
+import pickle
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .benchmark import classify
+from .trial import Status
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What compilation needs of a tensor argument: its dtype and whether it is 16-byte aligned."""
+
+    dtype: Any
+    aligned: bool = True
+
+    def data_ptr(self) -> int:
+        return 0 if self.aligned else 8
+
+    def ptr_range(self) -> int:  # Triton >= 3.6 asks whether pointers fit 32 bits
+        return 0
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One config to compile: where the kernel lives, the target, and the launch arguments."""
+
+    module: str
+    qualname: str
+    target: Any
+    args: tuple
+    kwargs: dict
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    status: Status
+    seconds: float
+    error: str | None = None
+    shared_bytes: int | None = None
+
+
+class _StubDriver:
+    """Answers the three questions the JIT asks of a driver while compiling, without a GPU."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def get_current_target(self):
+        return self.target
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+
+def unwrap_jit(fn: Any) -> Any:
+    """The JITFunction under decorators (Autotuner, Heuristics, ...)."""
+    from triton.runtime.jit import JITFunction
+
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
+def _resolve(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return unwrap_jit(obj)
+
+
+def _compile(job: CompileJob) -> CompileResult:
+    """Runs in a worker: compile one config for ``job.target`` into Triton's disk cache."""
+    from triton.runtime.driver import driver
+
+    driver.set_active(_StubDriver(job.target))
+    start = time.perf_counter()
+    try:
+        fn = _resolve(job.module, job.qualname)
+        kernel = fn.warmup(*job.args, grid=(1,), **job.kwargs)
+    except Exception as error:
+        from .benchmark import describe
+
+        return CompileResult(classify(error), time.perf_counter() - start, describe(error))
+    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+    return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
+
+
+def _ready() -> bool:
+    import triton  # noqa: F401 - pays the import once per worker
+
+    return True
+
+
+def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileJob | None:
+    """A picklable job for this launch, or None when a worker cannot rebuild the kernel
+    (defined in ``__main__`` or inside a function, or arguments that do not pickle)."""
+    jit = unwrap_jit(fn)
+    module, qualname = getattr(jit, "module", None) or jit.fn.__module__, jit.fn.__qualname__
+    if module == "__main__" or "<locals>" in qualname:
+        return None
+    spec_args = tuple(
+        TensorSpec(arg.dtype, arg.data_ptr() % 16 == 0) if hasattr(arg, "data_ptr") and hasattr(arg, "dtype") else arg
+        for arg in args
+    )
+    job = CompileJob(module, qualname, target, spec_args, dict(kwargs))
+    try:
+        pickle.dumps(job)
+    except Exception:
+        return None
+    return job
+
+
+class CompilePool:
+    """A pool of spawn-started compile workers, created on first use and kept for reuse.
+
+    Args:
+        workers: number of worker processes.
+        timeout: seconds one compile may take; None for no limit.
+    """
+
+    def __init__(self, workers: int, timeout: float | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"The 'workers' parameter of CompilePool must be an int >= 1. Got {workers} instead.")
+        self.workers = workers
+        self.timeout = timeout
+        self._pool: Any = None
+
+    def _ensure(self) -> Any:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = context.Pool(self.workers)
+            # start every worker and pay its imports before any compile is timed
+            self._pool.map(_ready, range(self.workers), chunksize=1)
+        return self._pool
+
+    def compile(self, jobs: Sequence[CompileJob], timeout: float | None = None) -> list[CompileResult]:
+        """Compile ``jobs`` in parallel; results in order. A job still compiling when its
+        timeout runs out is a ``timeout`` result, and the pool is restarted."""
+        if not jobs:
+            return []
+        timeout = self.timeout if timeout is None else timeout
+        results: list[CompileResult | None] = [None] * len(jobs)
+        pending = list(range(len(jobs)))
+        while pending:
+            pool = self._ensure()
+            wave, pending = pending[: self.workers], pending[self.workers :]
+            started = time.perf_counter()
+            handles = {i: pool.apply_async(_compile, (jobs[i],)) for i in wave}
+            timed_out = False
+            for i, handle in handles.items():
+                remaining = None if timeout is None else max(0.0, started + timeout - time.perf_counter())
+                try:
+                    results[i] = handle.get(remaining)
+                except multiprocessing.TimeoutError:
+                    timed_out = True
+                    results[i] = CompileResult(
+                        Status.TIMEOUT, time.perf_counter() - started, f"compile exceeded {timeout:.1f} s"
+                    )
+                except Exception as error:  # the worker died or the result did not unpickle
+                    results[i] = CompileResult(Status.COMPILE_ERROR, time.perf_counter() - started, repr(error))
+            if timed_out:
+                logger.info("compile timeout after %.1f s: restarting the compile workers", timeout)
+                self.close()
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,43 @@
+"""Triton's ``Config``, re-exported, and its canonical (JSON) form used by the store.
+
+tunekit uses ``triton.Config`` itself, so configs move between ``triton.autotune`` and
+``tunekit.autotune`` unchanged. The canonical form is the flat mapping of every tunable
+parameter (meta-parameters plus ``num_warps``, ``num_stages``, ``num_ctas``, ``maxnreg``):
+it is what a Space enumerates, what constraints see and what the store keys trials by.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from triton import Config
+
+#: Parameters that are compile options, not kernel arguments.
+COMPILE_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+_OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+
+__all__ = ["Config", "COMPILE_OPTIONS", "config_to_dict", "config_from_dict", "config_json"]
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """Flatten a Config into ``{param: value}`` (compile options included, ``None`` left out)."""
+    flat = dict(config.kwargs)
+    for option in COMPILE_OPTIONS:
+        value = getattr(config, option, None)
+        if value is not None:
+            flat[option] = value
+    return flat
+
+
+def config_from_dict(params: Mapping[str, Any], pre_hook=None) -> Config:
+    """Build a Config from a flat mapping; compile options not given take Triton's defaults."""
+    kwargs = {name: value for name, value in params.items() if name not in COMPILE_OPTIONS}
+    options = {name: params.get(name, default) for name, default in _OPTION_DEFAULTS.items()}
+    return Config(kwargs, pre_hook=pre_hook, **options)
+
+
+def config_json(config: Config | Mapping[str, Any]) -> str:
+    """The canonical text of a config: sorted-key JSON of its flat form (pre_hook not included)."""
+    flat = config_to_dict(config) if isinstance(config, Config) else dict(config)
+    return json.dumps(flat, sort_keys=True, default=str)

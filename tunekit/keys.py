@@ -1,0 +1,79 @@
+"""Tuning keys: what a winner is cached by, bucketing of changing shapes, nearest-key lookup.
+
+A key is what ``triton.autotune`` uses: the values of the ``key`` arguments, then the dtype
+of every argument that has one. ``KeyBuckets`` maps key values to buckets (for example the
+next power of two), so that decode-like shapes that change on every call share a tuning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import triton
+
+Bucket = Callable[[Any], Any]
+
+
+def next_power_of_2(value: Any) -> Any:
+    """The bucket of a positive int: the smallest power of two >= it (others unchanged)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return triton.next_power_of_2(value)
+    return value
+
+
+BUCKETS: dict[str, Bucket] = {"pow2": next_power_of_2}
+
+
+def resolve_buckets(key: Sequence[str], buckets: Mapping[str, Bucket | str] | str | None) -> dict[str, Bucket]:
+    """Turn ``key_buckets=`` (a name for every key argument, or name -> bucket) into callables."""
+    if buckets is None:
+        return {}
+    if isinstance(buckets, str):
+        buckets = {name: buckets for name in key}
+    resolved = {}
+    for name, bucket in buckets.items():
+        if name not in key:
+            raise ValueError(f"key_buckets names {name!r}, which is not in key {list(key)}.")
+        if isinstance(bucket, str):
+            if bucket not in BUCKETS:
+                raise ValueError(f"Unknown key bucket {bucket!r}. Valid buckets: {', '.join(BUCKETS)}.")
+            bucket = BUCKETS[bucket]
+        if not callable(bucket):
+            raise ValueError(f"key_buckets[{name!r}] must be a callable or a bucket name. Got {bucket!r} instead.")
+        resolved[name] = bucket
+    return resolved
+
+
+def key_json(names: Sequence[str], key: tuple) -> str:
+    """The store's text for a key: ``{"args": {name: value}, "dtypes": [...]}``."""
+    values, dtypes = key[: len(names)], key[len(names) :]
+    return json.dumps(
+        {"args": dict(zip(names, values)), "dtypes": [str(d) for d in dtypes]}, sort_keys=True, default=str
+    )
+
+
+def _distance(a: Any, b: Any) -> float:
+    if a == b:
+        return 0.0
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (a, b))
+    if numbers:
+        return abs(math.log2(a) - math.log2(b))
+    return math.inf
+
+
+def nearest_key(target: str, candidates: Sequence[str]) -> str | None:
+    """The candidate key closest to ``target`` in log2 space, with the same dtypes and
+    argument names; None if none is comparable."""
+    wanted = json.loads(target)
+    best, best_distance = None, math.inf
+    for candidate in candidates:
+        other = json.loads(candidate)
+        if other["dtypes"] != wanted["dtypes"] or other["args"].keys() != wanted["args"].keys():
+            continue
+        distance = sum(_distance(wanted["args"][n], other["args"][n]) for n in wanted["args"])
+        if distance < best_distance:
+            best, best_distance = candidate, distance
+    return best

@@ -1,0 +1,246 @@
+"""The search space: finite domains per parameter plus constraints.
+
+A ``Space`` is what a strategy searches. It enumerates its valid configs in a fixed order,
+samples without replacement, gives the neighbours of a config, and encodes a config as
+numbers for perf models. A plain list of ``Config`` is a Space too (``Space.from_configs``):
+it enumerates exactly that list, pre-hooks included.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .config import COMPILE_OPTIONS, Config, config_from_dict, config_json, config_to_dict
+
+Constraint = Callable[[Mapping[str, Any]], bool]
+
+
+def _is_power_of_two(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0 and value & (value - 1) == 0
+
+
+def _describe(constraint: Constraint) -> str:
+    return getattr(constraint, "__name__", repr(constraint))
+
+
+class Space:
+    """Finite parameter domains and constraints over them.
+
+    Args:
+        constraints: callables on the flat config dict (meta-parameters and compile options);
+            a config is valid when every one returns true.
+        **domains: parameter name -> list of values. ``num_warps``, ``num_stages``,
+            ``num_ctas`` and ``maxnreg`` become compile options of the Config, every other
+            name a meta-parameter passed to the kernel.
+
+    Example:
+        >>> space = Space(BLOCK=[64, 128, 256], num_warps=[2, 4],
+        ...               constraints=[lambda c: c["BLOCK"] // c["num_warps"] >= 32])
+        >>> len(space)
+        5
+    """
+
+    def __init__(self, constraints: Sequence[Constraint] | None = None, **domains: Sequence[Any]) -> None:
+        if not domains:
+            raise ValueError("A Space needs at least one parameter domain, e.g. Space(BLOCK=[64, 128]).")
+        self.domains: dict[str, tuple] = {}
+        for name, values in domains.items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise ValueError(f"The domain of parameter {name!r} must be a list of values. Got {values!r} instead.")
+            values = tuple(dict.fromkeys(values))  # drop repeats, keep order
+            if not values:
+                raise ValueError(f"The domain of parameter {name!r} is empty: give it at least one value.")
+            self.domains[name] = values
+        self.constraints: tuple[Constraint, ...] = tuple(constraints or ())
+        for constraint in self.constraints:
+            if not callable(constraint):
+                raise ValueError(f"A constraint must be a callable on a config dict. Got {constraint!r} instead.")
+        self._explicit: list[Config] | None = None
+        self._valid: list[Config] | None = None
+        self._index: dict[str, int] | None = None
+
+    @classmethod
+    def from_configs(cls, configs: Sequence[Config], constraints: Sequence[Constraint] | None = None) -> "Space":
+        """A Space that holds exactly ``configs`` (in order, pre-hooks kept); domains are derived."""
+        configs = list(configs)
+        if not configs:
+            raise ValueError("Space.from_configs needs at least one Config.")
+        names: dict[str, None] = {}
+        for config in configs:
+            if not isinstance(config, Config):
+                raise ValueError(f"Space.from_configs takes triton.Config objects. Got {config!r} instead.")
+            names.update(dict.fromkeys(config_to_dict(config)))
+        domains = {
+            name: [config_to_dict(c)[name] for c in configs if name in config_to_dict(c)] for name in names
+        }
+        space = cls(constraints=constraints, **domains)
+        space._explicit = configs
+        return space
+
+    # -- enumeration -------------------------------------------------------------------------
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(self.domains)
+
+    @property
+    def meta_params(self) -> tuple[str, ...]:
+        """Parameters passed to the kernel as constexpr arguments (not compile options)."""
+        return tuple(name for name in self.domains if name not in COMPILE_OPTIONS)
+
+    def satisfies(self, params: Mapping[str, Any]) -> bool:
+        """Whether a flat config passes every constraint; a constraint that raises is an error."""
+        for constraint in self.constraints:
+            try:
+                accepted = constraint(params)
+            except Exception as error:
+                raise ValueError(
+                    f"Constraint {_describe(constraint)} raised {type(error).__name__}: {error} on config {dict(params)}"
+                ) from error
+            if not accepted:
+                return False
+        return True
+
+    def _enumerate(self) -> list[Config]:
+        if self._explicit is not None:
+            candidates: Iterable[Config] = self._explicit
+            valid = [c for c in candidates if self.satisfies(config_to_dict(c))]
+        else:
+            names = list(self.domains)
+            valid = []
+            for values in itertools.product(*self.domains.values()):
+                params = dict(zip(names, values))
+                if self.satisfies(params):
+                    valid.append(config_from_dict(params))
+        if not valid:
+            raise ValueError(
+                f"The constraints of this Space reject every one of its {self.cartesian_size} configs: "
+                f"check {', '.join(_describe(c) for c in self.constraints)}."
+            )
+        return valid
+
+    @property
+    def cartesian_size(self) -> int:
+        if self._explicit is not None:
+            return len(self._explicit)
+        return math.prod(len(values) for values in self.domains.values())
+
+    def configs(self) -> list[Config]:
+        """Every valid config, in a fixed order (the list's order for ``from_configs``)."""
+        if self._valid is None:
+            self._valid = self._enumerate()
+            self._index = {config_json(c): i for i, c in enumerate(self._valid)}
+        return self._valid
+
+    def __len__(self) -> int:
+        return len(self.configs())
+
+    def __iter__(self) -> Iterator[Config]:
+        return iter(self.configs())
+
+    def index(self, config: Config | Mapping[str, Any]) -> int | None:
+        """Position of a config in ``configs()``, or None if it is not a valid config of the Space."""
+        self.configs()
+        assert self._index is not None
+        if not isinstance(config, Config):
+            config = config_from_dict(config)  # fills in Triton's default compile options
+        return self._index.get(config_json(config))
+
+    def __contains__(self, config: object) -> bool:
+        return isinstance(config, (Config, Mapping)) and self.index(config) is not None
+
+    def canonical(self, config: Config | Mapping[str, Any]) -> Config | None:
+        """The Space's own Config object equal to ``config`` (pre-hooks restored), or None."""
+        position = self.index(config)
+        return None if position is None else self.configs()[position]
+
+    # -- search helpers ----------------------------------------------------------------------
+
+    def sample(self, n: int, rng: np.random.Generator, exclude: Iterable[str] = ()) -> list[Config]:
+        """Up to ``n`` distinct valid configs drawn uniformly, none of whose ids is in ``exclude``."""
+        excluded = set(exclude)
+        pool = [c for c in self.configs() if config_json(c) not in excluded]
+        if not pool:
+            return []
+        picks = rng.choice(len(pool), size=min(n, len(pool)), replace=False)
+        return [pool[i] for i in picks]
+
+    def neighbours(self, config: Config | Mapping[str, Any], method: str = "adjacent") -> list[Config]:
+        """Valid configs that differ from ``config`` in one parameter.
+
+        ``adjacent``: that parameter moves to the next lower or higher value of its domain;
+        ``hamming``: it takes any other value of its domain.
+        """
+        if method not in ("adjacent", "hamming"):
+            raise ValueError(f"neighbours() method must be 'adjacent' or 'hamming'. Got {method!r} instead.")
+        params = config_to_dict(config) if isinstance(config, Config) else dict(config)
+        found = []
+        for name, domain in self.domains.items():
+            if params.get(name) not in domain:
+                continue
+            position = domain.index(params[name])
+            if method == "adjacent":
+                others = [domain[i] for i in (position - 1, position + 1) if 0 <= i < len(domain)]
+            else:
+                others = [v for v in domain if v != params[name]]
+            for value in others:
+                candidate = self.canonical({**params, name: value})
+                if candidate is not None:
+                    found.append(candidate)
+        return found
+
+    # -- encoding for models -----------------------------------------------------------------
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [f"log2_{n}" if self._log_scaled(n) else n for n in self.domains]
+
+    def _log_scaled(self, name: str) -> bool:
+        values = [v for v in self.domains[name] if v is not None]
+        return bool(values) and all(_is_power_of_two(v) for v in values)
+
+    def _numeric(self, name: str) -> bool:
+        return all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in self.domains[name]
+        )
+
+    def encode(self, configs: Config | Mapping[str, Any] | Sequence[Config | Mapping[str, Any]]) -> np.ndarray:
+        """Configs as numbers: log2 for power-of-two domains, the value for other numbers, the
+        domain index for anything else; a missing value (``maxnreg=None``) is -1. One row per config."""
+        single = isinstance(configs, (Config, Mapping))
+        rows = [configs] if single else list(configs)
+        encoded = np.empty((len(rows), len(self.domains)), dtype=np.float64)
+        for i, config in enumerate(rows):
+            params = config_to_dict(config) if isinstance(config, Config) else dict(config)
+            for j, (name, domain) in enumerate(self.domains.items()):
+                value = params.get(name)
+                if value is None:
+                    encoded[i, j] = -1.0
+                elif self._log_scaled(name):
+                    encoded[i, j] = math.log2(value)
+                elif self._numeric(name):
+                    encoded[i, j] = float(value)
+                else:
+                    encoded[i, j] = float(domain.index(value)) if value in domain else -1.0
+        return encoded[0] if single else encoded
+
+    # -- checks against a kernel -------------------------------------------------------------
+
+    def check_kernel(self, arg_names: Sequence[str], kernel_name: str = "kernel") -> None:
+        """Refuse meta-parameters the kernel does not take."""
+        unknown = [name for name in self.meta_params if name not in arg_names]
+        if unknown:
+            raise ValueError(
+                f"The Space tunes {', '.join(unknown)}, which {kernel_name} does not take as an argument. "
+                f"Its arguments are: {', '.join(arg_names)}."
+            )
+
+    def __repr__(self) -> str:
+        domains = ", ".join(f"{name}={list(values)}" for name, values in self.domains.items())
+        extra = f", constraints={len(self.constraints)}" if self.constraints else ""
+        return f"Space({domains}{extra})"

@@ -1,0 +1,457 @@
+"""ResultsStore: every trial ever measured, in SQLite (default) or any SQLAlchemy database.
+
+Contract:
+    * ``record`` commits each trial in its own transaction before it returns, so a crash
+      loses at most the trial in flight.
+    * Several processes may write one store at once. SQLite stores use WAL, ``BEGIN
+      IMMEDIATE`` and a long busy timeout, so writers queue instead of failing with
+      "database is locked"; server databases (PostgreSQL) serialise writers themselves.
+    * Trials are keyed by kernel identity (name, source hash, Triton version key), device,
+      timing method and tuning key. Trials of the interpreter (device ``"interpreter"``,
+      host clock) are never mixed with GPU trials.
+    * A file that is not a tunekit store is refused and left untouched; tunekit never
+      overwrites or deletes a file it did not create.
+    * Returned objects are plain values: later writes never change them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Float, Index, Integer, String, Text, create_engine, event, inspect, select
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.pool import StaticPool
+
+from . import settings
+from .config import config_from_dict
+from .trial import Status, Timing, Trial
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or written as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class KernelIdentity:
+    """What makes trials comparable: the same kernel source, compiler, device and timer."""
+
+    name: str
+    source_hash: str
+    triton_version: str
+    device: str
+    timing_method: str
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _Meta(_Base):
+    __tablename__ = "tunekit_meta"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class _TrialRow(_Base):
+    __tablename__ = "trials"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kernel_name: Mapped[str] = mapped_column(String(256))
+    source_hash: Mapped[str] = mapped_column(String(128))
+    triton_version: Mapped[str] = mapped_column(String(128))
+    torch_version: Mapped[str] = mapped_column(String(64))
+    device: Mapped[str] = mapped_column(String(256))
+    timing_method: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(Text)
+    config: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    median_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p20_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p80_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compile_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    source: Mapped[str] = mapped_column(String(16))
+    strategy: Mapped[str] = mapped_column(String(128))
+    run_id: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    __table_args__ = (Index("ix_trials_lookup", "source_hash", "device", "timing_method", "key"),)
+
+
+class _WinnerRow(_Base):
+    __tablename__ = "winners"
+    source_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
+    triton_version: Mapped[str] = mapped_column(String(128), primary_key=True)
+    device: Mapped[str] = mapped_column(String(256), primary_key=True)
+    timing_method: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    kernel_name: Mapped[str] = mapped_column(String(256))
+    config: Mapped[str] = mapped_column(Text)
+    median_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    space_hash: Mapped[str] = mapped_column(String(64))
+    run_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class _RunRow(_Base):
+    __tablename__ = "runs"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kernel_name: Mapped[str] = mapped_column(String(256))
+    source_hash: Mapped[str] = mapped_column(String(128))
+    device: Mapped[str] = mapped_column(String(256))
+    timing_method: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(Text)
+    strategy: Mapped[str] = mapped_column(String(128))
+    budget: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    evaluations: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    winner: Mapped[str | None] = mapped_column(Text, nullable=True)
+    tuning_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _to_url(location: str | os.PathLike) -> str:
+    """A SQLAlchemy URL for a path or URL, refusing paths that cannot hold a store."""
+    text = os.fspath(location)
+    if "://" in text:
+        try:
+            make_url(text)
+        except ArgumentError as error:
+            raise StoreError(f"Store URL {text!r} is not a valid SQLAlchemy URL: {error}") from error
+        return text
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise StoreError(f"Store path {path} is a directory; give a file name such as {path / 'tunekit.db'}.")
+    if not path.parent.exists():
+        raise StoreError(f"Store path {path}: directory {path.parent} does not exist.")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise StoreError(f"Store path {path} is not writable by this user.")
+    return f"sqlite:///{path.resolve()}"
+
+
+def _refuse_foreign_sqlite(url: str) -> None:
+    """Refuse, without writing a byte, a file that exists and is not a tunekit store."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or not parsed.database or parsed.database == ":memory:":
+        return
+    path = Path(parsed.database)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as handle:
+        header = handle.read(len(_SQLITE_MAGIC))
+    if header != _SQLITE_MAGIC:
+        raise StoreError(f"{path} is not a tunekit store (not an SQLite database); it was left untouched.")
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        connection.close()
+    if tables and "tunekit_meta" not in tables:
+        raise StoreError(
+            f"{path} is an SQLite database but not a tunekit store (tables: {', '.join(sorted(tables))}); "
+            "it was left untouched."
+        )
+
+
+def _make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    if not parsed.database or parsed.database == ":memory:":
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        engine = create_engine(url, connect_args={"timeout": 120, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
+        cursor = dbapi_connection.cursor()
+        if parsed.database and parsed.database != ":memory:":
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=120000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection):  # pragma: no cover
+        # IMMEDIATE takes the write lock at once, so concurrent writers wait for each other
+        # (busy_timeout) instead of failing on a lock upgrade.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _trial_from_row(row: _TrialRow) -> Trial:
+    timing = Timing(row.median_ms, row.p20_ms, row.p80_ms) if row.median_ms is not None else None
+    return Trial(
+        config=config_from_dict(json.loads(row.config)),
+        status=Status(row.status),
+        timing=timing,
+        compile_seconds=row.compile_seconds,
+        error=row.error,
+        key=tuple(json.loads(row.key).items()),
+        source="store",
+        extra={"run_id": row.run_id, "strategy": row.strategy, "created_at": row.created_at, "key_json": row.key},
+    )
+
+
+class ResultsStore:
+    """The trials of every tuning, in one database.
+
+    Args:
+        url: a file path (SQLite) or any SQLAlchemy URL, e.g. ``postgresql+psycopg://host/db``;
+            ``"sqlite://"`` keeps everything in memory.
+    """
+
+    def __init__(self, url: str | os.PathLike) -> None:
+        self.url = _to_url(url)
+        _refuse_foreign_sqlite(self.url)
+        self._engine = _make_engine(self.url)
+        self._initialise()
+
+    def _initialise(self) -> None:
+        try:
+            with self._session() as session:
+                _Base.metadata.create_all(session.connection())
+                version = session.get(_Meta, "schema_version")
+                if version is None:
+                    session.add(_Meta(name="schema_version", value=str(SCHEMA_VERSION)))
+                elif int(version.value) > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"Store {self.url} has schema version {version.value}, newer than this tunekit's "
+                        f"{SCHEMA_VERSION}: upgrade tunekit."
+                    )
+        except OperationalError as error:
+            raise StoreError(f"Store {self.url} could not be opened: {error.orig}") from error
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with Session(self._engine) as session, session.begin():
+            yield session
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def record(self, identity: KernelIdentity, key_json: str, trial: Trial, *, strategy: str, run_id: str) -> None:
+        """Commit one trial now."""
+        timing = trial.timing
+        row = _TrialRow(
+            kernel_name=identity.name,
+            source_hash=identity.source_hash,
+            triton_version=identity.triton_version,
+            torch_version=_torch_version(),
+            device=identity.device,
+            timing_method=identity.timing_method,
+            key=key_json,
+            config=trial.config_id,
+            status=trial.status.value,
+            error=trial.error,
+            median_ms=timing.median_ms if timing else None,
+            p20_ms=timing.p20_ms if timing else None,
+            p80_ms=timing.p80_ms if timing else None,
+            compile_seconds=trial.compile_seconds,
+            source=trial.source,
+            strategy=strategy,
+            run_id=run_id,
+            created_at=time.time(),
+        )
+        with self._session() as session:
+            session.add(row)
+
+    def start_run(self, identity: KernelIdentity, key_json: str, *, strategy: str, budget: Any, run_id: str) -> None:
+        with self._session() as session:
+            session.add(
+                _RunRow(
+                    run_id=run_id,
+                    kernel_name=identity.name,
+                    source_hash=identity.source_hash,
+                    device=identity.device,
+                    timing_method=identity.timing_method,
+                    key=key_json,
+                    strategy=strategy,
+                    budget=json.dumps(asdict(budget)) if budget is not None else "{}",
+                    started_at=time.time(),
+                )
+            )
+
+    def finish_run(
+        self,
+        identity: KernelIdentity,
+        key_json: str,
+        *,
+        run_id: str,
+        winner: Trial | None,
+        evaluations: int,
+        tuning_seconds: float,
+        space_hash: str,
+    ) -> None:
+        """Close a run and, when it found one, make its winner the key's stored winner."""
+        now = time.time()
+        with self._session() as session:
+            run = session.get(_RunRow, run_id)
+            if run is not None:
+                run.finished_at = now
+                run.evaluations = evaluations
+                run.tuning_seconds = tuning_seconds
+                run.winner = winner.config_id if winner else None
+            if winner is None:
+                return
+            primary = (identity.source_hash, identity.triton_version, identity.device, identity.timing_method, key_json)
+            row = session.get(_WinnerRow, primary)
+            if row is None:
+                row = _WinnerRow(
+                    source_hash=identity.source_hash,
+                    triton_version=identity.triton_version,
+                    device=identity.device,
+                    timing_method=identity.timing_method,
+                    key=key_json,
+                )
+                session.add(row)
+            row.kernel_name = identity.name
+            row.config = winner.config_id
+            row.median_ms = winner.time_ms if winner.ok else None
+            row.space_hash = space_hash
+            row.run_id = run_id
+            row.created_at = now
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _identity_filter(self, statement, identity: KernelIdentity):
+        return statement.where(
+            _TrialRow.source_hash == identity.source_hash,
+            _TrialRow.triton_version == identity.triton_version,
+            _TrialRow.device == identity.device,
+            _TrialRow.timing_method == identity.timing_method,
+        )
+
+    def history(self, identity: KernelIdentity) -> list[Trial]:
+        """Every measured trial of this kernel identity, on every key, oldest first."""
+        statement = self._identity_filter(select(_TrialRow), identity).where(_TrialRow.source != "retimed")
+        with self._session() as session:
+            rows = session.scalars(statement.order_by(_TrialRow.id)).all()
+            return [_trial_from_row(row) for row in rows]
+
+    def winners(self, identity: KernelIdentity) -> dict[str, tuple[str, float | None, str]]:
+        """Stored winners of this kernel identity: key JSON -> (config JSON, median ms, space hash)."""
+        statement = select(_WinnerRow).where(
+            _WinnerRow.source_hash == identity.source_hash,
+            _WinnerRow.triton_version == identity.triton_version,
+            _WinnerRow.device == identity.device,
+            _WinnerRow.timing_method == identity.timing_method,
+        )
+        with self._session() as session:
+            return {row.key: (row.config, row.median_ms, row.space_hash) for row in session.scalars(statement)}
+
+    def rows(
+        self,
+        *,
+        kernel: str | None = None,
+        device: str | None = None,
+        key: str | None = None,
+        strategy: str | None = None,
+        run_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Trials as plain dicts (every column), filtered by whatever is given; oldest first."""
+        statement = select(_TrialRow)
+        for column, value in (
+            (_TrialRow.kernel_name, kernel),
+            (_TrialRow.device, device),
+            (_TrialRow.key, key),
+            (_TrialRow.strategy, strategy),
+            (_TrialRow.run_id, run_id),
+        ):
+            if value is not None:
+                statement = statement.where(column == value)
+        with self._session() as session:
+            rows = session.scalars(statement.order_by(_TrialRow.id)).all()
+            columns = [c.key for c in inspect(_TrialRow).columns]
+            return [{name: getattr(row, name) for name in columns} for row in rows]
+
+    def runs(self, kernel: str | None = None) -> list[dict[str, Any]]:
+        statement = select(_RunRow).order_by(_RunRow.started_at)
+        if kernel is not None:
+            statement = statement.where(_RunRow.kernel_name == kernel)
+        with self._session() as session:
+            columns = [c.key for c in inspect(_RunRow).columns]
+            return [{name: getattr(row, name) for name in columns} for row in session.scalars(statement)]
+
+    def winner_rows(self) -> list[dict[str, Any]]:
+        with self._session() as session:
+            columns = [c.key for c in inspect(_WinnerRow).columns]
+            rows = session.scalars(select(_WinnerRow).order_by(_WinnerRow.kernel_name, _WinnerRow.key))
+            return [{name: getattr(row, name) for name in columns} for row in rows]
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({self.url!r})"
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+
+        return torch.__version__
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return ""
+
+
+def open_store(store: "str | os.PathLike | ResultsStore | None | bool" = True) -> ResultsStore:
+    """Turn what the user passed as ``store=`` into a ResultsStore, in one place.
+
+    ``True`` (the default) is ``$TUNEKIT_STORE`` or a SQLite file in the user's cache
+    directory; ``None`` or ``False`` an in-memory store (nothing persists, as with stock
+    ``triton.autotune``); a path or URL that database; a ResultsStore itself.
+    """
+    if isinstance(store, ResultsStore):
+        return store
+    if store is None or store is False:
+        return ResultsStore("sqlite://")
+    if store is True:
+        url = settings.store_url()
+        if "://" not in url:
+            Path(url).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        return ResultsStore(url)
+    if isinstance(store, (str, os.PathLike)):
+        return ResultsStore(store)
+    raise TypeError(f"store must be a path, an SQLAlchemy URL, a ResultsStore, True or None. Got {store!r} instead.")
+
+
+def export_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
+    """Write rows to CSV or JSONL (by ``fmt`` or the file's suffix). Refuses to overwrite."""
+    import csv
+
+    target = Path(path)
+    fmt = (fmt or target.suffix.lstrip(".") or "csv").lower()
+    if fmt not in ("csv", "jsonl"):
+        raise ValueError(f"Export format must be 'csv' or 'jsonl'. Got {fmt!r} instead.")
+    if target.exists():
+        raise FileExistsError(f"{target} exists; tunekit does not overwrite files. Choose another name.")
+    with open(target, "x", newline="") as handle:
+        if fmt == "jsonl":
+            for row in rows:
+                handle.write(json.dumps(row, default=str) + "\n")
+        else:
+            fields = list(rows[0]) if rows else []
+            writer = csv.DictWriter(handle, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    return target

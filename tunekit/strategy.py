@@ -1,0 +1,138 @@
+"""The Strategy plugin interface and the registry of strategies.
+
+A strategy decides which configs to try next and nothing else: it never compiles,
+benchmarks or writes the store. The Autotuner drives it in Optuna's ask-and-tell style:
+
+    strategy.start(context)          # once per tuning (one kernel, one key)
+    configs = strategy.ask(n)        # up to n proposals; [] means "nothing more to try"
+    strategy.tell(trials)            # what became of them (and of anything else measured)
+
+The Autotuner tunes every key with a fresh copy of the strategy the user gave, so state kept
+on ``self`` after ``start`` belongs to one tuning. Proposals that the Space rejects, that were
+already measured, or that the store already holds cost no budget; the store's answer is told
+back like any other trial.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+import numpy as np
+
+from .budget import Budget
+from .config import Config
+from .space import Space
+from .trial import Trial
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """What a strategy is given at the start of a tuning.
+
+    Attributes:
+        space: the configs to search.
+        budget: what this tuning may spend (the Autotuner enforces it; a strategy may plan by it).
+        key: the tuning key, argument name -> value (dtypes under ``"dtypes"``).
+        seed: the seed of this tuning, derived from the user's seed and the key.
+        history: earlier trials of the same kernel on this device and timing method, on
+            every key, oldest first (read only): what cross-shape learning starts from.
+    """
+
+    space: Space
+    budget: Budget
+    key: Mapping[str, Any]
+    seed: int
+    history: Sequence[Trial] = field(default_factory=tuple)
+
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed)
+
+
+def derive_seed(seed: int | None, key: Any) -> int:
+    """A reproducible per-key seed: different keys explore differently, the same key the same way."""
+    digest = hashlib.sha256(repr((seed, key)).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+class Strategy(abc.ABC):
+    """Base class of search strategies.
+
+    Subclasses take their options as keyword arguments of ``__init__`` and store them
+    unmodified (nothing is learned there), implement ``ask``, and usually ``tell``.
+    """
+
+    #: The registry name; set by subclasses.
+    name: str = ""
+
+    def start(self, context: SearchContext) -> None:
+        """Begin a tuning. Subclasses that override it call ``super().start(context)``."""
+        self.context = context
+        self.rng = context.rng()
+
+    @abc.abstractmethod
+    def ask(self, n: int) -> list[Config]:
+        """Propose up to ``n`` configs to evaluate next (a batch, compiled in parallel).
+        An empty list means the strategy has nothing more to propose."""
+
+    def tell(self, trials: Sequence[Trial]) -> None:  # noqa: B027 - a no-op hook by design
+        """Learn from trials: those of the last ask, and any answered from the store."""
+
+    def clone(self) -> "Strategy":
+        """A fresh copy with the same options, for one tuning."""
+        return copy.deepcopy(self)
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k not in ("context", "rng"))
+        return f"{type(self).__name__}({options})"
+
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+ENTRY_POINT_GROUP = "tunekit.strategies"
+
+
+def register_strategy(name: str, cls: type[Strategy]) -> None:
+    """Make ``cls`` available as ``strategy=name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+        raise TypeError(f"register_strategy({name!r}, ...) needs a Strategy subclass. Got {cls!r} instead.")
+    _REGISTRY[name] = cls
+
+
+def _load_entry_points() -> None:
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name in _REGISTRY:
+            continue
+        try:
+            register_strategy(entry.name, entry.load())
+        except Exception as error:  # a broken third-party plugin must not break tunekit
+            logger.warning("Strategy plugin %r (%s) could not be loaded: %s", entry.name, entry.value, error)
+
+
+def available() -> list[str]:
+    """Names of every registered strategy, built-in and from installed plugins."""
+    from . import strategies  # noqa: F401 - registers the built-in ones
+
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def make_strategy(strategy: str | Strategy, **options: Any) -> Strategy:
+    """Turn what the user passed (a name or an instance) into a Strategy instance."""
+    if isinstance(strategy, Strategy):
+        return strategy
+    if isinstance(strategy, type) and issubclass(strategy, Strategy):
+        return strategy(**options)
+    if not isinstance(strategy, str):
+        raise TypeError(f"strategy must be a registered name or a Strategy instance. Got {strategy!r} instead.")
+    names = available()
+    if strategy not in _REGISTRY:
+        raise ValueError(f"Unknown strategy {strategy!r}. Valid strategies: {', '.join(names)}.")
+    return _REGISTRY[strategy](**options)

@@ -1,0 +1,89 @@
+"""A trial: one config measured (or failed) for one key, with a closed set of statuses."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .config import Config, config_json
+
+
+class Status(str, Enum):
+    """What happened to a config. A closed set: everything a benchmark can end in."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    OUT_OF_RESOURCES = "out_of_resources"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    WRONG = "wrong"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Time statistics of one config, in milliseconds: median and 20/80 % quantiles."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+
+    @classmethod
+    def from_bench(cls, result: Any) -> "Timing":
+        """Accept what a ``do_bench`` returns: a float, or ``[median, p20, p80]``."""
+        if isinstance(result, (int, float)):
+            value = float(result)
+            return cls(value, value, value)
+        values = [float(v) for v in result]
+        if len(values) == 1:
+            return cls(values[0], values[0], values[0])
+        if len(values) < 3:
+            raise ValueError(f"do_bench must return a float or [median, p20, p80]; got {result!r}")
+        return cls(values[0], values[1], values[2])
+
+    @property
+    def spread(self) -> float:
+        """Relative spread (p80 - p20) / median: how far one measurement can be trusted."""
+        if not self.median_ms or not math.isfinite(self.median_ms):
+            return math.inf
+        return (self.p80_ms - self.p20_ms) / self.median_ms
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured config for one key.
+
+    ``source`` says where it came from: ``"measured"`` in this tuning, ``"store"`` when an
+    earlier tuning measured it and the store answered, ``"retimed"`` for the interleaved
+    re-measurement of a finalist.
+    """
+
+    config: Config
+    status: Status
+    timing: Timing | None = None
+    compile_seconds: float | None = None
+    error: str | None = None
+    key: tuple = ()
+    source: str = "measured"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK and self.timing is not None
+
+    @property
+    def time_ms(self) -> float:
+        """The median time, or +inf for a failed trial (so failures sort last)."""
+        return self.timing.median_ms if self.ok else math.inf
+
+    @property
+    def config_id(self) -> str:
+        return config_json(self.config)
+
+    def __str__(self) -> str:
+        what = f"{self.time_ms:.4f} ms" if self.ok else f"{self.status}: {(self.error or '').splitlines()[:1]}"
+        return f"[{self.config}] {what}"
