@@ -208,7 +208,8 @@ class Autotuner(_TritonAutotuner):
                 config = self._stored_or_tuned(text, key, args, kwargs)
             entry = (config, config.all_kwargs())
             self._tuned[key] = entry
-            self.cache[key] = config  # stock Triton's attribute, kept for code that reads it
+            stock_key = key[: len(present)] + tuple(str(dtype) for dtype in key[len(present) :])
+            self.cache[stock_key] = config  # stock Triton's attribute and key, for code that reads it
             return entry
 
     def _stored_or_tuned(self, text: str, key: tuple, args: tuple, kwargs: dict) -> Config:

@@ -11,6 +11,7 @@ timeout is cut off by terminating the pool, and the config becomes a ``timeout``
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import multiprocessing
 import pickle
@@ -75,10 +76,8 @@ class _StubDriver:
 
 
 def unwrap_jit(fn: Any) -> Any:
-    """The JITFunction under decorators (Autotuner, Heuristics, ...)."""
-    from triton.runtime.jit import JITFunction
-
-    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+    """The JITFunction (or the interpreter's function) under decorators (Autotuner, Heuristics, ...)."""
+    while hasattr(fn, "fn") and not inspect.isfunction(fn.fn):
         fn = fn.fn
     return fn
 
@@ -107,7 +106,7 @@ def _compile(job: CompileJob) -> CompileResult:
     return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
 
 
-def _ready() -> bool:
+def _ready(_index: int = 0) -> bool:
     import triton  # noqa: F401 - pays the import once per worker
 
     return True

@@ -1,0 +1,296 @@
+"""tunekit.autotune against stock triton.autotune, both running real kernels under the interpreter.
+
+Stock Triton runs under the interpreter when given a ``do_bench``; ``FakeClock`` is one that
+launches the real kernel and reports a fixed time per config, so that both tuners see the same
+timings and their choices can be compared exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tunekit
+from tunekit import Budget, Config, Space, Status
+from tunekit.kernels import matmul, vector_add
+from tunekit.store import ResultsStore
+
+N = 4096
+
+
+class FakeClock:
+    """A do_bench that runs the kernel and reports ``cost(BLOCK, num_warps)`` as its time."""
+
+    def __init__(self, cost=lambda block, warps: 1000.0 / block + warps):
+        self.cost = cost
+        self.last = None
+        self.benchmarked: list[tuple] = []
+
+    def pre_hook(self, nargs):
+        self.last = (nargs["BLOCK"], nargs["num_warps"])
+
+    def __call__(self, kernel_call, quantiles=None):
+        kernel_call()
+        self.benchmarked.append(self.last)
+        t = self.cost(*self.last)
+        return [t, t * 0.99, t * 1.01]
+
+
+def add_configs(clock: FakeClock) -> list[Config]:
+    return [
+        Config({"BLOCK": block}, num_warps=warps, pre_hook=clock.pre_hook)
+        for block in (128, 256, 512) for warps in (2, 4)
+    ]
+
+
+def launch_add(kernel, n=N, seed=0):
+    x, y, out = vector_add.inputs(n, seed=seed)
+    kernel[vector_add.grid](x, y, out, n)
+    torch.testing.assert_close(out, vector_add.reference(x, y))
+    return out
+
+
+# -- drop-in behaviour ----------------------------------------------------------------------------
+
+
+def test_same_winner_and_same_configs_timed_as_stock_on_a_config_list():
+    stock_clock, tk_clock = FakeClock(), FakeClock()
+    stock = triton.autotune(add_configs(stock_clock), key=["n"], do_bench=stock_clock)(vector_add.add_kernel)
+    ours = tunekit.autotune(add_configs(tk_clock), key=["n"], do_bench=tk_clock, store=None)(vector_add.add_kernel)
+    launch_add(stock)
+    launch_add(ours)
+    assert isinstance(ours, triton.runtime.autotuner.Autotuner)  # what torch.compile's Dynamo looks for
+    assert tk_clock.benchmarked == stock_clock.benchmarked  # every config, in the list's order
+    assert (ours.best_config.kwargs, ours.best_config.num_warps) == (stock.best_config.kwargs, stock.best_config.num_warps)
+    assert list(ours.cache) == list(stock.cache)  # the same key tuple
+    launch_add(ours, seed=1)
+    assert len(tk_clock.benchmarked) == 6  # a cached key is not tuned again
+
+
+def test_restore_value_and_reset_to_zero_leave_the_inputs_as_stock_does():
+    @triton.jit
+    def accumulate(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        tl.store(x_ptr + offsets, x + 1.0, mask=mask)  # in place
+        tl.atomic_add(total_ptr, tl.sum(x, axis=0))
+
+    results = []
+    for decorate in (triton.autotune, tunekit.autotune):
+        clock = FakeClock()
+        extra = {"store": None} if decorate is tunekit.autotune else {}
+        kernel = decorate(add_configs(clock), key=["n"], do_bench=clock, restore_value=["x_ptr"],
+                          reset_to_zero=["total_ptr"], **extra)(accumulate)
+        x = torch.arange(N, dtype=torch.float32)
+        total = torch.zeros(1)
+        kernel[vector_add.grid](x, total, N)
+        results.append((x.clone(), total.clone()))
+    (stock_x, stock_total), (ours_x, ours_total) = results
+    torch.testing.assert_close(ours_x, torch.arange(N, dtype=torch.float32) + 1)  # incremented exactly once
+    torch.testing.assert_close(ours_total, torch.tensor([float(sum(range(N)))]))
+    torch.testing.assert_close(ours_x, stock_x)
+    torch.testing.assert_close(ours_total, stock_total)
+
+
+@triton.jit
+def add_maybe_masked(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+    else:
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+
+
+@pytest.mark.parametrize("order", ["autotune_over_heuristics", "heuristics_over_autotune"])
+def test_stacks_with_heuristics_in_either_order_like_stock(order):
+    if order == "autotune_over_heuristics":  # the heuristic sees the config being tried
+        even = {"EVEN": lambda args: args["n"] % args["BLOCK"] == 0}
+    else:  # above the autotuner it sees only the call's arguments, as in stock Triton
+        even = {"EVEN": lambda args: args["n"] % 1024 == 0}
+    winners = []
+    for decorate in (triton.autotune, tunekit.autotune):
+        clock = FakeClock()
+        extra = {"store": None} if decorate is tunekit.autotune else {}
+        tune = decorate(add_configs(clock), key=["n"], do_bench=clock, **extra)
+        heuristics = tunekit.heuristics(even)
+        kernel = tune(heuristics(add_maybe_masked)) if order == "autotune_over_heuristics" else heuristics(
+            tune(add_maybe_masked))
+        x, y, out = vector_add.inputs(3000)
+        kernel[vector_add.grid](x, y, out, 3000)
+        torch.testing.assert_close(out, x + y)
+        winners.append(clock.benchmarked)
+    assert winners[0] == winners[1]
+
+
+def test_prune_configs_by_keeps_stock_semantics():
+    def early_prune(configs, named_args, **kwargs):
+        return [c for c in configs if c.num_warps == 4]
+
+    def perf_model(**kwargs):
+        return -kwargs["BLOCK"]  # predicts bigger blocks are faster
+
+    timed = []
+    for decorate in (triton.autotune, tunekit.autotune):
+        clock = FakeClock()
+        extra = {"store": None} if decorate is tunekit.autotune else {}
+        kernel = decorate(add_configs(clock), key=["n"], do_bench=clock, **extra,
+                          prune_configs_by={"early_config_prune": early_prune, "perf_model": perf_model, "top_k": 2})(
+            vector_add.add_kernel)
+        launch_add(kernel)
+        timed.append(clock.benchmarked)
+    assert timed[0] == timed[1] == [(512, 4), (256, 4)]
+
+
+def test_a_single_config_is_never_benchmarked():
+    clock = FakeClock()
+    kernel = tunekit.autotune(add_configs(clock)[:1], key=["n"], do_bench=clock, store=None)(vector_add.add_kernel)
+    launch_add(kernel)
+    assert clock.benchmarked == []
+
+
+def test_small_matmul_tunes_and_computes_the_right_product():
+    configs = [Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": 16, "GROUP_M": g}, num_warps=4)
+               for m, n, g in ((16, 16, 1), (32, 16, 8), (16, 32, 1), (32, 32, 8))]
+    kernel = tunekit.autotune(configs, key=["M", "N", "K"], store=None)(matmul.matmul_kernel)
+    a, b, c = matmul.inputs(48, 40, 64, dtype=torch.float32)
+    matmul.launch(kernel, a, b, c)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    assert len(kernel.trials) == 4 and all(t.ok for t in kernel.trials)
+
+
+# -- search, budget and store -------------------------------------------------------------------
+
+
+def test_random_strategy_spends_exactly_its_budget_and_records_every_trial(store_path):
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=3),
+                              store=store_path, seed=1)(vector_add.add_kernel)
+    launch_add(kernel)
+    measured = [t for t in kernel.trials if t.source == "measured"]
+    assert len(measured) == 3 and len({t.config_id for t in measured}) == 3
+    rows = ResultsStore(store_path).rows(run_id=kernel.run_id)
+    assert [r["source"] for r in rows].count("measured") == 3
+    assert all(r["device"] == "interpreter" and r["timing_method"] == "host_clock" for r in rows)
+    assert all(r["strategy"] in ("random", "finalists") for r in rows)
+    assert kernel.best_config.kwargs["BLOCK"] in [t.config.kwargs["BLOCK"] for t in measured]
+
+
+def test_a_new_process_reuses_the_stored_winner_and_measures_only_what_is_new(store_path):
+    clock = FakeClock()
+    first = tunekit.autotune(add_configs(clock), key=["n"], do_bench=clock, store=store_path)(vector_add.add_kernel)
+    launch_add(first)
+    assert len([t for t in first.trials if t.source == "measured"]) == 6
+
+    clock.benchmarked.clear()  # a second decorator on the same store: as a new process would
+    again = tunekit.autotune(add_configs(clock), key=["n"], do_bench=clock, store=store_path)(vector_add.add_kernel)
+    launch_add(again)
+    assert clock.benchmarked == []  # the stored winner of the same space is reused as it is
+    assert again.best_config.kwargs == first.best_config.kwargs
+
+    clock.benchmarked.clear()  # one config added to the list: only it is measured
+    grown = add_configs(clock) + [Config({"BLOCK": 1024}, num_warps=2, pre_hook=clock.pre_hook)]
+    third = tunekit.autotune(grown, key=["n"], do_bench=clock, store=store_path)(vector_add.add_kernel)
+    launch_add(third)
+    sources = sorted(t.source for t in third.trials)
+    assert sources == ["measured"] + ["store"] * 6
+    finalist_rounds = tunekit.settings.DEFAULTS.finalist_rounds * tunekit.settings.DEFAULTS.finalists
+    assert len(clock.benchmarked) == 1 + finalist_rounds
+    assert clock.benchmarked[0] == (1024, 2)
+    assert third.best_config.kwargs == {"BLOCK": 1024}  # 1000/1024 + 2 beats every other cost
+
+
+def test_store_none_persists_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNEKIT_STORE", str(tmp_path / "default.db"))
+    clock = FakeClock()
+    kernel = tunekit.autotune(add_configs(clock), key=["n"], do_bench=clock, store=None)(vector_add.add_kernel)
+    launch_add(kernel)
+    assert not (tmp_path / "default.db").exists()
+
+
+def test_failing_configs_become_trials_and_tuning_goes_on(store_path):
+    @triton.jit
+    def picky(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        tl.static_assert(BLOCK <= 256)
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+
+    kernel = tunekit.autotune(space=Space(BLOCK=[128, 256, 512, 1024]), key=["n"], strategy="exhaustive",
+                              store=store_path)(picky)
+    launch_add(kernel)
+    statuses = {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials}
+    assert statuses[512] is statuses[1024] is Status.RUNTIME_ERROR  # the interpreter compiles while it runs
+    assert statuses[128] is statuses[256] is Status.OK
+    assert kernel.best_config.kwargs["BLOCK"] in (128, 256)
+    errors = [r["error"] for r in ResultsStore(store_path).rows() if r["status"] != "ok"]
+    assert len(errors) == 2 and all("AssertionError" in e or "assert" in e.lower() for e in errors)
+
+
+def test_every_config_failing_raises_with_kernel_key_and_counts():
+    @triton.jit
+    def never(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        tl.static_assert(BLOCK < 0)
+
+    kernel = tunekit.autotune(space=Space(BLOCK=[128, 256]), key=["n"], strategy="exhaustive", store=None)(never)
+    with pytest.raises(tunekit.TuningError, match=r"Every config of never failed for key .*4096.*2 runtime_error"):
+        launch_add(kernel)
+
+
+def test_bad_arguments_are_refused_before_anything_runs():
+    with pytest.raises(ValueError, match=r"key of add_kernel names 'm', which is not an argument"):
+        tunekit.autotune(space=vector_add.space(), key=["m"])(vector_add.add_kernel)
+    with pytest.raises(ValueError, match="tunes BLOCK_SIZE, which add_kernel does not take"):
+        tunekit.autotune(space=Space(BLOCK_SIZE=[64]), key=["n"])(vector_add.add_kernel)
+    with pytest.raises(ValueError, match="reject every one"):
+        tunekit.autotune(space=Space(BLOCK=[64], constraints=[lambda c: False]), key=["n"])(vector_add.add_kernel)
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], store=None)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(N)
+    with pytest.raises(ValueError, match="called with BLOCK, which the autotuner tunes"):
+        kernel[vector_add.grid](x, y, out, N, BLOCK=128)
+
+
+def test_key_buckets_share_one_tuning_between_nearby_shapes(store_path):
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=2),
+                              store=store_path, key_buckets="pow2")(vector_add.add_kernel)
+    launch_add(kernel, n=1000)
+    launch_add(kernel, n=1024)
+    launch_add(kernel, n=1025)
+    keys = [json.loads(r["key"])["args"]["n"] for r in ResultsStore(store_path).runs()]
+    assert keys == [1024, 2048]
+
+
+def test_offline_mode_never_tunes_and_falls_back_to_the_nearest_key(store_path, monkeypatch):
+    def make():
+        return tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=2),
+                                store=store_path)(vector_add.add_kernel)
+
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    with pytest.warns(RuntimeWarning, match="did not tune add_kernel .*offline; using the default config"):
+        launch_add(make())
+    assert ResultsStore(store_path).runs() == []
+
+    monkeypatch.setenv("TUNEKIT_MODE", "online")
+    online = make()
+    launch_add(online, n=4096)
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    offline = make()
+    with pytest.warns(RuntimeWarning, match=r"winner of the nearest tuned key .*4096"):
+        launch_add(offline, n=5000)
+    assert offline.best_config.kwargs == online.best_config.kwargs
+    assert len(ResultsStore(store_path).runs()) == 1
+
+
+def test_print_autotuning_prints_what_stock_prints(capsys, monkeypatch):
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    clock = FakeClock()
+    kernel = tunekit.autotune(add_configs(clock), key=["n"], do_bench=clock, store=None)(vector_add.add_kernel)
+    launch_add(kernel)
+    printed = capsys.readouterr().out
+    assert "Triton autotuning for function add_kernel" in printed and "best config selected: BLOCK: 512" in printed

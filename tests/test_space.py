@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+
+import tunekit
+from tunekit import Config, Space
+from tunekit.config import config_to_dict
+from tunekit.kernels import matmul
+
+
+def test_size_enumeration_and_constraints():
+    space = Space(BLOCK=[64, 128, 256], num_warps=[2, 4], constraints=[lambda c: c["BLOCK"] // c["num_warps"] >= 32])
+    flats = [config_to_dict(c) for c in space]
+    assert len(space) == 5 and len(flats) == 5
+    assert all(f["BLOCK"] // f["num_warps"] >= 32 for f in flats)
+    assert {"BLOCK": 64, "num_warps": 4} not in [{k: f[k] for k in ("BLOCK", "num_warps")} for f in flats]
+    assert space.configs()[0].num_warps == 2 and space.configs()[0].kwargs == {"BLOCK": 64}
+
+
+def test_design_gemm_space_has_the_size_design_md_states():
+    # design.md: 1,152 configs, of which the shared-memory constraint removes 168 (138 failing + 30 running)
+    space = matmul.space()
+    assert space.cartesian_size == 1152
+    assert len(space) == 1152 - 168
+
+
+def test_compile_options_become_config_fields():
+    config = Space(BLOCK=[64], num_warps=[8], num_stages=[2], num_ctas=[1], maxnreg=[128]).configs()[0]
+    assert (config.num_warps, config.num_stages, config.num_ctas, config.maxnreg) == (8, 2, 1, 128)
+    assert config.kwargs == {"BLOCK": 64}
+
+
+def test_from_configs_keeps_order_and_pre_hooks():
+    hook = lambda nargs: None  # noqa: E731
+    configs = [Config({"BLOCK": 128}, num_warps=4, pre_hook=hook), Config({"BLOCK": 64}, num_warps=2)]
+    space = Space.from_configs(configs)
+    assert space.configs() == configs
+    assert space.canonical({"BLOCK": 128, "num_warps": 4}).pre_hook is hook
+    assert space.domains["BLOCK"] == (128, 64)
+
+
+def test_sampling_is_without_replacement_and_reproducible():
+    space = Space(A=list(range(10)), B=[1, 2, 3])
+    first = space.sample(30, np.random.default_rng(7))
+    again = space.sample(30, np.random.default_rng(7))
+    assert [config_to_dict(c) for c in first] == [config_to_dict(c) for c in again]
+    assert len({tunekit.config.config_json(c) for c in first}) == 30
+    excluded = {tunekit.config.config_json(c) for c in first[:29]}
+    assert space.sample(5, np.random.default_rng(0), exclude=excluded) == [first[29]]
+
+
+def test_neighbours_change_one_parameter():
+    space = Space(A=[1, 2, 4, 8], B=[0, 1], constraints=[lambda c: not (c["A"] == 8 and c["B"] == 1)])
+    adjacent = [config_to_dict(c) for c in space.neighbours({"A": 4, "B": 1})]
+    assert {"A": 2, "B": 1} in [{k: n[k] for k in "AB"} for n in adjacent]
+    assert all(n["A"] != 8 or n["B"] != 1 for n in adjacent)  # constraint respected
+    assert len(adjacent) == 2  # A=2 and B=0; A=8,B=1 is invalid
+    assert len(space.neighbours({"A": 1, "B": 0}, method="hamming")) == 4
+
+
+def test_encoding_uses_log2_for_powers_of_two():
+    space = Space(BLOCK=[16, 32, 64], GROUP=[1, 3], layout=["row", "col"])
+    row = space.encode({"BLOCK": 64, "GROUP": 3, "layout": "col"})
+    assert row.tolist() == [6.0, 3.0, 1.0]
+    assert space.feature_names == ["log2_BLOCK", "GROUP", "layout"]
+    assert space.encode(space.configs()).shape == (len(space), 3)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError, match="domain of parameter 'BLOCK' is empty"):
+        Space(BLOCK=[])
+    with pytest.raises(ValueError, match="reject every one of its 2 configs"):
+        len(Space(BLOCK=[1, 2], constraints=[lambda c: False]))
+    with pytest.raises(ValueError, match="Constraint .* raised KeyError"):
+        len(Space(BLOCK=[1, 2], constraints=[lambda c: c["NOPE"] > 0]))
+    with pytest.raises(ValueError, match="does not take as an argument"):
+        Space(BLOCK=[1], OTHER=[2]).check_kernel(["x_ptr", "BLOCK"], "k")
+    with pytest.raises(ValueError, match="at least one parameter"):
+        Space()

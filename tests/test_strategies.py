@@ -1,0 +1,80 @@
+import sys
+import textwrap
+
+import pytest
+
+import tunekit
+from tunekit.config import config_json
+from tunekit.strategies import Exhaustive, RandomSearch, available
+from tunekit.strategy import make_strategy
+from tunekit.testing.strategies import StrategyConformance, drive, toy_space
+
+
+class TestExhaustive(StrategyConformance):
+    def make_strategy(self):
+        return Exhaustive()
+
+    def test_follows_the_space_order(self):
+        space = toy_space()
+        assert [config_json(c) for c in drive(Exhaustive(), space, evals=7)] == [
+            config_json(c) for c in space.configs()[:7]
+        ]
+
+
+class TestRandomSearch(StrategyConformance):
+    def make_strategy(self):
+        return RandomSearch()
+
+    def test_different_seeds_explore_differently(self):
+        space = toy_space()
+        runs = {tuple(config_json(c) for c in drive(RandomSearch(), space, evals=8, seed=s)) for s in range(5)}
+        assert len(runs) == 5
+
+    def test_never_proposes_a_config_twice(self):
+        space = toy_space()
+        found = drive(RandomSearch(), space, evals=len(space), batch=7)
+        assert len({config_json(c) for c in found}) == len(space)
+
+
+def test_registry_lists_the_built_in_strategies():
+    assert {"exhaustive", "random"} <= set(available())
+
+
+def test_unknown_strategy_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"Unknown strategy 'tpe'. Valid strategies: .*exhaustive.*random"):
+        make_strategy("tpe")
+
+
+def test_register_strategy_by_name():
+    class Reverse(Exhaustive):
+        name = "reverse"
+
+        def ask(self, n):
+            configs = self.context.space.configs()[::-1]
+            batch = configs[self._next : self._next + n]
+            self._next += len(batch)
+            return batch
+
+    tunekit.register_strategy("reverse", Reverse)
+    assert "reverse" in available()
+    assert isinstance(make_strategy("reverse"), Reverse)
+    with pytest.raises(TypeError):
+        tunekit.register_strategy("bad", object)
+
+
+def test_entry_point_plugin_is_discovered(tmp_path, monkeypatch):
+    """A third-party package that declares an entry point in group tunekit.strategies."""
+    package = tmp_path / "my_plugin.py"
+    package.write_text(textwrap.dedent("""
+        from tunekit.strategies import Exhaustive
+        class PluginStrategy(Exhaustive):
+            name = "from_plugin"
+    """))
+    dist = tmp_path / "my_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[tunekit.strategies]\nfrom_plugin = my_plugin:PluginStrategy\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "from_plugin" in available()
+    assert type(make_strategy("from_plugin")).__name__ == "PluginStrategy"
+    sys.modules.pop("my_plugin", None)

@@ -1,0 +1,174 @@
+"""The ``tunekit`` command: inspect and export a results store, and run a demo tuning.
+
+    tunekit store ls      [--store URL]                 kernels, keys and runs
+    tunekit store show    RUN_ID [--store URL]          a run's trials
+    tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
+    tunekit demo          tune a kernel of the suite and show its trials
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from . import settings
+from .store import StoreError, export_rows, open_store
+
+
+def _store(args: argparse.Namespace):
+    return open_store(args.store or True)
+
+
+def _short(text: str | None, width: int) -> str:
+    text = text or ""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    store = _store(args)
+    runs = store.runs(kernel=args.kernel)
+    print(f"store: {store.url}")
+    if not runs:
+        print("no runs recorded")
+        return 0
+    _print_table(
+        [
+            (
+                r["run_id"][:12], r["kernel_name"], r["device"], _short(r["key"], 60), r["strategy"],
+                r["evaluations"] if r["evaluations"] is not None else "-",
+                f"{r['tuning_seconds']:.1f}" if r["tuning_seconds"] is not None else "unfinished",
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"])),
+            )
+            for r in runs
+        ],
+        ("run", "kernel", "device", "key", "strategy", "evals", "seconds", "started"),
+    )
+    return 0
+
+
+def _find_run(store, prefix: str) -> str:
+    matches = [r["run_id"] for r in store.runs() if r["run_id"].startswith(prefix)]
+    if len(matches) != 1:
+        raise SystemExit(f"tunekit: {'no run' if not matches else 'several runs'} match {prefix!r} in {store.url}")
+    return matches[0]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _store(args)
+    run_id = _find_run(store, args.run)
+    rows = store.rows(run_id=run_id)
+    _print_table(
+        [
+            (
+                r["id"], _short(r["config"], 70), r["status"], r["source"],
+                f"{r['median_ms']:.4f}" if r["median_ms"] is not None else "-",
+                f"{r['compile_seconds']:.2f}" if r["compile_seconds"] is not None else "-",
+                _short((r["error"] or "").splitlines()[0] if r["error"] else "", 50),
+            )
+            for r in rows
+        ],
+        ("id", "config", "status", "source", "median_ms", "compile_s", "error"),
+    )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if args.winners:
+        rows = store.winner_rows()
+    else:
+        run_id = _find_run(store, args.run) if args.run else None
+        rows = store.rows(kernel=args.kernel, run_id=run_id)
+    try:
+        target = export_rows(rows, args.out, args.format)
+    except (FileExistsError, ValueError) as error:
+        raise SystemExit(f"tunekit: {error}") from error
+    print(f"wrote {len(rows)} rows to {target}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Tune vector addition with random search under the interpreter (no GPU) or on the GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    import tunekit
+    from tunekit.kernels import vector_add
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    n = 1 << 20 if device == "cuda" else 1 << 12
+    kernel = tunekit.autotune(
+        space=vector_add.space(), key=["n"], strategy=args.strategy,
+        budget=tunekit.Budget(evals=args.evals), store=args.store or True, seed=args.seed,
+    )(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(n, device=device)
+    start = time.perf_counter()
+    kernel[vector_add.grid](x, y, out, n)
+    elapsed = time.perf_counter() - start
+    torch.testing.assert_close(out, vector_add.reference(x, y))
+    mode = "GPU" if device == "cuda" else "Triton interpreter on the CPU (times are host-clock, not GPU times)"
+    print(f"tuned add_kernel for n={n} on the {mode} in {elapsed:.2f} s with strategy={args.strategy!r}")
+    print(f"space: {len(vector_add.space())} configs; evaluated: {sum(t.source == 'measured' for t in kernel.trials)}")
+    for trial in sorted(kernel.trials, key=lambda t: t.time_ms):
+        print(f"  {trial.status.value:<16} {trial.time_ms:10.4f} ms  {trial.config}")
+    print(f"winner: {kernel.best_config}")
+    print(f"store: {kernel.store.url} (run {kernel.run_id}); inspect it with `tunekit store ls`")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tunekit", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    store_flag = {"help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
+
+    store = commands.add_parser("store", help="inspect and export a results store")
+    store_commands = store.add_subparsers(dest="store_command", required=True)
+    ls = store_commands.add_parser("ls", help="list runs: kernel, device, key, strategy")
+    ls.add_argument("--store", **store_flag)
+    ls.add_argument("--kernel")
+    ls.set_defaults(handler=cmd_ls)
+    show = store_commands.add_parser("show", help="show the trials of a run (a run id prefix is enough)")
+    show.add_argument("run")
+    show.add_argument("--store", **store_flag)
+    show.set_defaults(handler=cmd_show)
+    export = store_commands.add_parser("export", help="export trials (or winners) to CSV or JSONL")
+    export.add_argument("out", help="output file; .csv or .jsonl (never overwritten)")
+    export.add_argument("--store", **store_flag)
+    export.add_argument("--run")
+    export.add_argument("--kernel")
+    export.add_argument("--winners", action="store_true", help="export the stored winner of every key instead")
+    export.add_argument("--format", choices=("csv", "jsonl"))
+    export.set_defaults(handler=cmd_export)
+
+    demo = commands.add_parser("demo", help="tune a small kernel and show what was found")
+    demo.add_argument("--store", **store_flag)
+    demo.add_argument("--strategy", default="random")
+    demo.add_argument("--evals", type=int, default=8)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except StoreError as error:
+        print(f"tunekit: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

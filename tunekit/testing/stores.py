@@ -1,0 +1,49 @@
+"""A conformance suite for ResultsStore backends: SQLite files, in-memory, any SQLAlchemy URL.
+
+A backend's tests inherit ``StoreConformance`` and provide a ``store`` fixture.
+"""
+
+from __future__ import annotations
+
+from tunekit.config import Config
+from tunekit.store import KernelIdentity, ResultsStore, new_run_id
+from tunekit.trial import Status, Timing, Trial
+
+IDENTITY = KernelIdentity("k", "hash1", "3.x", "interpreter", "host_clock")
+KEY = '{"args": {"n": 8}, "dtypes": []}'
+
+
+def ok_trial(block: int, ms: float) -> Trial:
+    return Trial(Config({"BLOCK": block}, num_warps=4), Status.OK, Timing(ms, ms * 0.9, ms * 1.1), compile_seconds=0.5)
+
+
+class StoreConformance:
+    def test_a_recorded_trial_comes_back(self, store: ResultsStore):
+        run = new_run_id()
+        store.record(IDENTITY, KEY, ok_trial(64, 1.5), strategy="random", run_id=run)
+        store.record(IDENTITY, KEY, Trial(Config({"BLOCK": 128}), Status.COMPILE_ERROR, error="boom"),
+                     strategy="random", run_id=run)
+        history = store.history(IDENTITY)
+        assert [t.status for t in history] == [Status.OK, Status.COMPILE_ERROR]
+        assert history[0].timing == Timing(1.5, 1.5 * 0.9, 1.5 * 1.1)
+        assert history[0].config.kwargs == {"BLOCK": 64} and history[0].compile_seconds == 0.5
+        assert history[1].error == "boom"
+        assert [r["run_id"] for r in store.rows(run_id=run)] == [run, run]
+
+    def test_trials_of_another_device_or_timer_are_not_mixed(self, store: ResultsStore):
+        store.record(IDENTITY, KEY, ok_trial(64, 1.0), strategy="s", run_id="r")
+        for other in (
+            KernelIdentity("k", "hash1", "3.x", "NVIDIA H200", "cuda_event"),
+            KernelIdentity("k", "hash2", "3.x", "interpreter", "host_clock"),
+            KernelIdentity("k", "hash1", "3.y", "interpreter", "host_clock"),
+        ):
+            assert store.history(other) == []
+
+    def test_winner_is_replaced_by_a_later_run(self, store: ResultsStore):
+        for run, ms in (("r1", 2.0), ("r2", 1.0)):
+            store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id=run)
+            store.finish_run(IDENTITY, KEY, run_id=run, winner=ok_trial(int(64 / ms), ms), evaluations=3,
+                             tuning_seconds=0.1, space_hash="h")
+        config, median, space_hash = store.winners(IDENTITY)[KEY]
+        assert '"BLOCK": 64' in config and median == 1.0 and space_hash == "h"
+        assert [r["evaluations"] for r in store.runs()] == [3, 3]
