@@ -21,8 +21,11 @@ def space() -> Space:
     return Space(BLOCK=[128, 256, 512, 1024, 2048], num_warps=[1, 2, 4, 8])
 
 
-def grid(meta: dict) -> tuple[int]:
-    return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+def grid(n: int):
+    """The launch grid for ``n`` elements. It closes over ``n`` instead of reading ``meta["n"]``:
+    Triton 3.6's interpreter passes scalar arguments to grid functions as its own tensors,
+    which recent numpy refuses to turn into an int."""
+    return lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
 
 
 def inputs(n: int, device: str = "cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from tunekit.store import ResultsStore, StoreError, export_rows, open_store
-from tunekit.testing.stores import IDENTITY, KEY, StoreConformance, ok_trial
+from tunekit.testing.stores import IDENTITY, KEY, StoreConformance, hammer, ok_trial
 
 
 class TestSQLiteFileStore(StoreConformance):
@@ -67,18 +67,12 @@ def test_default_store_follows_the_environment(tmp_path, monkeypatch):
     assert open_store(True).url.endswith("env.db")
 
 
-def _hammer(path: str, writer: int, count: int) -> None:
-    store = ResultsStore(path)
-    for i in range(count):
-        store.record(IDENTITY, KEY, ok_trial(writer * 1000 + i, 1.0), strategy=f"writer{writer}", run_id=str(writer))
-
-
 def test_concurrent_writers_lose_nothing(store_path):
     """Injected: 4 processes writing 150 trials each into one SQLite file at once.
     Survives: all 600 trials, no 'database is locked' error."""
     ResultsStore(store_path)
     context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=_hammer, args=(str(store_path), w, 150)) for w in range(4)]
+    writers = [context.Process(target=hammer, args=(str(store_path), w, 150)) for w in range(4)]
     for p in writers:
         p.start()
     for p in writers:

@@ -115,7 +115,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )(vector_add.add_kernel)
     x, y, out = vector_add.inputs(n, device=device)
     start = time.perf_counter()
-    kernel[vector_add.grid](x, y, out, n)
+    kernel[vector_add.grid(n)](x, y, out, n)
     elapsed = time.perf_counter() - start
     torch.testing.assert_close(out, vector_add.reference(x, y))
     mode = "GPU" if device == "cuda" else "Triton interpreter on the CPU (times are host-clock, not GPU times)"

@@ -17,6 +17,14 @@ def ok_trial(block: int, ms: float) -> Trial:
     return Trial(Config({"BLOCK": block}, num_warps=4), Status.OK, Timing(ms, ms * 0.9, ms * 1.1), compile_seconds=0.5)
 
 
+def hammer(url: str, writer: int, count: int) -> None:
+    """Write ``count`` trials as fast as possible: run in several processes at once to test
+    that concurrent writers lose nothing (importable, so spawn-started processes can run it)."""
+    store = ResultsStore(url)
+    for i in range(count):
+        store.record(IDENTITY, KEY, ok_trial(writer * 1000 + i, 1.0), strategy=f"writer{writer}", run_id=str(writer))
+
+
 class StoreConformance:
     def test_a_recorded_trial_comes_back(self, store: ResultsStore):
         run = new_run_id()
