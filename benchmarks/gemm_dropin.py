@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--compile-timeout", type=float, default=None, help="seconds per compile (tunekit)")
     parser.add_argument("--json")
     args = parser.parse_args()
 
@@ -71,7 +72,7 @@ def main() -> None:
     # tunekit: its own cold cache, parallel compile workers, a fresh store
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "cache-tunekit")
     ours = tunekit.autotune(configs, key=["M", "N", "K"], store=os.path.join(scratch, "store.db"),
-                            compile_workers=args.workers)(triton.jit(matmul.matmul_kernel.fn))
+                            compile_workers=args.workers, compile_timeout=args.compile_timeout)(triton.jit(matmul.matmul_kernel.fn))
     start = time.perf_counter()
     matmul.launch(ours, a, b, c)
     torch.cuda.synchronize()
