@@ -365,10 +365,13 @@ class Autotuner(_TritonAutotuner):
                 best, best_ms = Trial(t.config, Status.OK, timing, t.compile_seconds, key=key, source="retimed"), median
         return best
 
-    def _batch_size(self) -> int:
-        if settings.interpreting():
-            return 1
+    def _workers(self) -> int:
         return self.compile_workers if self.compile_workers is not None else settings.compile_workers()
+
+    def _batch_size(self) -> int:
+        """Configs asked for at a time: one under the interpreter (nothing to compile), else
+        enough to keep every compile worker busy while the slowest compile of the batch runs."""
+        return 1 if settings.interpreting() else 2 * self._workers()
 
     def _progress_bar(self, space: Space):
         show = self.progress if self.progress is not None else sys.stderr.isatty()
@@ -428,7 +431,7 @@ class Autotuner(_TritonAutotuner):
             timeout = remaining if timeout is None else min(timeout, remaining)
         results: list[tuple] = [None] * len(configs)  # type: ignore[list-item]
         pooled = [i for i, job in enumerate(jobs) if job is not None]
-        workers = self._batch_size()
+        workers = self._workers()
         if pooled and workers > 1:
             if self._pool is None:
                 self._pool = CompilePool(workers)

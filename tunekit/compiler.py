@@ -89,10 +89,21 @@ def _resolve(module: str, qualname: str) -> Any:
     return unwrap_jit(obj)
 
 
-def _compile(job: CompileJob) -> CompileResult:
+_started_queue: Any = None
+
+
+def _init_worker(started_queue: Any) -> None:
+    global _started_queue
+    _started_queue = started_queue
+    import triton  # noqa: F401 - pays the import once per worker
+
+
+def _compile(index: int, job: CompileJob) -> CompileResult:
     """Runs in a worker: compile one config for ``job.target`` into Triton's disk cache."""
     from triton.runtime.driver import driver
 
+    if _started_queue is not None:
+        _started_queue.put((index, time.time()))  # the parent's watchdog times each compile from here
     driver.set_active(_StubDriver(job.target))
     start = time.perf_counter()
     try:
@@ -107,8 +118,6 @@ def _compile(job: CompileJob) -> CompileResult:
 
 
 def _ready(_index: int = 0) -> bool:
-    import triton  # noqa: F401 - pays the import once per worker
-
     return True
 
 
@@ -149,39 +158,49 @@ class CompilePool:
     def _ensure(self) -> Any:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
-            self._pool = context.Pool(self.workers)
+            self._started = context.Queue()
+            self._pool = context.Pool(self.workers, initializer=_init_worker, initargs=(self._started,))
             # start every worker and pay its imports before any compile is timed
             self._pool.map(_ready, range(self.workers), chunksize=1)
         return self._pool
 
     def compile(self, jobs: Sequence[CompileJob], timeout: float | None = None) -> list[CompileResult]:
-        """Compile ``jobs`` in parallel; results in order. A job still compiling when its
-        timeout runs out is a ``timeout`` result, and the pool is restarted."""
-        if not jobs:
-            return []
+        """Compile ``jobs`` in parallel; results in order.
+
+        All jobs are queued at once and the workers take the next one as they finish, so one
+        slow compile does not hold the others back. A job still compiling ``timeout`` seconds
+        after a worker started it is a ``timeout`` result: the pool is terminated (the only way
+        to stop a compile in flight) and the unfinished jobs are queued again on a new one.
+        """
         timeout = self.timeout if timeout is None else timeout
         results: list[CompileResult | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
         while pending:
             pool = self._ensure()
-            wave, pending = pending[: self.workers], pending[self.workers :]
-            started = time.perf_counter()
-            handles = {i: pool.apply_async(_compile, (jobs[i],)) for i in wave}
-            timed_out = False
-            for i, handle in handles.items():
-                remaining = None if timeout is None else max(0.0, started + timeout - time.perf_counter())
-                try:
-                    results[i] = handle.get(remaining)
-                except multiprocessing.TimeoutError:
-                    timed_out = True
-                    results[i] = CompileResult(
-                        Status.TIMEOUT, time.perf_counter() - started, f"compile exceeded {timeout:.1f} s"
-                    )
-                except Exception as error:  # the worker died or the result did not unpickle
-                    results[i] = CompileResult(Status.COMPILE_ERROR, time.perf_counter() - started, repr(error))
-            if timed_out:
-                logger.info("compile timeout after %.1f s: restarting the compile workers", timeout)
-                self.close()
+            handles = {i: pool.apply_async(_compile, (i, jobs[i])) for i in pending}
+            started: dict[int, float] = {}
+            pending = []
+            while handles:
+                while not self._started.empty():
+                    index, when = self._started.get_nowait()
+                    started[index] = when
+                for i in [i for i, handle in handles.items() if handle.ready()]:
+                    try:
+                        results[i] = handles.pop(i).get()
+                    except Exception as error:  # the worker died or the result did not unpickle
+                        results[i] = CompileResult(Status.COMPILE_ERROR, 0.0, repr(error))
+                now = time.time()
+                overdue = [i for i in handles if timeout is not None and i in started and now - started[i] > timeout]
+                if overdue:
+                    for i in overdue:
+                        results[i] = CompileResult(Status.TIMEOUT, now - started[i], f"compile exceeded {timeout:.1f} s")
+                        del handles[i]
+                    logger.info("compile timeout after %.1f s: restarting the compile workers", timeout)
+                    self.close()
+                    pending = sorted(handles)
+                    break
+                if handles:
+                    time.sleep(0.02)
         return [r for r in results if r is not None]
 
     def close(self) -> None:
@@ -189,6 +208,7 @@ class CompilePool:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+            self._started.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         try:
