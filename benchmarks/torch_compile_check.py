@@ -1,8 +1,10 @@
 """Does a tunekit kernel work inside ``torch.compile`` the way a ``triton.autotune`` kernel does?
 
-For each decorator, a vector add over a 4-config list is called from a ``torch.compile``d
-function. Reported: whether the output is right, and how many configs each decorator's own
-``do_bench`` timed (Inductor, when it takes over an autotuner, times the configs itself).
+For each decorator, a vector add over a 4-config list is first tuned by an eager call, then
+called from a ``torch.compile``d function. Inductor, when it traces an autotuner, benchmarks
+every entry of its ``configs`` itself. Reported: whether the output is right, how many configs
+each decorator's own ``do_bench`` timed eagerly and under compile, and how many configs the
+decorator offered Inductor.
 
     python benchmarks/torch_compile_check.py
 
@@ -37,12 +39,15 @@ def check(name: str, decorate) -> None:
         kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
         return out
 
-    x, y, _ = vector_add.inputs(1 << 20, device="cuda")
+    x, y, eager = vector_add.inputs(1 << 20, device="cuda")
+    kernel[vector_add.grid(x.numel())](x, y, eager, x.numel())  # tunes eagerly
+    timed_eagerly = len(timed)
     try:
         out = add(x, y)
         again = add(x, y)
-        correct = torch.equal(out, x + y) and torch.equal(again, x + y)
-        print(f"  {name:<16} output correct: {correct}; configs timed by its own do_bench: {len(timed)}")
+        correct = torch.equal(out, x + y) and torch.equal(again, x + y) and torch.equal(eager, x + y)
+        print(f"  {name:<16} output correct: {correct}; timed by its own do_bench: eagerly {timed_eagerly}, "
+              f"under torch.compile {len(timed) - timed_eagerly}; configs offered to Inductor: {len(kernel.configs)}")
     except Exception:
         print(f"  {name:<16} FAILED under torch.compile:")
         traceback.print_exc(limit=3)

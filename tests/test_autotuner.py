@@ -308,3 +308,20 @@ def test_print_autotuning_prints_what_stock_prints(capsys, monkeypatch):
     launch_add(kernel)
     printed = capsys.readouterr().out
     assert "Triton autotuning for function add_kernel" in printed and "best config selected: BLOCK: 512" in printed
+
+
+def test_configs_shows_the_winners_once_tuned_so_torch_compile_does_not_sweep_the_space(store_path):
+    """Inductor benchmarks every entry of ``kernel.configs`` when it traces a call."""
+    def make():
+        return tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=3),
+                                store=store_path)(vector_add.add_kernel)
+
+    kernel = make()
+    assert len(kernel.configs) == len(vector_add.space())  # nothing tuned yet: the whole Space
+    launch_add(kernel, n=4096)
+    launch_add(kernel, n=1 << 14)
+    winners = {json.dumps(c.all_kwargs(), sort_keys=True) for c in kernel.configs}
+    assert 1 <= len(kernel.configs) <= 2 and winners <= {json.dumps(c.all_kwargs(), sort_keys=True)
+                                                          for c, _ in kernel._tuned.values()}
+    from_store = {json.dumps(c.all_kwargs(), sort_keys=True) for c in make().configs}
+    assert from_store == winners  # a new process gets them from the store

@@ -94,6 +94,7 @@ class Autotuner(_TritonAutotuner):
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
         len(self.space)  # enumerate now: a constraint that rejects all or raises fails here, before any compile
+        self.space_hash = _space_hash(self.space)
         super().__init__(
             fn, arg_names, list(self.space.configs()), list(key), reset_to_zero, restore_value,
             pre_hook=pre_hook, post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup,
@@ -132,6 +133,44 @@ class Autotuner(_TritonAutotuner):
         self.trials: list[Trial] = []
         self.run_id: str | None = None
         settings.configure_logging()
+
+    # -- what code outside tunekit sees as the config list ------------------------------------
+
+    @property
+    def configs(self) -> list[Config]:
+        """The configs that callers outside tunekit should consider.
+
+        ``torch.compile`` (Inductor) reads this list when it traces a call of the kernel and
+        benchmarks every entry itself. Once tunekit has winners for this kernel (tuned in this
+        process, or stored on this device), the list is those winners, so Inductor picks among
+        a few tuned configs instead of sweeping the whole Space; before that it is the Space.
+        """
+        winners = self._winner_configs()
+        return winners if winners else self._all_configs
+
+    @configs.setter
+    def configs(self, configs: list[Config]) -> None:  # Triton's __init__ assigns it
+        self._all_configs = list(configs)
+
+    def _winner_configs(self) -> list[Config]:
+        found: dict[str, Config] = {config_json(c): c for c, _ in getattr(self, "_tuned", {}).values()}
+        if not found and getattr(self, "_stored_winners", None) is None and hasattr(self, "_store_arg"):
+            try:
+                self._stored_winners = [
+                    config
+                    for config_text, _, stored_hash in self.store.winners(self.identity).values()
+                    if stored_hash == self.space_hash and (config := self.space.canonical(json.loads(config_text)))
+                ]
+            except Exception as error:  # no device, no store: nothing tuned to offer
+                logger.debug("no stored winners for %s: %s", getattr(self, "kernel_name", "?"), error)
+                self._stored_winners = []
+        for config in getattr(self, "_stored_winners", None) or []:
+            found.setdefault(config_json(config), config)
+        return list(found.values())
+
+    def prune_configs(self, kwargs: dict) -> list[Config]:
+        """Triton's pruning (``early_config_prune``, ``perf_model`` with ``top_k``) over the Space."""
+        return _TritonAutotuner.prune_configs(_WithConfigs(self, self._all_configs), kwargs)
 
     @staticmethod
     def _build_space(configs: Sequence[Config] | None, space: Space | None) -> Space:
@@ -213,10 +252,9 @@ class Autotuner(_TritonAutotuner):
             return entry
 
     def _stored_or_tuned(self, text: str, key: tuple, args: tuple, kwargs: dict) -> Config:
-        space_hash = _space_hash(self.space)
         winners = self.store.winners(self.identity)
         stored = winners.get(text)
-        if stored is not None and stored[2] == space_hash:
+        if stored is not None and stored[2] == self.space_hash:
             config = self.space.canonical(json.loads(stored[0]))
             if config is not None:
                 logger.info("%s %s: stored winner %s", self.kernel_name, text, config)
@@ -318,7 +356,7 @@ class Autotuner(_TritonAutotuner):
         winner = self._choose(trials, key, args, kwargs, store, identity, text, run_id)
         elapsed = time.perf_counter() - started
         store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=evaluations,
-                         tuning_seconds=elapsed, space_hash=_space_hash(self.space))
+                         tuning_seconds=elapsed, space_hash=self.space_hash)
         self.trials = trials
         self.bench_time = elapsed
         self.configs_timings = {
@@ -461,6 +499,17 @@ class Autotuner(_TritonAutotuner):
     def warmup(self, *args: Any, **kwargs: Any) -> list:
         """Compile every config of the Space (as ``triton.autotune``'s ``warmup`` does)."""
         return super().warmup(*args, **kwargs)
+
+
+class _WithConfigs:
+    """A view of an Autotuner whose ``configs`` is a given list (for Triton's own pruning code)."""
+
+    def __init__(self, autotuner: Autotuner, configs: list[Config]) -> None:
+        self._autotuner = autotuner
+        self.configs = configs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._autotuner, name)
 
 
 def _space_hash(space: Space) -> str:
