@@ -104,6 +104,10 @@ def main() -> None:
     ratio_stock = statistics.median(o / s for o, s in zip(samples["tunekit_winner"], samples["stock_winner"]))
     ratio_cublas = statistics.median(o / s for o, s in zip(samples["tunekit_winner"], samples["cublas"]))
     same = config_json(ours_config) == config_json(stock_config)
+    # does the shared memory a worker compiled for predict which configs run out of resources?
+    limit = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())["max_shared_mem"]
+    measured = [t for t in ours.trials if t.extra.get("shared_bytes") is not None]
+    predicted = sum((t.extra["shared_bytes"] > limit) == (t.status.value == "out_of_resources") for t in measured)
 
     print(f"GEMM {m}x{n}x{k} bf16, {len(configs)} configs, {torch.cuda.get_device_name()}, triton {triton.__version__}")
     print(f"  tunekit: {ours_wall:7.1f} s wall (parallel compile, {compile_cpu_seconds:.0f} compile-seconds), "
@@ -115,6 +119,7 @@ def main() -> None:
     for name, values in samples.items():
         print(f"  {name:<15} {statistics.median(values) * 1e3:8.1f} us (median of {args.rounds} interleaved do_bench)")
     print(f"  tunekit winner / stock winner: {ratio_stock:.3f}; tunekit winner / cuBLAS: {ratio_cublas:.3f}")
+    print(f"  compiled shared memory > {limit} B predicts out_of_resources for {predicted} of {len(measured)} configs")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({
@@ -125,8 +130,10 @@ def main() -> None:
                 "tunekit_winner": config_json(ours_config), "stock_winner": config_json(stock_config),
                 "same_winner": same, "samples_ms": samples, "ratio_tunekit_over_stock": ratio_stock,
                 "ratio_tunekit_over_cublas": ratio_cublas, "errors": [ours_error, stock_error],
+                "max_shared_mem": limit, "shared_memory_predicts_oor": [predicted, len(measured)],
                 "trials": [{"config": t.config_id, "status": t.status.value, "ms": t.time_ms,
                             "compile_s": t.compile_seconds, "source": t.source,
+                            "shared_bytes": t.extra.get("shared_bytes"),
                             "error": (t.error or "")[:300]} for t in ours.trials],
             }, handle, indent=1)
 

@@ -13,4 +13,4 @@ fi
 echo "== torch.compile"
 timeout 120 python3 benchmarks/torch_compile_check.py 2>&1 | tail -12 | tee "$OUT/torch_compile.log"
 echo "== GEMM drop-in"
-TUNEKIT_LOG=info timeout 420 python3 benchmarks/gemm_dropin.py --configs "${GEMM_CONFIGS:-16}" --compile-timeout 120 --json "$OUT/gemm_dropin.json" 2>&1 | tee "$OUT/gemm_full.log" | grep -v " tunekit\." | tail -25
+TUNEKIT_LOG=info timeout 420 python3 benchmarks/gemm_dropin.py --configs "${GEMM_CONFIGS:-16}" --seed "${GEMM_SEED:-0}" --compile-timeout 120 --json "$OUT/gemm_dropin.json" 2>&1 | tee "$OUT/gemm_full.log" | grep -v " tunekit\." | tail -25

@@ -443,20 +443,23 @@ class Autotuner(_TritonAutotuner):
         """Compile ``configs`` in parallel (on a GPU), then time them one by one. Yields
         (config, trial), trial None for configs the seconds budget left unmeasured."""
         compiled = self._compile(configs, args, kwargs, started)
-        for config, (compile_status, compile_seconds, compile_error) in zip(configs, compiled):
+        for config, (compile_status, compile_seconds, compile_error, shared) in zip(configs, compiled):
+            extra = {"shared_bytes": shared} if shared is not None else {}
             if compile_status is not Status.OK:
-                yield config, Trial(config, compile_status, compile_seconds=compile_seconds, error=compile_error, key=key)
+                yield config, Trial(config, compile_status, compile_seconds=compile_seconds, error=compile_error,
+                                    key=key, extra=extra)
                 continue
             if self.budget.seconds is not None and time.perf_counter() - started >= self.budget.seconds:
                 yield config, None
                 continue
             trial = self.benchmarker.measure(config, self._kernel_call(config, args, kwargs), key)
-            yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key)
+            yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key, extra=extra)
 
     def _compile(self, configs: list[Config], args: tuple, kwargs: dict, started: float):
-        """(status, seconds, error) per config; under the interpreter nothing is compiled."""
+        """(status, seconds, error, shared memory bytes) per config; under the interpreter
+        nothing is compiled."""
         if settings.interpreting():
-            return [(Status.OK, None, None)] * len(configs)
+            return [(Status.OK, None, None, None)] * len(configs)
         from triton.runtime.driver import driver
 
         target = driver.active.get_current_target()
@@ -474,15 +477,16 @@ class Autotuner(_TritonAutotuner):
             if self._pool is None:
                 self._pool = CompilePool(workers)
             for i, result in zip(pooled, self._pool.compile([jobs[i] for i in pooled], timeout)):
-                results[i] = (result.status, result.seconds, result.error)
+                results[i] = (result.status, result.seconds, result.error, result.shared_bytes)
         for i, call in enumerate(calls):
             if results[i] is None:  # in this process: a kernel a worker cannot import, or one worker
                 begin = time.perf_counter()
                 try:
-                    jit.warmup(*args, grid=(1,), **call)
-                    results[i] = (Status.OK, time.perf_counter() - begin, None)
+                    kernel = jit.warmup(*args, grid=(1,), **call)
+                    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+                    results[i] = (Status.OK, time.perf_counter() - begin, None, shared)
                 except Exception as error:
-                    results[i] = (classify(error), time.perf_counter() - begin, describe(error))
+                    results[i] = (classify(error), time.perf_counter() - begin, describe(error), None)
         return results
 
     def _jit_kwargs(self, args: tuple, kwargs: dict) -> dict:

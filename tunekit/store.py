@@ -86,6 +86,7 @@ class _TrialRow(_Base):
     p20_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     p80_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     compile_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    shared_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     source: Mapped[str] = mapped_column(String(16))
     strategy: Mapped[str] = mapped_column(String(128))
     run_id: Mapped[str] = mapped_column(String(64), index=True)
@@ -209,7 +210,8 @@ def _trial_from_row(row: _TrialRow) -> Trial:
         error=row.error,
         key=tuple(json.loads(row.key).items()),
         source="store",
-        extra={"run_id": row.run_id, "strategy": row.strategy, "created_at": row.created_at, "key_json": row.key},
+        extra={"run_id": row.run_id, "strategy": row.strategy, "created_at": row.created_at, "key_json": row.key,
+               "shared_bytes": row.shared_bytes},
     )
 
 
@@ -270,6 +272,7 @@ class ResultsStore:
             p20_ms=timing.p20_ms if timing else None,
             p80_ms=timing.p80_ms if timing else None,
             compile_seconds=trial.compile_seconds,
+            shared_bytes=trial.extra.get("shared_bytes"),
             source=trial.source,
             strategy=strategy,
             run_id=run_id,
