@@ -247,14 +247,17 @@ def test_failing_configs_become_trials_and_tuning_goes_on(store_path):
     assert len(errors) == 2 and all("AssertionError" in e or "assert" in e.lower() for e in errors)
 
 
-def test_every_config_failing_raises_with_kernel_key_and_counts():
+def test_every_config_failing_raises_with_kernel_key_and_counts(store_path):
     @triton.jit
     def never(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
         tl.static_assert(BLOCK < 0)
 
-    kernel = tunekit.autotune(space=Space(BLOCK=[128, 256]), key=["n"], strategy="exhaustive", store=None)(never)
+    kernel = tunekit.autotune(space=Space(BLOCK=[128, 256]), key=["n"], strategy="exhaustive",
+                              store=store_path)(never)
     with pytest.raises(tunekit.TuningError, match=r"Every config of never failed for key .*4096.*2 runtime_error"):
         launch_add(kernel)
+    (run,) = ResultsStore(store_path).runs()
+    assert run["evaluations"] == 2 and run["winner"] is None and run["finished_at"] is not None
 
 
 def test_bad_arguments_are_refused_before_anything_runs():

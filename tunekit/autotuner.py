@@ -353,11 +353,14 @@ class Autotuner(_TritonAutotuner):
             if bar is not None:
                 bar.close()
         trials = [t for t in seen.values() if t is not None]
-        winner = self._choose(trials, key, args, kwargs, store, identity, text, run_id)
-        elapsed = time.perf_counter() - started
-        store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=evaluations,
-                         tuning_seconds=elapsed, space_hash=self.space_hash)
         self.trials = trials
+        winner = None
+        try:
+            winner = self._choose(trials, key, args, kwargs, store, identity, text, run_id)
+        finally:  # close the run in the store even when every config failed
+            elapsed = time.perf_counter() - started
+            store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=evaluations,
+                             tuning_seconds=elapsed, space_hash=self.space_hash)
         self.bench_time = elapsed
         self.configs_timings = {
             t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok else [float("inf")] * 3
@@ -499,11 +502,6 @@ class Autotuner(_TritonAutotuner):
                     call[name] = heuristic({**dict(zip(fn.arg_names, args)), **call})
             fn = fn.fn
         return call
-
-    def warmup(self, *args: Any, **kwargs: Any) -> list:
-        """Compile every config of the Space (as ``triton.autotune``'s ``warmup`` does)."""
-        return super().warmup(*args, **kwargs)
-
 
 class _WithConfigs:
     """A view of an Autotuner whose ``configs`` is a given list (for Triton's own pruning code)."""

@@ -41,7 +41,7 @@ class SearchContext:
     Attributes:
         space: the configs to search.
         budget: what this tuning may spend (the Autotuner enforces it; a strategy may plan by it).
-        key: the tuning key, argument name -> value (dtypes under ``"dtypes"``).
+        key: the tuning key as ``{"args": {name: value}, "dtypes": [...]}``.
         seed: the seed of this tuning, derived from the user's seed and the key.
         history: earlier trials of the same kernel on this device and timing method, on
             every key, oldest first (read only): what cross-shape learning starts from.

@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+import tunekit
+from tunekit.cli import main
+from tunekit.kernels import vector_add
+
+
+@pytest.fixture
+def tuned_store(store_path):
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random",
+                              budget=tunekit.Budget(evals=3), store=store_path)(vector_add.add_kernel)
+    for n in (1024, 4096):
+        x, y, out = vector_add.inputs(n)
+        kernel[vector_add.grid(n)](x, y, out, n)
+    return store_path, kernel
+
+
+def test_ls_lists_every_run(tuned_store, capsys):
+    path, kernel = tuned_store
+    assert main(["store", "ls", "--store", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["run", "kernel"]
+    assert len([line for line in lines if "add_kernel" in line]) == 2
+    assert kernel.run_id[:12] in "\n".join(lines)
+
+
+def test_show_prints_a_runs_trials(tuned_store, capsys):
+    path, kernel = tuned_store
+    assert main(["store", "show", kernel.run_id[:8], "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("measured") == 3 and '"BLOCK"' in out
+
+
+def test_export_trials_and_winners(tuned_store, tmp_path):
+    path, kernel = tuned_store
+    assert main(["store", "export", str(tmp_path / "t.jsonl"), "--store", str(path), "--run", kernel.run_id]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert {r["run_id"] for r in rows} == {kernel.run_id} and len(rows) >= 3
+    assert main(["store", "export", str(tmp_path / "w.csv"), "--store", str(path), "--winners"]) == 0
+    assert len((tmp_path / "w.csv").read_text().splitlines()) == 1 + 2  # header + one winner per key
+
+
+def test_export_never_overwrites(tuned_store, tmp_path):
+    path, _ = tuned_store
+    (tmp_path / "mine.csv").write_text("keep")
+    with pytest.raises(SystemExit, match="does not overwrite"):
+        main(["store", "export", str(tmp_path / "mine.csv"), "--store", str(path)])
+    assert (tmp_path / "mine.csv").read_text() == "keep"
+
+
+def test_a_foreign_file_is_refused_with_a_message(tmp_path, capsys):
+    (tmp_path / "x.db").write_text("not a database")
+    assert main(["store", "ls", "--store", str(tmp_path / "x.db")]) == 2
+    assert "not a tunekit store" in capsys.readouterr().err
+
+
+def test_demo_tunes_on_the_cpu(store_path, capsys):
+    assert main(["demo", "--store", str(store_path), "--evals", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Triton interpreter" in out and "evaluated: 3" in out and "winner:" in out
