@@ -103,11 +103,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        os.environ["TRITON_INTERPRET"] = "1"
     import tunekit
     from tunekit.kernels import vector_add
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # a user who asked for the interpreter gets it, GPU or not
+    device = "cpu" if settings.interpreting() else "cuda"
     n = 1 << 20 if device == "cuda" else 1 << 12
     kernel = tunekit.autotune(
         space=vector_add.space(), key=["n"], strategy=args.strategy,
