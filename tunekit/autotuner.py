@@ -30,6 +30,7 @@ from .budget import Budget
 from .compiler import CompilePool, compile_job_for, unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .keys import Bucket, key_json, nearest_key, resolve_buckets
+from .search import Clock, run_search
 from .space import Space
 from .store import KernelIdentity, ResultsStore, new_run_id, open_store
 from .strategy import SearchContext, Strategy, derive_seed, make_strategy
@@ -286,10 +287,10 @@ class Autotuner(_TritonAutotuner):
         return config
 
     def _tune(self, text: str, key: tuple, args: tuple, kwargs: dict) -> Config:
-        """One tuning: ask, compile, time, record and tell until the budget or the strategy ends."""
-        started = time.perf_counter()
+        """One tuning: the shared search loop with live compile-and-time evaluation."""
         run_id = new_run_id()
         self.run_id = run_id
+        clock = Clock()
         store, identity = self.store, self.identity
         self.nargs = dict(zip(self.arg_names, args))
         space = self.space
@@ -301,66 +302,35 @@ class Autotuner(_TritonAutotuner):
         history = store.history(identity)
         known = {t.config_id: t for t in history if t.extra.get("key_json") == text}
         strategy = self.strategy.clone()
-        strategy.start(SearchContext(space, self.budget, json.loads(text), derive_seed(self.seed, text), tuple(history)))
-        store.start_run(identity, text, strategy=strategy.name or type(strategy).__name__, budget=self.budget, run_id=run_id)
-        seen: dict[str, Trial] = {}
-        evaluations, fruitless = 0, 0
-        batch = self._batch_size()
+        context = SearchContext(space, self.budget, json.loads(text), derive_seed(self.seed, text), tuple(history))
+        strategy_name = strategy.name or type(strategy).__name__
+        store.start_run(identity, text, strategy=strategy_name, budget=self.budget, run_id=run_id)
         bar = self._progress_bar(space)
+
+        def on_trial(trial: Trial) -> None:
+            store.record(identity, text, trial, strategy=strategy_name, run_id=run_id)
+            logger.info("%s %s: %s", self.kernel_name, text, trial)
+            if bar is not None:
+                bar.update(1)
+
+        def evaluate(configs: list[Config], clock: Clock):
+            return self._evaluate(configs, key, args, kwargs, clock)
+
         try:
-            while not self.budget.exhausted(evaluations, time.perf_counter() - started):
-                left = self.budget.evals_left(evaluations)
-                proposals = strategy.ask(batch if left is None else min(batch, left))
-                if not proposals:
-                    break
-                new, answered = [], []
-                for proposal in proposals:
-                    config = space.canonical(proposal)
-                    if config is None or config_json(config) in seen:
-                        continue
-                    cid = config_json(config)
-                    if cid in known:
-                        trial = Trial(config, known[cid].status, known[cid].timing, known[cid].compile_seconds,
-                                      known[cid].error, key, source="store")
-                        seen[cid] = trial
-                        answered.append(trial)
-                    else:
-                        new.append(config)
-                        seen[cid] = None  # type: ignore[assignment] - reserved until measured
-                if answered:
-                    strategy.tell(answered)
-                if not new:
-                    fruitless += len(proposals)
-                    if fruitless >= settings.DEFAULTS.max_fruitless_proposals:
-                        logger.info("%s: strategy proposed nothing new %d times; stopping", self.kernel_name, fruitless)
-                        break
-                    continue
-                fruitless = 0
-                measured = []
-                for config, trial in self._evaluate(new, key, args, kwargs, started):
-                    seen[config_json(config)] = trial
-                    if trial is None:  # the budget ran out before this one
-                        del seen[config_json(config)]
-                        continue
-                    store.record(identity, text, trial, strategy=strategy.name, run_id=run_id)
-                    measured.append(trial)
-                    evaluations += 1
-                    logger.info("%s %s: %s", self.kernel_name, text, trial)
-                    if bar is not None:
-                        bar.update(1)
-                strategy.tell(measured)
+            result = run_search(strategy, context, evaluate, known=known, clock=clock, batch=self._batch_size(),
+                                on_trial=on_trial)
         finally:
             if bar is not None:
                 bar.close()
-        trials = [t for t in seen.values() if t is not None]
+        trials = result.trials
         self.trials = trials
         winner = None
         try:
             winner = self._choose(trials, key, args, kwargs, store, identity, text, run_id)
         finally:  # close the run in the store even when every config failed
-            elapsed = time.perf_counter() - started
-            store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=evaluations,
-                             tuning_seconds=elapsed, space_hash=self.space_hash)
+            store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=result.evaluations,
+                             tuning_seconds=clock.seconds(), space_hash=self.space_hash)
+        elapsed = clock.seconds()
         self.bench_time = elapsed
         self.configs_timings = {
             t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok else [float("inf")] * 3
@@ -442,23 +412,24 @@ class Autotuner(_TritonAutotuner):
 
         return kernel_call
 
-    def _evaluate(self, configs: list[Config], key: tuple, args: tuple, kwargs: dict, started: float):
+    def _evaluate(self, configs: list[Config], key: tuple, args: tuple, kwargs: dict, clock: Clock):
         """Compile ``configs`` in parallel (on a GPU), then time them one by one. Yields
         (config, trial), trial None for configs the seconds budget left unmeasured."""
-        compiled = self._compile(configs, args, kwargs, started)
+        compiled = self._compile(configs, args, kwargs, clock)
         for config, (compile_status, compile_seconds, compile_error, shared) in zip(configs, compiled):
             extra = {"shared_bytes": shared} if shared is not None else {}
             if compile_status is not Status.OK:
                 yield config, Trial(config, compile_status, compile_seconds=compile_seconds, error=compile_error,
                                     key=key, extra=extra)
                 continue
-            if self.budget.seconds is not None and time.perf_counter() - started >= self.budget.seconds:
+            if self.budget.seconds is not None and clock.seconds() >= self.budget.seconds:
                 yield config, None
                 continue
             trial = self.benchmarker.measure(config, self._kernel_call(config, args, kwargs), key)
-            yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key, extra=extra)
+            yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key,
+                                extra={**trial.extra, **extra})
 
-    def _compile(self, configs: list[Config], args: tuple, kwargs: dict, started: float):
+    def _compile(self, configs: list[Config], args: tuple, kwargs: dict, clock: Clock):
         """(status, seconds, error, shared memory bytes) per config; under the interpreter
         nothing is compiled."""
         if settings.interpreting():
@@ -471,7 +442,7 @@ class Autotuner(_TritonAutotuner):
         jobs = [compile_job_for(jit, target, args, call) for call in calls]
         timeout = self.compile_timeout
         if self.budget.seconds is not None:
-            remaining = max(1.0, self.budget.seconds - (time.perf_counter() - started))
+            remaining = max(1.0, self.budget.seconds - clock.seconds())
             timeout = remaining if timeout is None else min(timeout, remaining)
         results: list[tuple] = [None] * len(configs)  # type: ignore[list-item]
         pooled = [i for i, job in enumerate(jobs) if job is not None]

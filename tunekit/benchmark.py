@@ -124,13 +124,17 @@ class Benchmarker:
 
     def measure(self, config: Config, kernel_call: KernelCall, key: tuple = ()) -> Trial:
         """Time one config; any failure becomes a Trial with its status and error text."""
+        start = time.perf_counter()
         try:
             timing = self.time(kernel_call)
         except Exception as error:  # every failure is data, not a crash
             status = classify(error)
             logger.debug("config %s failed: %s", config, error)
-            return Trial(config, status, error=describe(error), key=key)
+            return Trial(config, status, error=describe(error), key=key,
+                         extra={"bench_seconds": time.perf_counter() - start})
+        extra = {"bench_seconds": time.perf_counter() - start}
         if not np.isfinite(timing.median_ms):
             # stock triton.autotune returns inf for configs it could not run
-            return Trial(config, Status.RUNTIME_ERROR, error="do_bench returned a non-finite time", key=key)
-        return Trial(config, Status.OK, timing=timing, key=key)
+            return Trial(config, Status.RUNTIME_ERROR, error="do_bench returned a non-finite time", key=key,
+                         extra=extra)
+        return Trial(config, Status.OK, timing=timing, key=key, extra=extra)

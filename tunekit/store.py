@@ -87,6 +87,7 @@ class _TrialRow(_Base):
     p80_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     compile_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     shared_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    bench_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     source: Mapped[str] = mapped_column(String(16))
     strategy: Mapped[str] = mapped_column(String(128))
     run_id: Mapped[str] = mapped_column(String(64), index=True)
@@ -211,7 +212,7 @@ def _trial_from_row(row: _TrialRow) -> Trial:
         key=tuple(json.loads(row.key).items()),
         source="store",
         extra={"run_id": row.run_id, "strategy": row.strategy, "created_at": row.created_at, "key_json": row.key,
-               "shared_bytes": row.shared_bytes},
+               "shared_bytes": row.shared_bytes, "bench_seconds": row.bench_seconds},
     )
 
 
@@ -273,6 +274,7 @@ class ResultsStore:
             p80_ms=timing.p80_ms if timing else None,
             compile_seconds=trial.compile_seconds,
             shared_bytes=trial.extra.get("shared_bytes"),
+            bench_seconds=trial.extra.get("bench_seconds"),
             source=trial.source,
             strategy=strategy,
             run_id=run_id,
