@@ -1,0 +1,301 @@
+"""``tunekit compare``: every strategy on the same recorded spaces, with the literature's statistics.
+
+Each (space, strategy, seed) is one replayed tuning through the same search loop the Autotuner
+uses (``tunekit.search.run_search``) with the replay backend, so evaluations are counted as in a
+live tuning: failures count, first visits only. Outputs, in ``out``:
+
+* ``summary.csv``: one row per (space, strategy, seed);
+* ``curves.csv``: best-so-far after every evaluation, with cumulative simulated seconds;
+* ``report.md``: per-space and aggregate tables (medians over seeds with success rates, the
+  calculated random-search baseline, scores with bootstrap confidence intervals);
+* ``curves.png`` and ``curves-<space>.png``: median best-so-far over the optimum, with an
+  interquartile band, against evaluations and against seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from . import metrics
+from .budget import Budget
+from .metrics import SpaceStats
+from .recorded import RecordedSpace, read_space
+from .replay import ReplayEvaluator
+from .search import SimulatedClock, run_search
+from .strategy import SearchContext, derive_seed, make_strategy
+
+THRESHOLDS = (1.02, 1.05)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One replayed tuning: the time of each evaluation (inf when it failed) and the clock after it."""
+
+    space: str
+    strategy: str
+    seed: int
+    budget: int
+    times_ms: np.ndarray
+    seconds: np.ndarray
+
+
+@dataclass
+class Comparison:
+    spaces: dict[str, RecordedSpace]
+    stats: dict[str, SpaceStats]
+    budgets: dict[str, int]
+    strategies: list[str]
+    seeds: int
+    runs: list[Run] = field(default_factory=list)
+
+    def runs_of(self, space: str, strategy: str) -> list[Run]:
+        return sorted((r for r in self.runs if r.space == space and r.strategy == strategy), key=lambda r: r.seed)
+
+
+def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None) -> Run:
+    """One tuning of ``recorded`` by ``strategy``, answered from the records."""
+    context = SearchContext(
+        recorded.space(), Budget(evals=evals, seconds=seconds), {"args": {"space": recorded.name}, "dtypes": []},
+        derive_seed(seed, recorded.name),
+    )
+    result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded, seconds), clock=SimulatedClock())
+    return Run(recorded.name, strategy, seed, evals,
+               np.array([step.trial.time_ms for step in result.steps], dtype=float),
+               np.array([step.seconds for step in result.steps], dtype=float))
+
+
+_loaded: dict[str, RecordedSpace] = {}
+
+
+def _replay_task(path: str, name: str, strategy: str, seed: int, evals: int, seconds: float | None) -> Run:
+    if path not in _loaded:  # each worker process reads a file once
+        _loaded[path] = read_space(path, name)
+    return replay(_loaded[path], strategy, seed, evals, seconds)
+
+
+def run_comparison(
+    paths: Sequence[str | os.PathLike],
+    strategies: Sequence[str],
+    seeds: int,
+    budget: int | None = None,
+    seconds: float | None = None,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> Comparison:
+    """Replay every (space, strategy, seed). ``budget=None`` gives each space the evaluations at
+    which calculated random search reaches the end of the score range (its p = 0.96 cutoff)."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
+    for strategy in strategies:
+        make_strategy(strategy)  # an unknown name fails here, before any work
+    spaces: dict[str, RecordedSpace] = {}
+    sources: dict[str, str] = {}
+    for path in paths:
+        space = read_space(path)
+        if space.name in spaces:
+            raise ValueError(f"two spaces are named {space.name!r} ({sources[space.name]} and {path})")
+        if not len(space.valid_times):
+            raise ValueError(f"{path}: no config of the space ran; nothing to compare")
+        spaces[space.name], sources[space.name] = space, str(path)
+    stats = {name: SpaceStats.of(space) for name, space in spaces.items()}
+    budgets = {name: budget or max(1, math.ceil(stats[name].score_range()[1])) for name in spaces}
+    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds)
+    tasks = [(sources[name], name, strategy, seed, budgets[name], seconds)
+             for name in spaces for strategy in strategies for seed in range(seeds)]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(_replay_task, *task) for task in tasks]
+            for done, future in enumerate(futures, 1):
+                comparison.runs.append(future.result())
+                if progress:
+                    progress(done, len(tasks))
+    else:
+        _loaded.update({sources[name]: space for name, space in spaces.items()})
+        for done, task in enumerate(tasks, 1):
+            comparison.runs.append(_replay_task(*task))
+            if progress:
+                progress(done, len(tasks))
+    return comparison
+
+
+# -- statistics per run and per strategy ----------------------------------------------------------
+
+
+def _best(run: Run, stats: SpaceStats) -> np.ndarray:
+    return metrics.best_so_far(run.times_ms, stats.worst)
+
+
+def _score(comparison: Comparison, space: str, runs: Sequence[Run]) -> float:
+    stats = comparison.stats[space]
+    return metrics.score_over_evaluations(stats, [_best(r, stats) for r in runs])
+
+
+def _score_seconds(comparison: Comparison, space: str, runs: Sequence[Run]) -> float:
+    stats = comparison.stats[space]
+    if not comparison.spaces[space].has_costs:
+        return math.nan
+    return metrics.score_over_seconds(stats, [(_best(r, stats), r.seconds) for r in runs])
+
+
+def summary_rows(comparison: Comparison) -> list[dict]:
+    rows = []
+    for run in comparison.runs:
+        stats = comparison.stats[run.space]
+        best = _best(run, stats)
+        found = float(np.min(run.times_ms)) if len(run.times_ms) else math.inf
+        row = {
+            "space": run.space, "strategy": run.strategy, "seed": run.seed, "budget": run.budget,
+            "n_total": stats.n_total, "n_valid": len(stats.sorted_times), "optimum_ms": stats.optimum,
+            "best_ms": found if math.isfinite(found) else "",
+            "best_over_optimum": found / stats.optimum if math.isfinite(found) else "",
+            "evaluations": len(run.times_ms), "tuning_seconds": float(run.seconds[-1]) if len(run.seconds) else 0.0,
+        }
+        for threshold in THRESHOLDS:
+            reached = metrics.first_reaching(best, stats.optimum * threshold)
+            row[f"evals_to_{threshold}"] = reached if reached is not None else ""
+            row[f"seconds_to_{threshold}"] = float(run.seconds[reached - 1]) if reached is not None else ""
+        row["score"] = _score(comparison, run.space, [run])
+        row["score_seconds"] = _score_seconds(comparison, run.space, [run])
+        rows.append(row)
+    return rows
+
+
+def curve_rows(comparison: Comparison) -> list[dict]:
+    rows = []
+    for run in comparison.runs:
+        stats = comparison.stats[run.space]
+        for i, (time_ms, best, seconds) in enumerate(zip(run.times_ms, _best(run, stats), run.seconds), 1):
+            rows.append({"space": run.space, "strategy": run.strategy, "seed": run.seed, "evaluation": i,
+                         "seconds": float(seconds), "time_ms": time_ms if math.isfinite(time_ms) else "",
+                         "best_ms": float(best), "best_over_optimum": float(best) / stats.optimum})
+    return rows
+
+
+def _censored_median(values: Sequence[float | None]) -> float:
+    """Median with unreached seeds as +inf: finite only if at least half the seeds reached."""
+    return float(np.median([math.inf if v is None else v for v in values]))
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str = "") -> dict[str, Path]:
+    """Write the four outputs; refuses a directory that holds files tunekit did not write."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ours = {"summary.csv", "curves.csv", "report.md", "curves.png"}
+    foreign = [p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith("curves-")]
+    if foreign:
+        raise FileExistsError(f"{out} holds files tunekit did not write ({', '.join(sorted(foreign)[:5])}); "
+                              "choose an empty or new directory")
+    written = {"summary": _write_csv(out / "summary.csv", summary_rows(comparison)),
+               "curves": _write_csv(out / "curves.csv", curve_rows(comparison))}
+    written["report"] = out / "report.md"
+    written["report"].write_text(report(comparison, command))
+    from .plots import plot_comparison
+
+    written.update(plot_comparison(comparison, out))
+    return written
+
+
+def _write_csv(path: Path, rows: list[dict]) -> Path:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(partial, path)
+    return path
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "not reached"
+    return f"{value:.{digits}g}" if abs(value) >= 1000 else f"{value:.{digits}f}".rstrip("0").rstrip(".")
+
+
+def report(comparison: Comparison, command: str = "") -> str:
+    """The Markdown report: aggregate scores with paired bootstrap intervals, then one table per space."""
+    strategies, seeds = comparison.strategies, comparison.seeds
+    lines = ["# Strategy comparison", ""]
+    if command:
+        lines += [f"Command: `{command}`", ""]
+    lines += [f"{len(comparison.spaces)} recorded spaces, strategies {', '.join(strategies)}, {seeds} seeds each; "
+              f"written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+              "Evaluations count failures and first visits only. `evals to 1.02` is the median over seeds of the "
+              "evaluations until a config within 2 % of the space's optimum was found, with seeds that never got "
+              "there counted as not reached; `reached` is the share of seeds that did. The score is "
+              "Willemsen et al.'s (0 = calculated random search, 1 = the optimum), averaged over each space's "
+              "score range; intervals are 95 % percentile bootstraps over seeds.", ""]
+
+    def aggregate(strategy: str, indices: np.ndarray, seconds: bool = False) -> float:
+        scorer = _score_seconds if seconds else _score
+        values = []
+        for space in comparison.spaces:
+            runs = comparison.runs_of(space, strategy)
+            values.append(scorer(comparison, space, [runs[i] for i in indices]))
+        values = [v for v in values if not math.isnan(v)]
+        return float(np.mean(values)) if values else math.nan
+
+    everyone = np.arange(seeds)
+    lines += ["## Aggregate over spaces", "",
+              "| strategy | score (evaluations) | 95 % CI | score (seconds) | 95 % CI |", "|---|---|---|---|---|"]
+    for strategy in strategies:
+        low, high = metrics.bootstrap_interval(lambda idx: aggregate(strategy, idx), seeds)
+        slow, shigh = metrics.bootstrap_interval(lambda idx: aggregate(strategy, idx, True), seeds)
+        lines.append(f"| {strategy} | {_fmt(aggregate(strategy, everyone))} | [{_fmt(low)}, {_fmt(high)}] | "
+                     f"{_fmt(aggregate(strategy, everyone, True))} | [{_fmt(slow)}, {_fmt(shigh)}] |")
+    lines.append("| random (calculated) | 0 | | 0 | |")
+    if len(strategies) > 1:
+        reference = strategies[0]
+        lines += ["", f"Paired differences in aggregate score (evaluations) against {reference}, resampling the same "
+                  "seeds for both:", "", "| strategy | difference | 95 % CI |", "|---|---|---|"]
+        for strategy in strategies[1:]:
+            def difference(idx, strategy=strategy):
+                return aggregate(strategy, idx) - aggregate(reference, idx)
+
+            low, high = metrics.bootstrap_interval(difference, seeds)
+            lines.append(f"| {strategy} - {reference} | {_fmt(difference(everyone))} | [{_fmt(low)}, {_fmt(high)}] |")
+
+    for space, recorded in comparison.spaces.items():
+        stats, budget = comparison.stats[space], comparison.budgets[space]
+        low, high = stats.score_range()
+        lines += ["", f"## {space}", "",
+                  f"{stats.n_total} configs ({len(stats.sorted_times)} valid), optimum {_fmt(stats.optimum, 4)} ms, "
+                  f"median {_fmt(stats.median, 4)} ms, budget {budget} evaluations, score range "
+                  f"{_fmt(low)}-{_fmt(high)} evaluations. Source: `{recorded.source}`.", "",
+                  "| strategy | evals to 1.02 | reached | evals to 1.05 | reached | best / optimum | score | 95 % CI |"
+                  " score (seconds) |", "|---|---|---|---|---|---|---|---|---|"]
+        for strategy in strategies:
+            runs = comparison.runs_of(space, strategy)
+            bests = [_best(r, stats) for r in runs]
+            cells = []
+            for threshold in THRESHOLDS:
+                reached = [metrics.first_reaching(b, stats.optimum * threshold) for b in bests]
+                cells += [_fmt(_censored_median(reached)), f"{sum(r is not None for r in reached)}/{len(reached)}"]
+            ratio = float(np.median([b[-1] / stats.optimum if len(b) else math.inf for b in bests]))
+            ci = metrics.bootstrap_interval(lambda idx, runs=runs: _score(comparison, space, [runs[i] for i in idx]),
+                                            len(runs))
+            lines.append(f"| {strategy} | {' | '.join(cells)} | {_fmt(ratio)} | {_fmt(_score(comparison, space, runs))} "
+                         f"| [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(_score_seconds(comparison, space, runs))} |")
+        expected = [stats.random_evaluations_to(stats.optimum * t) for t in THRESHOLDS]
+        lines.append(f"| random (calculated) | {_fmt(expected[0])} | expected | {_fmt(expected[1])} | expected | "
+                     f"{_fmt(float(stats.random_curve([budget])[0]) / stats.optimum)} | 0 | | 0 |")
+    return "\n".join(lines) + "\n"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")

@@ -1,0 +1,104 @@
+"""Tuning-curve figures of a comparison (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import metrics
+
+if TYPE_CHECKING:
+    from .compare import Comparison
+
+
+def _band(ax, x, curves: np.ndarray, label: str, color) -> None:
+    low, median, high = np.percentile(curves, [25, 50, 75], axis=0)
+    ax.plot(x, median, color=color, label=label, linewidth=1.6)
+    ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
+
+
+def _style(ax, xlabel: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("best time found / optimum")
+    ax.set_yscale("log")
+    ax.axhline(1.02, color="grey", linewidth=0.8, linestyle=":")
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _space_curves(comparison: "Comparison", space: str, strategy: str, points: np.ndarray, seconds: bool):
+    stats = comparison.stats[space]
+    curves = []
+    for run in comparison.runs_of(space, strategy):
+        best = metrics.best_so_far(run.times_ms, stats.worst)
+        if seconds:
+            curves.append(metrics.curve_at_seconds(best, run.seconds, points, stats.worst))
+        else:
+            curves.append(metrics.curve_at(best, points, stats.worst))
+    return np.array(curves) / stats.optimum
+
+
+def plot_comparison(comparison: "Comparison", out: Path) -> dict[str, Path]:
+    """``curves.png`` over all spaces and ``curves-<space>.png`` for each space."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .compare import slug
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    written = {}
+    for space in comparison.spaces:
+        stats, budget = comparison.stats[space], comparison.budgets[space]
+        timed = comparison.spaces[space].has_costs and stats.seconds_per_evaluation > 0
+        fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(11 if timed else 5.5, 4), squeeze=False)
+        evaluations = np.arange(1, budget + 1)
+        seconds = np.linspace(0, budget * stats.seconds_per_evaluation, 200)[1:] if timed else None
+        for i, strategy in enumerate(comparison.strategies):
+            color = colors[i % len(colors)]
+            _band(axes[0, 0], evaluations, _space_curves(comparison, space, strategy, evaluations, False), strategy,
+                  color)
+            if timed:
+                _band(axes[0, 1], seconds, _space_curves(comparison, space, strategy, seconds, True), strategy, color)
+        axes[0, 0].plot(evaluations, stats.random_curve(evaluations) / stats.optimum, "k--", linewidth=1,
+                        label="random (calculated)")
+        _style(axes[0, 0], "evaluations")
+        if timed:
+            axes[0, 1].plot(seconds, stats.random_curve(seconds / stats.seconds_per_evaluation) / stats.optimum, "k--",
+                            linewidth=1, label="random (calculated)")
+            _style(axes[0, 1], "simulated tuning seconds (compile + benchmark + strategy)")
+        axes[0, 0].legend(fontsize=8)
+        fig.suptitle(f"{space}: median and interquartile range over {comparison.seeds} seeds", fontsize=10)
+        fig.tight_layout()
+        path = out / f"curves-{slug(space)}.png"
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+        written[f"curves-{space}"] = path
+
+    # all spaces: every (space, seed) curve counts once; seconds in units of the space's mean evaluation cost
+    shortest = min(comparison.budgets.values())
+    evaluations = np.arange(1, shortest + 1)
+    units = np.linspace(0, shortest, 200)[1:]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for i, strategy in enumerate(comparison.strategies):
+        color = colors[i % len(colors)]
+        by_evals = np.vstack([_space_curves(comparison, s, strategy, evaluations, False) for s in comparison.spaces])
+        _band(axes[0], evaluations, by_evals, strategy, color)
+        timed = [s for s in comparison.spaces if comparison.stats[s].seconds_per_evaluation > 0]
+        if timed:
+            by_time = np.vstack([_space_curves(comparison, s, strategy, units * comparison.stats[s].seconds_per_evaluation,
+                                               True) for s in timed])
+            _band(axes[1], units, by_time, strategy, color)
+    _style(axes[0], "evaluations")
+    _style(axes[1], "tuning time, in mean evaluation costs of each space")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{len(comparison.spaces)} spaces x {comparison.seeds} seeds: median and interquartile range",
+                 fontsize=10)
+    fig.tight_layout()
+    path = out / "curves.png"
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    written["curves"] = path
+    return written
