@@ -3,13 +3,15 @@
     tunekit store ls      [--store URL]                 kernels, keys and runs
     tunekit store show    RUN_ID [--store URL]          a run's trials
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
+    tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
+    tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] --out DIR
     tunekit demo          tune a kernel of the suite and show its trials
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import glob
 import os
 import sys
 import time
@@ -85,6 +87,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
+    if args.format in ("kerneltuner", "t4"):
+        return _export_space(store, args)
     if args.winners:
         rows = store.winner_rows()
     else:
@@ -95,6 +99,49 @@ def cmd_export(args: argparse.Namespace) -> int:
     except (FileExistsError, ValueError) as error:
         raise SystemExit(f"tunekit: {error}") from error
     print(f"wrote {len(rows)} rows to {target}")
+    return 0
+
+
+def _export_space(store, args: argparse.Namespace) -> int:
+    """One kernel's measured space (one device, one key) in a format Kernel Tuner can replay."""
+    from .recorded import RecordedSpaceError, from_store_rows, write_kernel_tuner, write_t4
+
+    if not args.kernel:
+        raise SystemExit("tunekit: --format kerneltuner|t4 exports one kernel's space: give --kernel")
+    rows = store.rows(kernel=args.kernel, key=args.key, device=args.device)
+    try:
+        space = from_store_rows(rows, name=args.kernel)
+        writer = write_kernel_tuner if args.format == "kerneltuner" else write_t4
+        target = writer(space, args.out)
+    except (RecordedSpaceError, FileExistsError) as error:
+        raise SystemExit(f"tunekit: {error}") from error
+    print(f"wrote {len(space)} configs of {args.kernel} ({space.device}, key {space.problem_size}) to {target}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import run_comparison, write_outputs
+    from .recorded import RecordedSpaceError
+
+    paths = [p for pattern in args.space for p in (sorted(glob.glob(pattern, recursive=True)) or [pattern])]
+    started = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r{done}/{total} tunings replayed", end="", file=sys.stderr, flush=True)
+
+    try:
+        comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs, progress)
+        written = write_outputs(comparison, args.out, " ".join(["tunekit", *sys.argv[1:]]))
+    except (RecordedSpaceError, ValueError, FileExistsError) as error:
+        raise SystemExit(f"tunekit: {error}") from error
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(f"{len(comparison.runs)} tunings of {len(comparison.spaces)} spaces replayed in "
+          f"{time.perf_counter() - started:.1f} s; wrote {', '.join(str(p) for p in written.values())}")
+    report_lines = written["report"].read_text().splitlines()
+    table = report_lines.index("## Aggregate over spaces")
+    print("\n".join(report_lines[table: table + 4 + len(comparison.strategies) + 1]))
     return 0
 
 
@@ -150,8 +197,24 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--run")
     export.add_argument("--kernel")
     export.add_argument("--winners", action="store_true", help="export the stored winner of every key instead")
-    export.add_argument("--format", choices=("csv", "jsonl"))
+    export.add_argument("--format", choices=("csv", "jsonl", "kerneltuner", "t4"),
+                        help="csv/jsonl: trial rows (default: by suffix); kerneltuner/t4: one kernel's space")
+    export.add_argument("--key", help="with kerneltuner/t4: the key, as stored (JSON), when there are several")
+    export.add_argument("--device", help="with kerneltuner/t4: the device, when there are several")
     export.set_defaults(handler=cmd_export)
+
+    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces")
+    compare.add_argument("--space", action="append", required=True,
+                         help="a Kernel Tuner cache file, T4 file or tunekit export (glob patterns allowed); repeat")
+    compare.add_argument("--strategy", action="append", required=True, help="a registered strategy; repeat")
+    compare.add_argument("--seeds", type=int, default=20)
+    compare.add_argument("--budget", type=int, default=None,
+                         help="evaluations per tuning (default: per space, where calculated random search "
+                              "reaches the end of the score range)")
+    compare.add_argument("--seconds", type=float, default=None, help="simulated seconds per tuning, besides --budget")
+    compare.add_argument("--jobs", type=int, default=1, help="worker processes")
+    compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
+    compare.set_defaults(handler=cmd_compare)
 
     demo = commands.add_parser("demo", help="tune a small kernel and show what was found")
     demo.add_argument("--store", **store_flag)

@@ -136,16 +136,45 @@ def _best(run: Run, stats: SpaceStats) -> np.ndarray:
     return metrics.best_so_far(run.times_ms, stats.worst)
 
 
-def _score(comparison: Comparison, space: str, runs: Sequence[Run]) -> float:
-    stats = comparison.stats[space]
-    return metrics.score_over_evaluations(stats, [_best(r, stats) for r in runs])
+@dataclass(frozen=True)
+class _ScoreTable:
+    """One (space, strategy): the calculated random curve and every seed's curve on the score
+    range, so that the score of any resample of seeds is the mean of some rows (fast bootstraps)."""
+
+    random: np.ndarray
+    curves: np.ndarray  # seeds x points
+    optimum: float
+
+    def score(self, seeds: Sequence[int] | np.ndarray | None = None) -> float:
+        if self.curves.size == 0:
+            return math.nan
+        rows = self.curves if seeds is None else self.curves[np.asarray(seeds)]
+        return metrics.standardised_score(self.random, rows.mean(axis=0), self.optimum)
 
 
-def _score_seconds(comparison: Comparison, space: str, runs: Sequence[Run]) -> float:
-    stats = comparison.stats[space]
-    if not comparison.spaces[space].has_costs:
-        return math.nan
-    return metrics.score_over_seconds(stats, [(_best(r, stats), r.seconds) for r in runs])
+def _table(comparison: Comparison, space: str, strategy: str, seconds: bool) -> _ScoreTable:
+    cache = comparison.__dict__.setdefault("_tables", {})
+    if (space, strategy, seconds) not in cache:
+        stats, runs = comparison.stats[space], comparison.runs_of(space, strategy)
+        if seconds and (not comparison.spaces[space].has_costs or stats.seconds_per_evaluation <= 0):
+            table = _ScoreTable(np.array([]), np.empty((0, 0)), stats.optimum)
+        elif seconds:
+            points = metrics.seconds_points(stats)
+            table = _ScoreTable(stats.random_curve(points / stats.seconds_per_evaluation),
+                                np.array([metrics.curve_at_seconds(_best(r, stats), r.seconds, points, stats.worst)
+                                          for r in runs]), stats.optimum)
+        else:
+            points = metrics.evaluation_points(stats)
+            table = _ScoreTable(stats.random_curve(points),
+                                np.array([metrics.curve_at(_best(r, stats), points, stats.worst) for r in runs]),
+                                stats.optimum)
+        cache[(space, strategy, seconds)] = table
+    return cache[(space, strategy, seconds)]
+
+
+def _score(comparison: Comparison, space: str, strategy: str, seeds=None, seconds: bool = False) -> float:
+    """The score of ``strategy`` on ``space`` over the given seed indices (all by default)."""
+    return _table(comparison, space, strategy, seconds).score(seeds)
 
 
 def summary_rows(comparison: Comparison) -> list[dict]:
@@ -165,8 +194,9 @@ def summary_rows(comparison: Comparison) -> list[dict]:
             reached = metrics.first_reaching(best, stats.optimum * threshold)
             row[f"evals_to_{threshold}"] = reached if reached is not None else ""
             row[f"seconds_to_{threshold}"] = float(run.seconds[reached - 1]) if reached is not None else ""
-        row["score"] = _score(comparison, run.space, [run])
-        row["score_seconds"] = _score_seconds(comparison, run.space, [run])
+        position = [r.seed for r in comparison.runs_of(run.space, run.strategy)].index(run.seed)
+        row["score"] = _score(comparison, run.space, run.strategy, [position])
+        row["score_seconds"] = _score(comparison, run.space, run.strategy, [position], seconds=True)
         rows.append(row)
     return rows
 
@@ -242,11 +272,7 @@ def report(comparison: Comparison, command: str = "") -> str:
               "score range; intervals are 95 % percentile bootstraps over seeds.", ""]
 
     def aggregate(strategy: str, indices: np.ndarray, seconds: bool = False) -> float:
-        scorer = _score_seconds if seconds else _score
-        values = []
-        for space in comparison.spaces:
-            runs = comparison.runs_of(space, strategy)
-            values.append(scorer(comparison, space, [runs[i] for i in indices]))
+        values = [_score(comparison, space, strategy, indices, seconds) for space in comparison.spaces]
         values = [v for v in values if not math.isnan(v)]
         return float(np.mean(values)) if values else math.nan
 
@@ -287,10 +313,10 @@ def report(comparison: Comparison, command: str = "") -> str:
                 reached = [metrics.first_reaching(b, stats.optimum * threshold) for b in bests]
                 cells += [_fmt(_censored_median(reached)), f"{sum(r is not None for r in reached)}/{len(reached)}"]
             ratio = float(np.median([b[-1] / stats.optimum if len(b) else math.inf for b in bests]))
-            ci = metrics.bootstrap_interval(lambda idx, runs=runs: _score(comparison, space, [runs[i] for i in idx]),
+            ci = metrics.bootstrap_interval(lambda idx, strategy=strategy: _score(comparison, space, strategy, idx),
                                             len(runs))
-            lines.append(f"| {strategy} | {' | '.join(cells)} | {_fmt(ratio)} | {_fmt(_score(comparison, space, runs))} "
-                         f"| [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(_score_seconds(comparison, space, runs))} |")
+            lines.append(f"| {strategy} | {' | '.join(cells)} | {_fmt(ratio)} | {_fmt(_score(comparison, space, strategy))} "
+                         f"| [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(_score(comparison, space, strategy, seconds=True))} |")
         expected = [stats.random_evaluations_to(stats.optimum * t) for t in THRESHOLDS]
         lines.append(f"| random (calculated) | {_fmt(expected[0])} | expected | {_fmt(expected[1])} | expected | "
                      f"{_fmt(float(stats.random_curve([budget])[0]) / stats.optimum)} | 0 | | 0 |")

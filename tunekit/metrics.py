@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -39,11 +40,12 @@ SECONDS_POINTS = 200
 
 @dataclass(frozen=True)
 class SpaceStats:
-    """What the statistics need of a recorded space."""
+    """What the statistics need of a recorded space (the random-search curve is cached)."""
 
     n_total: int  # every feasible config, failed ones included: what random search draws from
     sorted_times: np.ndarray  # valid times, ascending
     seconds_per_evaluation: float  # mean cost of evaluating one config when it was recorded
+    _expected: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, space: RecordedSpace) -> "SpaceStats":
@@ -69,18 +71,22 @@ class SpaceStats:
         failed = self.n_total - len(self.sorted_times)
         return np.concatenate([self.sorted_times, np.full(failed, self.worst)])
 
-    def _expected_best(self, m: int) -> float:
-        """Exact E[best of m draws without replacement]."""
+    @cached_property
+    def _log_factorials(self) -> np.ndarray:
         from scipy.special import gammaln
 
-        n, values = self.n_total, self._ranked()
+        return gammaln(np.arange(self.n_total + 2) + 1.0)  # log(k!) at index k
+
+    def _expected_best(self, m: int) -> float:
+        """Exact E[best of m draws without replacement] (cached per m)."""
+        n = self.n_total
         m = int(min(max(m, 1), n))
-        j = np.arange(1, n)  # all m draws miss the j best: C(n - j, m) / C(n, m)
-        possible = n - j >= m
-        log_miss = np.full(len(j), -np.inf)
-        log_miss[possible] = (gammaln(n - j[possible] + 1) - gammaln(n - j[possible] - m + 1)
-                              - gammaln(n + 1) + gammaln(n - m + 1))
-        return float(values[0] + np.sum(np.diff(values) * np.exp(log_miss)))
+        if m not in self._expected:
+            values, lf = self._ranked(), self._log_factorials
+            j = np.arange(1, n - m + 1)  # all m draws miss the j best: C(n - j, m) / C(n, m); zero beyond n - m
+            log_miss = lf[n - j] - lf[n - j - m] - lf[n] + lf[n - m]
+            self._expected[m] = float(values[0] + np.sum(np.diff(values)[: len(j)] * np.exp(log_miss)))
+        return self._expected[m]
 
     def random_curve(self, evaluations: np.ndarray | Sequence[float]) -> np.ndarray:
         """Calculated random search: the expected best time after M evaluations (M may be
@@ -112,6 +118,10 @@ class SpaceStats:
 
     def score_range(self) -> tuple[float, float]:
         """Evaluations from random search reaching the p=0.5 cutoff to reaching p=0.96."""
+        return self._score_range
+
+    @cached_property
+    def _score_range(self) -> tuple[float, float]:
         low, high = (self.random_evaluations_reaching(self.cutoff(p)) for p in SCORE_RANGE)
         return low, max(low, high)
 
@@ -137,7 +147,8 @@ def curve_at_seconds(best: np.ndarray, seconds: np.ndarray, points: np.ndarray, 
     return np.where(index >= 0, best[np.clip(index, 0, max(len(best) - 1, 0))] if len(best) else worst, worst)
 
 
-def _standardised(random: np.ndarray, strategy: np.ndarray, optimum: float) -> float:
+def standardised_score(random: np.ndarray, strategy: np.ndarray, optimum: float) -> float:
+    """Mean of (random - strategy) / (random - optimum) over the points where random is above the optimum."""
     spread = random - optimum
     usable = spread > 0
     if not usable.any():
@@ -145,24 +156,33 @@ def _standardised(random: np.ndarray, strategy: np.ndarray, optimum: float) -> f
     return float(np.mean((random[usable] - strategy[usable]) / spread[usable]))
 
 
-def score_over_evaluations(stats: SpaceStats, runs: Sequence[np.ndarray]) -> float:
-    """The score of the mean over ``runs`` (best-so-far per evaluation, one array per seed)."""
+def evaluation_points(stats: SpaceStats) -> np.ndarray:
+    """The whole numbers of evaluations in the score range."""
     low, high = stats.score_range()
     points = np.arange(max(1, math.ceil(low)), max(1, math.floor(high)) + 1)
-    if len(points) == 0:
-        points = np.array([max(1, round(low))])
+    return points if len(points) else np.array([max(1, round(low))])
+
+
+def seconds_points(stats: SpaceStats) -> np.ndarray:
+    """The score range in seconds, at the space's mean cost per evaluation."""
+    low, high = stats.score_range()
+    return np.linspace(low, high, SECONDS_POINTS) * stats.seconds_per_evaluation
+
+
+def score_over_evaluations(stats: SpaceStats, runs: Sequence[np.ndarray]) -> float:
+    """The score of the mean over ``runs`` (best-so-far per evaluation, one array per seed)."""
+    points = evaluation_points(stats)
     mean = np.mean([curve_at(run, points, stats.worst) for run in runs], axis=0)
-    return _standardised(stats.random_curve(points), mean, stats.optimum)
+    return standardised_score(stats.random_curve(points), mean, stats.optimum)
 
 
 def score_over_seconds(stats: SpaceStats, runs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
     """The same over seconds; ``runs`` holds (best-so-far, cumulative seconds) per seed."""
     if stats.seconds_per_evaluation <= 0:
         return math.nan
-    low, high = stats.score_range()
-    points = np.linspace(low, high, SECONDS_POINTS) * stats.seconds_per_evaluation
+    points = seconds_points(stats)
     mean = np.mean([curve_at_seconds(best, seconds, points, stats.worst) for best, seconds in runs], axis=0)
-    return _standardised(stats.random_curve(points / stats.seconds_per_evaluation), mean, stats.optimum)
+    return standardised_score(stats.random_curve(points / stats.seconds_per_evaluation), mean, stats.optimum)
 
 
 def first_reaching(best: np.ndarray, target_ms: float) -> int | None:

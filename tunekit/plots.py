@@ -20,9 +20,13 @@ def _band(ax, x, curves: np.ndarray, label: str, color) -> None:
 
 
 def _style(ax, xlabel: str) -> None:
+    from matplotlib.ticker import FormatStrFormatter
+
     ax.set_xlabel(xlabel)
     ax.set_ylabel("best time found / optimum")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.axhline(1.02, color="grey", linewidth=0.8, linestyle=":")
     ax.grid(True, which="both", alpha=0.3)
 

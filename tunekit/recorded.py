@@ -314,6 +314,10 @@ def read_space(path: str | os.PathLike, name: str | None = None) -> RecordedSpac
         return read_kernel_tuner(path, name)
     if head == "{" and '"config"' in text.splitlines()[0]:
         return read_tunekit_export(path, name)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RecordedSpaceError(f"{path}: not valid JSON ({error})") from error
     raise RecordedSpaceError(f"{path}: not a Kernel Tuner cache file, a T4 results file or a tunekit export")
 
 

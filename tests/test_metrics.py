@@ -1,0 +1,70 @@
+"""The statistics against values computed by hand on a five-config space, and by simulation."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tunekit import metrics
+from tunekit.metrics import SpaceStats
+
+# five configs with times 1, 2, 4, 8, 16 ms, each costing one second to evaluate
+HAND = SpaceStats(5, np.array([1.0, 2.0, 4.0, 8.0, 16.0]), 1.0)
+
+
+def test_calculated_random_search_by_hand():
+    # E[best of 2 of 5]: P(best is rank r) = C(5 - r, 1) / C(5, 2) = .4, .3, .2, .1 -> 0.4 + 0.6 + 0.8 + 0.8 = 2.6
+    # E[best of 3 of 5]: C(5 - r, 2) / C(5, 3) = .6, .3, .1 -> 0.6 + 0.6 + 0.4 = 1.6; of 4: .8, .2 -> 1.2
+    assert HAND.random_curve([1, 2, 3, 4, 5]) == pytest.approx([31 / 5, 2.6, 1.6, 1.2, 1.0])
+    assert HAND.random_curve([2.5]) == pytest.approx([2.1])  # between whole evaluations: interpolated
+
+
+def test_a_failed_config_counts_as_the_slowest_valid_one():
+    with_failure = SpaceStats(5, np.array([1.0, 2.0, 4.0, 8.0]), 1.0)
+    assert with_failure.random_curve([1])[0] == pytest.approx((1 + 2 + 4 + 8 + 8) / 5)
+    assert with_failure.random_evaluations_to(1.0) == pytest.approx(3.0)  # (N + 1) / (k + 1), N counts failures
+
+
+def test_cutoffs_and_score_range_by_hand():
+    # optimum 1, median 4: cutoff(p) = 1 + 3 (1 - p)
+    assert HAND.cutoff(0.5) == pytest.approx(2.5) and HAND.cutoff(0.96) == pytest.approx(1.12)
+    # random reaches 2.5 at 3 evaluations (2.6 after 2) and 1.12 at 5 (1.2 after 4)
+    assert HAND.score_range() == (3.0, 5.0)
+    assert HAND.random_evaluations_to(1.02) == pytest.approx(3.0)  # (5 + 1) / (1 + 1)
+
+
+def test_score_by_hand():
+    lucky = metrics.best_so_far([2, 1, 16, 8, 4], HAND.worst)  # best-so-far 2, 1, 1, 1, 1
+    unlucky = metrics.best_so_far([16, 8, 4, 2, 1], HAND.worst)  # 16, 8, 4, 2, 1
+    # range 3..5; at 5 random equals the optimum, so points 3 and 4 count: random 1.6 and 1.2
+    assert metrics.score_over_evaluations(HAND, [lucky]) == pytest.approx(1.0)
+    # (1.6 - 4) / 0.6 = -4 and (1.2 - 2) / 0.2 = -4
+    assert metrics.score_over_evaluations(HAND, [unlucky]) == pytest.approx(-4.0)
+    # the mean curve 2.5, 1.5: (1.6 - 2.5) / 0.6 = -1.5 and (1.2 - 1.5) / 0.2 = -1.5
+    assert metrics.score_over_evaluations(HAND, [lucky, unlucky]) == pytest.approx(-1.5)
+    assert metrics.score_over_seconds(HAND, [(lucky, np.arange(1.0, 6.0))]) == pytest.approx(1.0)
+
+
+def test_failures_before_the_first_valid_config_count_as_the_slowest_valid_time():
+    assert metrics.best_so_far([math.inf, 4, math.inf, 1], 16.0).tolist() == [16, 4, 4, 1]
+    assert metrics.first_reaching(np.array([16.0, 4, 4, 1]), 1.02) == 4
+    assert metrics.first_reaching(np.array([16.0, 4]), 1.02) is None
+
+
+def test_exact_random_curve_agrees_with_simulation():
+    rng = np.random.default_rng(1)
+    times = np.sort(rng.lognormal(0, 0.5, 300))
+    stats = SpaceStats(330, times, 1.0)  # 30 failed configs
+    values = np.concatenate([times, np.full(30, times[-1])])
+    for draws in (1, 7, 60):
+        simulated = [values[rng.choice(330, draws, replace=False)].min() for _ in range(20000)]
+        error = np.std(simulated) / np.sqrt(len(simulated))
+        assert abs(stats.random_curve([draws])[0] - np.mean(simulated)) < 4 * error
+
+
+def test_paired_bootstrap_interval_covers_the_difference():
+    a = np.array([1.0, 2.0, 3.0, 4.0])
+    low, high = metrics.bootstrap_interval(lambda idx: float(np.mean(a[idx] + 1) - np.mean(a[idx])), 4)
+    assert low == pytest.approx(1.0) and high == pytest.approx(1.0)  # paired: the same seeds on both sides
+    low, high = metrics.bootstrap_interval(lambda idx: float(np.mean(a[idx])), 4)
+    assert 1.0 <= low < 2.5 < high <= 4.0

@@ -1,0 +1,149 @@
+"""Readers and writers of recorded spaces, on hand-written files and on the shared recorded spaces."""
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tunekit
+from tunekit.recorded import (RecordedSpaceError, read_kernel_tuner, read_space, read_t4, write_kernel_tuner,
+                              write_t4)
+from tunekit.trial import Status
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "spaces"
+
+
+def kt_entry(x, y, time, **extra):
+    return {"block_x": x, "tile": y, "time": time, "times": [time] if isinstance(time, float) else [],
+            "compile_time": 100.0, "benchmark_time": 20.0, "verification_time": 0, **extra}
+
+
+def write_kt(path, entries, keys=("block_x", "tile")):
+    data = {"device_name": "Test GPU", "kernel_name": "k", "problem_size": [64], "tune_params_keys": list(keys),
+            "tune_params": {"block_x": [16, 32, 64], "tile": [1, 2]}, "objective": "time",
+            "cache": {f"{e['block_x']},{e['tile']}": e for e in entries}}
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt") as handle:
+        json.dump(data, handle)
+    return path
+
+
+ENTRIES = [kt_entry(16, 1, 3.0), kt_entry(16, 2, "CompilationFailedConfig"), kt_entry(32, 1, 1.5),
+           kt_entry(32, 2, "InvalidConfig"), kt_entry(64, 1, "RuntimeFailedConfig"), kt_entry(64, 2, 1e20)]
+
+
+@pytest.mark.parametrize("name", ["space.json", "space.json.gz"])
+def test_kernel_tuner_cache_statuses(tmp_path, name):
+    space = read_space(write_kt(tmp_path / name, ENTRIES))
+    assert len(space) == 5  # InvalidConfig: rejected by the restrictions, not part of the space
+    statuses = {(r.params["block_x"], r.params["tile"]): r.status for r in space.records}
+    assert statuses == {(16, 1): Status.OK, (16, 2): Status.COMPILE_ERROR, (32, 1): Status.OK,
+                        (64, 1): Status.RUNTIME_ERROR, (64, 2): Status.RUNTIME_ERROR}
+    assert space.optimum_ms == 1.5 and space.device == "Test GPU"
+    assert space.lookup({"block_x": 32, "tile": 1}).evaluation_seconds == pytest.approx(0.12)
+    assert space.lookup({"block_x": 32, "tile": 2}) is None  # infeasible
+    assert len(space.space()) == 5
+
+
+def test_an_unclosed_kernel_tuner_file_is_read_as_kernel_tuner_writes_it(tmp_path):
+    """Kernel Tuner writes the header, then one '"key": {...},' line per evaluation, and closes at the end."""
+    closed = json.loads((write_kt(tmp_path / "full.json", ENTRIES)).read_text())
+    header = {k: v for k, v in closed.items() if k != "cache"}
+    lines = [json.dumps(header)[:-1] + ', "cache": {']
+    lines += [f'"{key}": {json.dumps(entry)},' for key, entry in closed["cache"].items()]
+    (tmp_path / "writing.json").write_text("\n".join(lines) + "\n")
+    assert len(read_space(tmp_path / "writing.json")) == 5
+    (tmp_path / "cut.json").write_text("\n".join(lines) + '\n"64,3": {"block_x": 64, "ti')  # killed mid-write
+    assert len(read_space(tmp_path / "cut.json")) == 5
+
+
+def test_a_parameter_order_that_does_not_match_the_header_is_refused(tmp_path):
+    data = json.loads(write_kt(tmp_path / "a.json", ENTRIES).read_text())
+    data["tune_params_keys"] = ["tile", "block_x"]
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    with pytest.raises(RecordedSpaceError, match="parameter order is inconsistent"):
+        read_space(tmp_path / "b.json")
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda d: d["cache"]["16,1"].update(block_x=128) or d, "does not match its parameters"),
+    (lambda d: d["cache"].update({"128,1": kt_entry(128, 1, 1.0)}) or d, "outside the values listed"),
+    (lambda d: d["cache"]["16,1"].pop("time") and d, "has no 'time'"),
+    (lambda d: d["cache"]["16,1"].update(time="Exploded") or d, "unknown failure 'Exploded'"),
+    (lambda d: d.pop("tune_params_keys") and d, "not a Kernel Tuner cache file"),
+])
+def test_inconsistent_files_get_an_error_that_names_the_problem(tmp_path, breakage, message):
+    data = breakage(json.loads(write_kt(tmp_path / "a.json", ENTRIES).read_text()))
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    with pytest.raises(RecordedSpaceError, match=message):
+        read_kernel_tuner(tmp_path / "b.json")
+
+
+def test_garbage_and_missing_files(tmp_path):
+    (tmp_path / "x.json").write_text("{ not json")
+    with pytest.raises(RecordedSpaceError, match="not valid JSON"):
+        read_space(tmp_path / "x.json")
+    (tmp_path / "y.json.gz").write_bytes(b"\x1f\x8b\x08truncated")
+    with pytest.raises(RecordedSpaceError, match="cannot be read"):
+        read_space(tmp_path / "y.json.gz")
+    with pytest.raises(RecordedSpaceError, match="no such file"):
+        read_space(tmp_path / "z.json")
+
+
+def test_kernel_tuner_and_t4_round_trips(tmp_path):
+    original = read_space(write_kt(tmp_path / "a.json", ENTRIES))
+    again_kt = read_kernel_tuner(write_kernel_tuner(original, tmp_path / "b.json.gz"))
+    again_t4 = read_t4(write_t4(original, tmp_path / "c.json"))
+    for again in (again_kt, again_t4):
+        assert [(r.params, r.status, r.time_ms) for r in again.records] == [
+            (r.params, r.status if r.status is not Status.TIMEOUT else Status.RUNTIME_ERROR, r.time_ms)
+            for r in original.records]
+        assert again.lookup({"block_x": 16, "tile": 1}).compile_ms == 100.0
+    with pytest.raises(FileExistsError):
+        write_t4(original, tmp_path / "c.json")
+
+
+def test_a_space_tuned_by_tunekit_exports_to_kernel_tuner(tmp_path):
+    from tunekit.cli import main
+    from tunekit.kernels import vector_add
+
+    store = tmp_path / "store.db"
+    kernel = tunekit.autotune(space=tunekit.Space(BLOCK=[128, 256, 512], num_warps=[2, 4]), key=["n"],
+                              strategy="exhaustive", store=store)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(1024)
+    kernel[vector_add.grid(1024)](x, y, out, 1024)
+    assert main(["store", "export", str(tmp_path / "add.json"), "--store", str(store), "--format", "kerneltuner",
+                 "--kernel", "add_kernel"]) == 0
+    space = read_space(tmp_path / "add.json")
+    measured = {t.config_id: t.time_ms for t in kernel.trials}
+    assert len(space) == 6 and {tunekit.config.config_json(space.config(r)): r.time_ms
+                                for r in space.records} == measured
+    assert all(r.benchmark_ms > 0 for r in space.records)
+
+
+def _shared_table():
+    rows = []
+    for line in (SHARED / "README.md").read_text().splitlines():
+        match = re.match(r"\| `([^`]+\.json\.gz)` \|[^|]*\|[^|]*\| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|", line)
+        if match:
+            rows.append((match[1], *map(int, match.groups()[1:4]), float(match[5]), float(match[6])))
+    return rows
+
+
+@pytest.mark.skipif(not (SHARED / "README.md").exists(), reason="../shared/spaces is not beside this checkout")
+def test_every_shared_space_reads_as_its_readme_describes():
+    table = _shared_table()
+    assert len(table) == 25
+    for name, params, records, valid, best, median in table:
+        space = read_space(SHARED / "kerneltuner" / name)
+        times = space.valid_times
+        assert (len(space.param_names), len(space), len(times)) == (params, records, valid), name
+        assert float(times.min()) == pytest.approx(best, rel=1e-3) and float(np.median(times)) == pytest.approx(
+            median, rel=1e-3), name
+    t4 = read_space(SHARED / "kerneltuner" / "t4_example" / "convolution_milo_A6000_original_T4.json.gz")
+    kt = read_space(SHARED / "kerneltuner" / "convolution_milo" / "A6000_original.json.gz")
+    assert [(r.params, r.status, r.time_ms) for r in t4.records] == [
+        (r.params, kt.lookup(r.params).status, kt.lookup(r.params).time_ms) for r in t4.records]
