@@ -224,7 +224,7 @@ def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str =
     """Write the four outputs; refuses a directory that holds files tunekit did not write."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    ours = {"summary.csv", "curves.csv", "report.md", "curves.png"}
+    ours = {"summary.csv", "curves.csv", "report.md", "curves.png", "run.json"}
     foreign = [p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith("curves-")]
     if foreign:
         raise FileExistsError(f"{out} holds files tunekit did not write ({', '.join(sorted(foreign)[:5])}); "
