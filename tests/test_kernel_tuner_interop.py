@@ -85,3 +85,19 @@ def test_the_side_by_side_experiment_runs_kernel_tuner_on_the_same_space(tmp_pat
     assert len(run.times_ms) == 24 and int(np.isinf(run.times_ms).sum()) == 2  # failures count as evaluations
     assert run.times_ms.min() == pytest.approx(space.optimum_ms)
     assert run.seconds[-1] == pytest.approx(22 * 0.53)  # recorded compile + benchmark of the 22 that ran
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "shared" / "spaces").exists(),
+                    reason="../shared/spaces is not beside this checkout")
+def test_the_side_by_side_experiment_quick_mode_writes_its_report(tmp_path):
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "experiments" / "kernel_tuner_side_by_side.py"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--seeds", "2", "--kt-strategy", "random_sample",
+                           "--kt-strategy", "genetic_algorithm", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| kt:genetic_algorithm |" in report and "| random |" in report and "Kernel Tuner 1." in report
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["kernel_tuner"] == kernel_tuner.__version__
