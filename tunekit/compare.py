@@ -58,6 +58,7 @@ class Comparison:
     strategies: list[str]
     seeds: int
     runs: list[Run] = field(default_factory=list)
+    _tables: dict = field(default_factory=dict, repr=False)
 
     def runs_of(self, space: str, strategy: str) -> list[Run]:
         return sorted((r for r in self.runs if r.space == space and r.strategy == strategy), key=lambda r: r.seed)
@@ -153,9 +154,11 @@ class _ScoreTable:
 
 
 def _table(comparison: Comparison, space: str, strategy: str, seconds: bool) -> _ScoreTable:
-    cache = comparison.__dict__.setdefault("_tables", {})
-    if (space, strategy, seconds) not in cache:
-        stats, runs = comparison.stats[space], comparison.runs_of(space, strategy)
+    runs = comparison.runs_of(space, strategy)
+    key = (space, strategy, seconds, len(runs))  # runs added later make a new table
+    cache = comparison._tables
+    if key not in cache:
+        stats = comparison.stats[space]
         if seconds and (not comparison.spaces[space].has_costs or stats.seconds_per_evaluation <= 0):
             table = _ScoreTable(np.array([]), np.empty((0, 0)), stats.optimum)
         elif seconds:
@@ -168,8 +171,8 @@ def _table(comparison: Comparison, space: str, strategy: str, seconds: bool) -> 
             table = _ScoreTable(stats.random_curve(points),
                                 np.array([metrics.curve_at(_best(r, stats), points, stats.worst) for r in runs]),
                                 stats.optimum)
-        cache[(space, strategy, seconds)] = table
-    return cache[(space, strategy, seconds)]
+        cache[key] = table
+    return cache[key]
 
 
 def _score(comparison: Comparison, space: str, strategy: str, seeds=None, seconds: bool = False) -> float:
@@ -179,7 +182,7 @@ def _score(comparison: Comparison, space: str, strategy: str, seeds=None, second
 
 def summary_rows(comparison: Comparison) -> list[dict]:
     rows = []
-    for run in comparison.runs:
+    for run, position in _with_positions(comparison):
         stats = comparison.stats[run.space]
         best = _best(run, stats)
         found = float(np.min(run.times_ms)) if len(run.times_ms) else math.inf
@@ -194,11 +197,17 @@ def summary_rows(comparison: Comparison) -> list[dict]:
             reached = metrics.first_reaching(best, stats.optimum * threshold)
             row[f"evals_to_{threshold}"] = reached if reached is not None else ""
             row[f"seconds_to_{threshold}"] = float(run.seconds[reached - 1]) if reached is not None else ""
-        position = [r.seed for r in comparison.runs_of(run.space, run.strategy)].index(run.seed)
         row["score"] = _score(comparison, run.space, run.strategy, [position])
         row["score_seconds"] = _score(comparison, run.space, run.strategy, [position], seconds=True)
         rows.append(row)
     return rows
+
+
+def _with_positions(comparison: Comparison):
+    """Every run with its row in its (space, strategy) score table, grouped by space and strategy."""
+    for space in comparison.spaces:
+        for strategy in comparison.strategies:
+            yield from ((run, position) for position, run in enumerate(comparison.runs_of(space, strategy)))
 
 
 def curve_rows(comparison: Comparison) -> list[dict]:

@@ -276,6 +276,14 @@ def read_tunekit_export(
             rows.append(json.loads(line))
         except json.JSONDecodeError as error:
             raise RecordedSpaceError(f"{path}: line {number} is not JSON ({error})") from error
+    return from_store_rows(rows, name or _default_name(path), kernel, key, source=str(path))
+
+
+def from_store_rows(
+    rows: Sequence[Mapping[str, Any]], name: str = "store", kernel: str | None = None, key: str | None = None,
+    source: str = "store",
+) -> RecordedSpace:
+    """A recorded space from store rows (``ResultsStore.rows`` or an export) of one kernel, device and key."""
     rows = [r for r in rows if r.get("source") == "measured"]
     if kernel is not None:
         rows = [r for r in rows if r.get("kernel_name") == kernel]
@@ -284,12 +292,11 @@ def read_tunekit_export(
     groups = {(r.get("kernel_name"), r.get("device"), r.get("key")) for r in rows}
     if len(groups) != 1:
         raise RecordedSpaceError(
-            f"{path}: holds {len(groups)} (kernel, device, key) groups of measured trials; "
-            "choose one with kernel= and key=" if groups else f"{path}: no measured trials"
+            f"{source}: holds {len(groups)} (kernel, device, key) groups of measured trials; "
+            "choose one with kernel= and key=" if groups else f"{source}: no measured trials"
         )
-    records, names, latest = [], None, {}
-    for row in rows:  # a config measured twice keeps its latest trial
-        latest[row["config"]] = row
+    latest = {row["config"]: row for row in rows}  # a config measured twice keeps its latest trial
+    records, names = [], None
     for text, row in latest.items():
         params = json.loads(text)
         names = names or list(params)
@@ -297,8 +304,8 @@ def read_tunekit_export(
         records.append(Record(params, status, row.get("median_ms") if status is Status.OK else None,
                               1e3 * _number(row.get("compile_seconds")), 1e3 * _number(row.get("bench_seconds"))))
     kernel_name, device, key_text = groups.pop()
-    return RecordedSpace(name=name or _default_name(path), param_names=names or [], records=records,
-                         kernel_name=kernel_name or "", device=device or "", problem_size=key_text, source=str(path))
+    return RecordedSpace(name=name, param_names=names or [], records=records, kernel_name=kernel_name or "",
+                         device=device or "", problem_size=key_text, source=source)
 
 
 def read_space(path: str | os.PathLike, name: str | None = None) -> RecordedSpace:
@@ -390,14 +397,3 @@ def _write_json(path: Path, data: Any) -> None:
     with opener(partial, "xt", encoding="utf-8") as handle:
         json.dump(data, handle)
     os.replace(partial, path)
-
-
-def from_store_rows(rows: Sequence[Mapping[str, Any]], name: str = "store") -> RecordedSpace:
-    """A recorded space from the store's rows of one kernel, device and key (``ResultsStore.rows``)."""
-    lines = [json.dumps(dict(row), default=str) for row in rows]
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as scratch:
-        export = Path(scratch) / "rows.jsonl"
-        export.write_text("\n".join(lines))
-        return read_tunekit_export(export, name=name)
