@@ -36,7 +36,7 @@ def test_compare_writes_the_four_outputs_with_hand_checked_numbers(tmp_path, cap
     space = hand_space(tmp_path / "hand.json")
     out = tmp_path / "out"
     assert main(["compare", "--space", str(space), "--strategy", "exhaustive", "--strategy", "random",
-                 "--seeds", "3", "--budget", "5", "--out", str(out)]) == 0
+                 "--seeds", "3", "--budget", "5", "--threshold", "3", "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} >= {"summary.csv", "curves.csv", "report.md", "curves.png"}
     summary = read_csv(out / "summary.csv")
     assert set(REQUIRED) <= set(summary[0])
@@ -52,7 +52,8 @@ def test_compare_writes_the_four_outputs_with_hand_checked_numbers(tmp_path, cap
         16, 8, 4, 2, 1]
     report = (out / "report.md").read_text()
     assert "| random (calculated) | 3 | expected |" in report  # (5 + 1) / (1 + 1) draws to reach the optimum
-    assert "| exhaustive | 5 | 3/3 |" in report
+    assert "| exhaustive | 5 | 3/3 | 5 | 3/3 | 4 | 3/3 |" in report  # within 3x of the optimum (3 ms): 2 ms, 4th
+    assert [r["evals_to_3.0"] for r in exhaustive] == ["4"] * 3
     assert "exhaustive" in capsys.readouterr().out
 
 

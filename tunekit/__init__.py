@@ -11,7 +11,7 @@ and a persistent results store.
 
 from triton import heuristics
 
-from . import strategies  # registers the built-in strategies
+from . import strategies  # noqa: F401 - registers the built-in strategies
 from .autotuner import Autotuner, TuningError, autotune
 from .benchmark import Benchmarker
 from .budget import Budget

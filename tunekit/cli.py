@@ -131,7 +131,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"\r{done}/{total} tunings replayed", end="", file=sys.stderr, flush=True)
 
     try:
-        comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs, progress)
+        comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs, progress,
+                                    args.threshold or ())
         written = write_outputs(comparison, args.out, " ".join(["tunekit", *sys.argv[1:]]))
     except (RecordedSpaceError, ValueError, FileExistsError) as error:
         raise SystemExit(f"tunekit: {error}") from error
@@ -213,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "reaches the end of the score range)")
     compare.add_argument("--seconds", type=float, default=None, help="simulated seconds per tuning, besides --budget")
     compare.add_argument("--jobs", type=int, default=1, help="worker processes")
+    compare.add_argument("--threshold", type=float, action="append",
+                         help="another target, as a ratio to the optimum (1.02 and 1.05 are always reported); repeat")
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.set_defaults(handler=cmd_compare)
 

@@ -58,6 +58,7 @@ class Comparison:
     strategies: list[str]
     seeds: int
     runs: list[Run] = field(default_factory=list)
+    thresholds: tuple[float, ...] = THRESHOLDS
     _tables: dict = field(default_factory=dict, repr=False)
 
     def runs_of(self, space: str, strategy: str) -> list[Run]:
@@ -93,6 +94,7 @@ def run_comparison(
     seconds: float | None = None,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    thresholds: Sequence[float] = (),
 ) -> Comparison:
     """Replay every (space, strategy, seed). ``budget=None`` gives each space the evaluations at
     which calculated random search reaches the end of the score range (its p = 0.96 cutoff)."""
@@ -111,7 +113,10 @@ def run_comparison(
         spaces[space.name], sources[space.name] = space, str(path)
     stats = {name: SpaceStats.of(space) for name, space in spaces.items()}
     budgets = {name: budget or max(1, math.ceil(stats[name].score_range()[1])) for name in spaces}
-    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds)
+    extra = [t for t in thresholds if t not in THRESHOLDS]
+    if any(t < 1 for t in extra):
+        raise ValueError(f"thresholds are ratios to the optimum, >= 1 (1.02 = within 2 %). Got {extra} instead.")
+    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)))
     tasks = [(sources[name], name, strategy, seed, budgets[name], seconds)
              for name in spaces for strategy in strategies for seed in range(seeds)]
     if jobs > 1:
@@ -193,7 +198,7 @@ def summary_rows(comparison: Comparison) -> list[dict]:
             "best_over_optimum": found / stats.optimum if math.isfinite(found) else "",
             "evaluations": len(run.times_ms), "tuning_seconds": float(run.seconds[-1]) if len(run.seconds) else 0.0,
         }
-        for threshold in THRESHOLDS:
+        for threshold in comparison.thresholds:
             reached = metrics.first_reaching(best, stats.optimum * threshold)
             row[f"evals_to_{threshold}"] = reached if reached is not None else ""
             row[f"seconds_to_{threshold}"] = float(run.seconds[reached - 1]) if reached is not None else ""
@@ -312,13 +317,14 @@ def report(comparison: Comparison, command: str = "") -> str:
                   f"{stats.n_total} configs ({len(stats.sorted_times)} valid), optimum {_fmt(stats.optimum, 4)} ms, "
                   f"median {_fmt(stats.median, 4)} ms, budget {budget} evaluations, score range "
                   f"{_fmt(low)}-{_fmt(high)} evaluations. Source: `{recorded.source}`.", "",
-                  "| strategy | evals to 1.02 | reached | evals to 1.05 | reached | best / optimum | score | 95 % CI |"
-                  " score (seconds) |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| strategy | " + "".join(f"evals to {t} | reached | " for t in comparison.thresholds)
+                  + "best / optimum | score | 95 % CI | score (seconds) |",
+                  "|---" * (5 + 2 * len(comparison.thresholds)) + "|"]
         for strategy in strategies:
             runs = comparison.runs_of(space, strategy)
             bests = [_best(r, stats) for r in runs]
             cells = []
-            for threshold in THRESHOLDS:
+            for threshold in comparison.thresholds:
                 reached = [metrics.first_reaching(b, stats.optimum * threshold) for b in bests]
                 cells += [_fmt(_censored_median(reached)), f"{sum(r is not None for r in reached)}/{len(reached)}"]
             ratio = float(np.median([b[-1] / stats.optimum if len(b) else math.inf for b in bests]))
@@ -326,8 +332,9 @@ def report(comparison: Comparison, command: str = "") -> str:
                                             len(runs))
             lines.append(f"| {strategy} | {' | '.join(cells)} | {_fmt(ratio)} | {_fmt(_score(comparison, space, strategy))} "
                          f"| [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(_score(comparison, space, strategy, seconds=True))} |")
-        expected = [stats.random_evaluations_to(stats.optimum * t) for t in THRESHOLDS]
-        lines.append(f"| random (calculated) | {_fmt(expected[0])} | expected | {_fmt(expected[1])} | expected | "
+        expected = "".join(f"{_fmt(stats.random_evaluations_to(stats.optimum * t))} | expected | "
+                           for t in comparison.thresholds)
+        lines.append(f"| random (calculated) | {expected}"
                      f"{_fmt(float(stats.random_curve([budget])[0]) / stats.optimum)} | 0 | | 0 |")
     return "\n".join(lines) + "\n"
 
