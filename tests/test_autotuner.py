@@ -155,20 +155,7 @@ def test_a_single_config_is_never_benchmarked():
     assert clock.benchmarked == []
 
 
-def _interpreter_loops_over_scalar_arguments() -> bool:
-    """Triton 3.6's interpreter turns a scalar argument into a 1-element array, and
-    ``range(tl.cdiv(K, BLOCK_K))`` then needs int() of it, which numpy >= 2.4 refuses."""
-    import numpy as np
-
-    try:
-        int(np.array([1]))
-    except TypeError:
-        return tuple(int(part) for part in triton.__version__.split(".")[:2]) >= (3, 7)
-    return True
-
-
-@pytest.mark.skipif(not _interpreter_loops_over_scalar_arguments(),
-                    reason="Triton < 3.7's interpreter cannot loop over a scalar argument with numpy >= 2.4")
+@pytest.mark.interpreter_loops
 def test_small_matmul_tunes_and_computes_the_right_product():
     configs = [Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": 16, "GROUP_M": g}, num_warps=4)
                for m, n, g in ((16, 16, 1), (32, 16, 8), (16, 32, 1), (32, 32, 8))]
