@@ -20,13 +20,15 @@ def _band(ax, x, curves: np.ndarray, label: str, color) -> None:
 
 
 def _style(ax, xlabel: str) -> None:
-    from matplotlib.ticker import FormatStrFormatter
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("best time found / optimum")
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.2, 1.5, 2.0, 3.0, 5.0)))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(bottom=0.98)
     ax.axhline(1.02, color="grey", linewidth=0.8, linestyle=":")
     ax.grid(True, which="both", alpha=0.3)
 
