@@ -83,22 +83,24 @@ def plot_comparison(comparison: "Comparison", out: Path) -> dict[str, Path]:
         plt.close(fig)
         written[f"curves-{space}"] = path
 
-    # all spaces: every (space, seed) curve counts once; seconds in units of the space's mean evaluation cost
-    shortest = min(comparison.budgets.values())
-    evaluations = np.arange(1, shortest + 1)
-    units = np.linspace(0, shortest, 200)[1:]
+    # all spaces: every (space, seed) curve counts once, against the fraction of its space's budget
+    fractions = np.linspace(0.01, 1.0, 100)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for i, strategy in enumerate(comparison.strategies):
         color = colors[i % len(colors)]
-        by_evals = np.vstack([_space_curves(comparison, s, strategy, evaluations, False) for s in comparison.spaces])
-        _band(axes[0], evaluations, by_evals, strategy, color)
+        by_evals = np.vstack([
+            _space_curves(comparison, s, strategy, np.maximum(1, np.ceil(fractions * comparison.budgets[s])), False)
+            for s in comparison.spaces])
+        _band(axes[0], fractions, by_evals, strategy, color)
         timed = [s for s in comparison.spaces if comparison.stats[s].seconds_per_evaluation > 0]
         if timed:
-            by_time = np.vstack([_space_curves(comparison, s, strategy, units * comparison.stats[s].seconds_per_evaluation,
-                                               True) for s in timed])
-            _band(axes[1], units, by_time, strategy, color)
-    _style(axes[0], "evaluations")
-    _style(axes[1], "tuning time, in mean evaluation costs of each space")
+            by_time = np.vstack([
+                _space_curves(comparison, s, strategy,
+                              fractions * comparison.budgets[s] * comparison.stats[s].seconds_per_evaluation, True)
+                for s in timed])
+            _band(axes[1], fractions, by_time, strategy, color)
+    _style(axes[0], "evaluations, as a fraction of each space's budget")
+    _style(axes[1], "tuning time / (budget x mean evaluation cost)")
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{len(comparison.spaces)} spaces x {comparison.seeds} seeds: median and interquartile range",
                  fontsize=10)
