@@ -16,6 +16,7 @@ import math
 
 from tunekit.budget import Budget
 from tunekit.config import config_json, config_to_dict
+from tunekit.search import SimulatedClock, run_search
 from tunekit.space import Space
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Status, Timing, Trial
@@ -44,27 +45,17 @@ def toy_trial(config) -> Trial:
 
 
 def drive(strategy: Strategy, space: Space, evals: int, seed: int = 0, batch: int = 4) -> list:
-    """Ask/tell like the Autotuner: returns the distinct valid configs evaluated, in order."""
-    strategy.start(SearchContext(space, Budget(evals=evals), {"M": 1}, seed))
-    seen: dict[str, Trial] = {}
-    order = []
-    for _ in range(1000):
-        if len(order) >= evals:
-            break
-        proposals = strategy.ask(min(batch, evals - len(order)))
-        if not proposals:
-            break
-        told = []
-        for proposal in proposals:
-            config = space.canonical(proposal)
-            if config is None or config_json(config) in seen:
-                continue
-            trial = toy_trial(config)
-            seen[config_json(config)] = trial
-            order.append(config)
-            told.append(trial)
-        strategy.tell(told)
-    return order
+    """Run the Autotuner's search loop with ``toy_trial`` as the benchmark: the distinct configs
+    evaluated, in order."""
+
+    def evaluate(configs, clock):
+        for config in configs:
+            clock.advance(1.0)
+            yield config, toy_trial(config)
+
+    context = SearchContext(space, Budget(evals=evals), {"args": {"M": 1}, "dtypes": []}, seed)
+    result = run_search(strategy, context, evaluate, clock=SimulatedClock(), batch=batch)
+    return [step.trial.config for step in result.steps]
 
 
 class StrategyConformance:
