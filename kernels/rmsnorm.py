@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tunekit.space import Space
+from . import _rows
 
 
 @triton.jit
@@ -32,21 +32,8 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
                  mask=mask)
 
 
-def fits_registers(config: dict) -> bool:
-    """At most 64 elements per thread in one tile."""
-    return config["BLOCK_N"] * config["ROWS"] <= 64 * 32 * config["num_warps"]
-
-
-def space() -> Space:
-    return Space(
-        BLOCK_N=[128, 256, 512, 1024, 2048, 4096, 8192], ROWS=[1, 2, 4, 8],
-        num_warps=[1, 2, 4, 8, 16], num_stages=[1, 2, 3, 4],
-        constraints=[fits_registers],
-    )
-
-
-def grid(n_rows: int):
-    return lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+space = _rows.space
+grid = _rows.grid
 
 
 def inputs(n_rows: int, n_cols: int, dtype=torch.float16, device: str = "cpu", seed: int = 0):
