@@ -315,3 +315,11 @@ def test_configs_shows_the_winners_once_tuned_so_torch_compile_does_not_sweep_th
                                                           for c, _ in kernel._tuned.values()}
     from_store = {json.dumps(c.all_kwargs(), sort_keys=True) for c in make().configs}
     assert from_store == winners  # a new process gets them from the store
+
+
+def test_progress_bar_counts_the_evaluations(capsys):
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=3),
+                              store=None, progress=True)(vector_add.add_kernel)
+    launch_add(kernel)
+    err = capsys.readouterr().err
+    assert "tuning add_kernel" in err and "3/3" in err
