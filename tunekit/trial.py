@@ -45,13 +45,6 @@ class Timing:
             raise ValueError(f"do_bench must return a float or [median, p20, p80]; got {result!r}")
         return cls(values[0], values[1], values[2])
 
-    @property
-    def spread(self) -> float:
-        """Relative spread (p80 - p20) / median: how far one measurement can be trusted."""
-        if not self.median_ms or not math.isfinite(self.median_ms):
-            return math.inf
-        return (self.p80_ms - self.p20_ms) / self.median_ms
-
 
 @dataclass(frozen=True)
 class Trial:
