@@ -49,3 +49,25 @@ def test_split_k_matmul_adds_into_a_zeroed_output_across_configs():
     a, b, c = matmul_splitk.inputs(8, 40, 300, dtype=torch.float32)
     matmul_splitk.launch(kernel, a, b, c)  # tuning ran every config on c: reset_to_zero keeps the sum right
     torch.testing.assert_close(c, matmul_splitk.reference(a, b), rtol=1e-4, atol=1e-3)
+
+
+def test_recording_script_quick_mode_writes_replayable_spaces(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tunekit.recorded import read_space
+
+    script = Path(__file__).resolve().parents[1] / "experiments" / "record_spaces.py"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--kernel", "matmul", "--kernel", "vector_add",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = json.loads((tmp_path / "recorded.json").read_text())["spaces"]
+    assert [(r["kernel"], r["configs"], r["statuses"]) for r in recorded] == [
+        ("matmul", 3, {"ok": 3}), ("vector_add", 3, {"ok": 3})]
+    assert all(r["winner_relative_error"] < 1e-3 for r in recorded)
+    assert len(read_space(tmp_path / "matmul-tiny.json.gz")) == 3
+    again = subprocess.run([sys.executable, str(script), "--quick", "--kernel", "vector_add", "--out", str(tmp_path)],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode != 0 and "does not overwrite" in again.stderr
