@@ -7,13 +7,15 @@ below (or, from another package, an entry point in the ``tunekit.strategies`` gr
 from tunekit.strategy import available, register_strategy
 
 from .exhaustive import Exhaustive
+from .optuna_tpe import OptunaSearch
 from .random import RandomSearch
 
 register_strategy("exhaustive", Exhaustive)
 register_strategy("random", RandomSearch)
+register_strategy("optuna", OptunaSearch)
 
 #: The strategy used when the user names none and gives a Space. Random search until the
 #: learned strategies of a later issue are measured to beat it.
 DEFAULT = "random"
 
-__all__ = ["available", "Exhaustive", "RandomSearch", "DEFAULT"]
+__all__ = ["available", "Exhaustive", "OptunaSearch", "RandomSearch", "DEFAULT"]

@@ -5,7 +5,7 @@ import pytest
 
 import tunekit
 from tunekit.config import config_json
-from tunekit.strategies import Exhaustive, RandomSearch, available
+from tunekit.strategies import Exhaustive, OptunaSearch, RandomSearch, available
 from tunekit.strategy import make_strategy
 from tunekit.testing.strategies import StrategyConformance, drive, toy_space
 
@@ -36,8 +36,31 @@ class TestRandomSearch(StrategyConformance):
         assert len({config_json(c) for c in found}) == len(space)
 
 
+class TestOptunaTPE(StrategyConformance):
+    def make_strategy(self):
+        return OptunaSearch(n_startup_trials=5)
+
+    def test_learns_the_toy_optimum_sooner_than_random(self):
+        space = toy_space()
+        from tunekit.testing.strategies import toy_time
+
+        def evaluations_to_optimum(strategy, seed):
+            order = drive(strategy, space, evals=len(space), seed=seed)
+            return next(i for i, c in enumerate(order, 1) if toy_time(c) == 1.0)
+
+        tpe = sorted(evaluations_to_optimum(OptunaSearch(n_startup_trials=5), s) for s in range(7))
+        rnd = sorted(evaluations_to_optimum(RandomSearch(), s) for s in range(7))
+        assert tpe[3] < rnd[3]  # medians over 7 seeds
+
+
+def test_unknown_optuna_sampler_is_refused():
+    strategy = OptunaSearch(sampler="annealing")
+    with pytest.raises(ValueError, match="Unknown Optuna sampler 'annealing'. Valid samplers: tpe"):
+        drive(strategy, toy_space(), evals=2)
+
+
 def test_registry_lists_the_built_in_strategies():
-    assert {"exhaustive", "random"} <= set(available())
+    assert {"exhaustive", "random", "optuna"} <= set(available())
 
 
 def test_unknown_strategy_lists_the_valid_ones():

@@ -1,0 +1,123 @@
+"""Optuna's samplers (TPE by default) over a tunekit Space, through Optuna's ask-and-tell API.
+
+Domains of powers of two are searched as integer exponents, other domains as categories. A
+proposal the Space's constraints reject, or one already proposed (TPE repeats itself in a finite
+space), is told to Optuna as failed and drawn again, without spending budget. A config that
+failed to compile or run is told as a completed trial with a penalty worse than any time, since
+TPE learns nothing from failed trials. Batches use TPE's constant liar, so that the configs of
+one batch differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tunekit.config import Config, config_json, config_to_dict
+from tunekit.space import Space, _is_power_of_two
+from tunekit.strategy import SearchContext, Strategy
+from tunekit.trial import Trial
+
+#: What a failed config is told as: worse than any time, so it ranks with the bad trials.
+FAILURE_PENALTY = 1e12
+SAMPLERS = ("tpe", "gp", "cmaes", "random")
+
+
+def _distributions(space: Space):
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    distributions, decoders = {}, {}
+    for name, domain in space.domains.items():
+        exponents = [int(math.log2(v)) for v in domain if _is_power_of_two(v)]
+        if len(exponents) == len(domain) and exponents == list(range(min(exponents), max(exponents) + 1)):
+            distributions[name] = IntDistribution(min(exponents), max(exponents))
+            decoders[name] = lambda exponent: 2 ** int(exponent)
+        else:
+            distributions[name] = CategoricalDistribution(list(domain))
+            decoders[name] = lambda value: value
+    return distributions, decoders
+
+
+class OptunaSearch(Strategy):
+    """Optuna's sampler, ask-and-tell.
+
+    Args:
+        sampler: ``"tpe"`` (default), ``"gp"``, ``"cmaes"`` or ``"random"``.
+        n_startup_trials: random proposals before TPE models the results.
+        max_redraws: draws per proposal before a random unvisited config is taken instead.
+    """
+
+    name = "optuna"
+
+    def __init__(self, sampler: str = "tpe", n_startup_trials: int = 10, max_redraws: int = 50) -> None:
+        self.sampler = sampler
+        self.n_startup_trials = n_startup_trials
+        self.max_redraws = max_redraws
+
+    def _make_sampler(self, seed: int):
+        import optuna
+
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"Unknown Optuna sampler {self.sampler!r}. Valid samplers: {', '.join(SAMPLERS)}.")
+        if self.sampler == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials, multivariate=True,
+                                              constant_liar=True)
+        if self.sampler == "gp":
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=self.n_startup_trials)
+        if self.sampler == "cmaes":
+            return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=self.n_startup_trials)
+        return optuna.samplers.RandomSampler(seed=seed)
+
+    def start(self, context: SearchContext) -> None:
+        import optuna
+
+        super().start(context)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._study = optuna.create_study(direction="minimize", sampler=self._make_sampler(context.seed % 2**32))
+        self._distributions, self._decoders = _distributions(context.space)
+        self._asked: dict[str, object] = {}  # config id -> the Optuna trial waiting for its result
+        self._proposed: set[str] = set()
+
+    def _draw(self) -> Config | None:
+        from optuna.trial import TrialState
+
+        for _ in range(self.max_redraws):
+            trial = self._study.ask(self._distributions)
+            params = {name: self._decoders[name](value) for name, value in trial.params.items()}
+            config = self.context.space.canonical(params)
+            if config is None or config_json(config) in self._proposed:
+                self._study.tell(trial, state=TrialState.FAIL)  # rejected or repeated: draw again, for free
+                continue
+            self._asked[config_json(config)] = trial
+            return config
+        return None
+
+    def ask(self, n: int) -> list[Config]:
+        batch = []
+        for _ in range(n):
+            config = self._draw()
+            if config is None:  # the sampler keeps repeating itself: take an unvisited config at random
+                remaining = self.context.space.sample(1, self.rng, exclude=self._proposed)
+                if not remaining:
+                    break
+                config = remaining[0]
+            self._proposed.add(config_json(config))
+            batch.append(config)
+        return batch
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        from optuna.trial import create_trial
+
+        for trial in trials:
+            value = trial.time_ms if trial.ok else FAILURE_PENALTY
+            waiting = self._asked.pop(trial.config_id, None)
+            if waiting is not None:
+                self._study.tell(waiting, value)
+                continue
+            # a config this sampler did not draw (a random fill-in): add it as a finished trial
+            flat = config_to_dict(trial.config)
+            params = {}
+            for name, distribution in self._distributions.items():
+                value_of = flat.get(name)
+                params[name] = int(math.log2(value_of)) if type(distribution).__name__ == "IntDistribution" else value_of
+            self._study.add_trial(create_trial(params=params, distributions=self._distributions, value=value))
