@@ -124,8 +124,12 @@ def record(name: str, suite: Suite, out: Path, quick: bool, limit: int | None, w
         statuses: dict[str, int] = {}
         for trial in kernel.trials:
             statuses[trial.status.value] = statuses.get(trial.status.value, 0) + 1
-        key_text = json.loads(kernel.store.runs()[-1]["key"])
-        space = from_store_rows(kernel.store.rows(kernel=suite.kernel.__name__, key=kernel.store.runs()[-1]["key"]),
+        if kernel.run_id is None:  # the store already held this key's winner: nothing was recorded now
+            raise FileExistsError(f"{out} already holds a recording of {name} at {shape_name}; tunekit does not "
+                                  "overwrite it: choose a new directory")
+        (run,) = [r for r in kernel.store.runs(kernel=suite.kernel.__name__) if r["run_id"] == kernel.run_id]
+        key_text = json.loads(run["key"])
+        space = from_store_rows(kernel.store.rows(kernel=suite.kernel.__name__, key=run["key"]),
                                 name=f"{name}/{shape_name}")
         write_kernel_tuner(space, out / f"{name}-{shape_name}.json.gz")  # refuses to overwrite a file
         best = min((t.time_ms for t in kernel.trials if t.ok), default=float("nan"))

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 
 from tunekit.config import Config, config_json, config_to_dict
-from tunekit.space import Space, _is_power_of_two
+from tunekit.space import Space, is_power_of_two
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Trial
 
@@ -28,7 +28,7 @@ def _distributions(space: Space):
 
     distributions, decoders = {}, {}
     for name, domain in space.domains.items():
-        exponents = [int(math.log2(v)) for v in domain if _is_power_of_two(v)]
+        exponents = [int(math.log2(v)) for v in domain if is_power_of_two(v)]
         if len(exponents) == len(domain) and exponents == list(range(min(exponents), max(exponents) + 1)):
             distributions[name] = IntDistribution(min(exponents), max(exponents))
             decoders[name] = lambda exponent: 2 ** int(exponent)

@@ -439,15 +439,15 @@ class Autotuner(_TritonAutotuner):
         target = driver.active.get_current_target()
         jit = unwrap_jit(self.fn)
         calls = [self._jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in configs]
-        jobs = [compile_job_for(jit, target, args, call) for call in calls]
+        workers = self._workers()
+        jobs = [compile_job_for(jit, target, args, call) for call in calls] if workers > 1 else []
         timeout = self.compile_timeout
         if self.budget.seconds is not None:
             remaining = max(1.0, self.budget.seconds - clock.seconds())
             timeout = remaining if timeout is None else min(timeout, remaining)
         results: list[tuple] = [None] * len(configs)  # type: ignore[list-item]
         pooled = [i for i, job in enumerate(jobs) if job is not None]
-        workers = self._workers()
-        if pooled and workers > 1:
+        if pooled:
             if self._pool is None:
                 self._pool = CompilePool(workers)
             for i, result in zip(pooled, self._pool.compile([jobs[i] for i in pooled], timeout)):

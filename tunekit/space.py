@@ -20,7 +20,8 @@ from .config import COMPILE_OPTIONS, Config, config_from_dict, config_json, conf
 Constraint = Callable[[Mapping[str, Any]], bool]
 
 
-def _is_power_of_two(value: Any) -> bool:
+def is_power_of_two(value: Any) -> bool:
+    """A positive int that is a power of two (bools are not)."""
     return isinstance(value, int) and not isinstance(value, bool) and value > 0 and value & (value - 1) == 0
 
 
@@ -202,7 +203,7 @@ class Space:
 
     def _log_scaled(self, name: str) -> bool:
         values = [v for v in self.domains[name] if v is not None]
-        return bool(values) and all(_is_power_of_two(v) for v in values)
+        return bool(values) and all(is_power_of_two(v) for v in values)
 
     def _numeric(self, name: str) -> bool:
         return all(
