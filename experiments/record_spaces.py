@@ -1,13 +1,17 @@
 """Record complete search spaces of the kernel suite: every config at every shape, then Kernel Tuner files.
 
-For each kernel and shape, ``tunekit.autotune`` tunes the kernel's whole Space exhaustively into
-one store (compiles in parallel worker processes; ``do_bench(warmup=5, rep=25)`` as design.md's
-facts used), times the PyTorch or cuBLAS equivalent in the same run, checks the winner's output
-against the reference, and exports the space as a Kernel Tuner cache file that ``tunekit compare``
-and Kernel Tuner replay.
+For each kernel it first times the PyTorch equivalent (cuBLAS, SDPA, ...) at every shape, then
+tunes the kernel's whole Space exhaustively at each shape with ``tunekit.autotune`` into one store
+(compiles in parallel worker processes, each kernel timed as soon as it is compiled, with
+``do_bench(warmup=5, rep=25)`` as design.md's facts used; the first shape compiles, the others
+find the binaries in Triton's cache), and checks every config's output against the float32
+reference. ``recorded.json`` and the store are written as it goes, so that a run cut off by the
+device's time limit keeps what it finished. ``--export`` then writes one Kernel Tuner cache file
+per kernel and shape, which ``tunekit compare`` and Kernel Tuner replay.
 
-    python experiments/record_spaces.py --kernel matmul --out DIR            # on a GPU, real shapes
-    python experiments/record_spaces.py --quick --out DIR                    # CPU interpreter, tiny shapes
+    python experiments/record_spaces.py --kernel matmul --workers 16 --out DIR     # on a GPU
+    python experiments/record_spaces.py --out DIR --export SPACES_DIR              # anywhere
+    python experiments/record_spaces.py --quick --out DIR                          # CPU interpreter
 
 ``--quick`` records only the first configs of each space (``--limit``) at tiny shapes under the
 Triton interpreter: it checks the pipeline, its times mean nothing.
@@ -17,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,8 +34,12 @@ if QUICK:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.testing  # noqa: E402
 
 import tunekit  # noqa: E402
+from tunekit.config import config_to_dict  # noqa: E402
+from tunekit.trial import Status  # noqa: E402
 from tunekit.kernels import attention, matmul, matmul_splitk, rmsnorm, softmax, vector_add  # noqa: E402
 from tunekit.recorded import from_store_rows, write_kernel_tuner  # noqa: E402
 
@@ -82,6 +91,23 @@ def _vector_add(shape, device):
     return (x, y, out), vector_add.reference(x, y), out, {}
 
 
+def _rms_norm(x, w, y):
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps=rmsnorm.EPS)
+
+
+#: What a PyTorch user would call instead, in the kernel's own dtype (cuBLAS for the GEMMs,
+#: FlashAttention through SDPA): the "PyTorch" column of the README's table.
+TORCH_EQUIVALENT = {
+    "matmul": lambda a, b, c: torch.matmul(a, b),
+    "matmul_splitk": lambda a, b, c: torch.matmul(a, b),
+    "softmax": lambda x, y: torch.softmax(x, dim=-1),
+    "rmsnorm": _rms_norm,
+    "attention": lambda q, k, v, o, causal: torch.nn.functional.scaled_dot_product_attention(q, k, v,
+                                                                                          is_causal=causal),
+    "vector_add": lambda x, y, out: x + y,
+}
+
+
 SUITES = {
     "matmul": Suite(matmul, matmul.matmul_kernel, ["M", "N", "K"],
                     {"square": (4096, 4096, 4096), "large_k": (1024, 1024, 16384), "small_k": (8192, 8192, 256),
@@ -102,11 +128,62 @@ SUITES = {
 }
 
 
-def record(name: str, suite: Suite, out: Path, quick: bool, limit: int | None, workers: int | None) -> list[dict]:
+def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
+    """Frobenius-norm relative error; NaN or Inf in the output gives inf."""
+    difference = (output.float() - expected).norm().item()
+    return difference / max(expected.norm().item(), 1e-30) if math.isfinite(difference) else math.inf
+
+
+def config_id(params) -> str:
+    return json.dumps(dict(params), sort_keys=True)
+
+
+class Progress:
+    """``recorded.json``, rewritten atomically after every step, so that a run cut off by the
+    device's time limit still says what it finished (and the store holds every trial)."""
+
+    def __init__(self, out: Path, quick: bool) -> None:
+        self.path = out / "recorded.json"
+        if self.path.exists():
+            self.data = json.loads(self.path.read_text())
+        else:
+            self.data = {"device": "cpu (interpreter)" if quick else torch.cuda.get_device_name(),
+                         "torch": torch.__version__, "triton": triton.__version__, "spaces": []}
+
+    def entry(self, kernel: str, shape: str) -> dict:
+        for row in self.data["spaces"]:
+            if (row["kernel"], row["shape"]) == (kernel, shape):
+                return row
+        row = {"kernel": kernel, "shape": shape}
+        self.data["spaces"].append(row)
+        return row
+
+    def save(self) -> None:
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(self.data, indent=1))
+        temporary.replace(self.path)
+
+
+def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, limit: int | None,
+           workers: int | None) -> None:
+    """Time the PyTorch equivalent at every shape first, then tune and verify shape by shape."""
     device = "cpu" if quick else "cuda"
     store = out / "store.db"
-    rows = []
-    for shape_name, shape in (suite.quick_shapes if quick else suite.shapes).items():
+    shapes = suite.quick_shapes if quick else suite.shapes
+    for shape_name, shape in shapes.items():
+        row = progress.entry(name, shape_name)
+        if row.get("complete"):
+            raise FileExistsError(f"{out} already holds a recording of {name} at {shape_name}; tunekit does not "
+                                  "overwrite it: choose a new directory")
+        tensors, _, _, launch_options = suite.make(shape, device)
+        row.update(dims=list(shape), torch_ms=None)
+        if not quick:
+            equivalent = TORCH_EQUIVALENT[name]
+            row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options), warmup=5,
+                                                      rep=25)
+        progress.save()
+    for shape_name, shape in shapes.items():
+        row = progress.entry(name, shape_name)
         budget = tunekit.Budget(evals=limit) if limit else None
         kernel = tunekit.autotune(space=suite.module.space(), key=suite.key, strategy="exhaustive", budget=budget,
                                   store=store, warmup=5, rep=25, finalists=3, compile_workers=workers,
@@ -114,35 +191,73 @@ def record(name: str, suite: Suite, out: Path, quick: bool, limit: int | None, w
         tensors, expected, output, launch_options = suite.make(shape, device)
         start = time.perf_counter()
         suite.module.launch(kernel, *tensors, **launch_options)
-        seconds = time.perf_counter() - start
-        error = ((output.float() - expected).norm() / expected.norm()).item()
-        reference_ms = None
         if not quick:
-            import triton.testing
-
-            reference_ms = triton.testing.do_bench(lambda: suite.module.reference(*tensors[:-1]), warmup=5, rep=25)
-        statuses: dict[str, int] = {}
-        for trial in kernel.trials:
-            statuses[trial.status.value] = statuses.get(trial.status.value, 0) + 1
+            torch.cuda.synchronize()
+        row["tuning_seconds"] = time.perf_counter() - start
+        row["winner_relative_error"] = relative_error(output, expected)
         if kernel.run_id is None:  # the store already held this key's winner: nothing was recorded now
             raise FileExistsError(f"{out} already holds a recording of {name} at {shape_name}; tunekit does not "
                                   "overwrite it: choose a new directory")
         (run,) = [r for r in kernel.store.runs(kernel=suite.kernel.__name__) if r["run_id"] == kernel.run_id]
-        key_text = json.loads(run["key"])
-        space = from_store_rows(kernel.store.rows(kernel=suite.kernel.__name__, key=run["key"]),
-                                name=f"{name}/{shape_name}")
-        write_kernel_tuner(space, out / f"{name}-{shape_name}.json.gz")  # refuses to overwrite a file
-        best = min((t.time_ms for t in kernel.trials if t.ok), default=float("nan"))
-        rows.append({"kernel": name, "shape": shape_name, "dims": list(shape), "key": key_text,
-                     "configs": len(space), "valid": int(len(space.valid_times)), "statuses": statuses,
-                     "best_ms": best, "reference_ms": reference_ms, "winner": str(kernel.best_config),
-                     "winner_relative_error": error, "tuning_seconds": seconds, "file": f"{name}-{shape_name}.json.gz"})
-        print(f"{name:14s} {shape_name:11s} {len(space):5d} configs, {statuses}, best {best:.4f} ms, "
-              f"reference {reference_ms if reference_ms is None else f'{reference_ms:.4f} ms'}, "
-              f"winner error {error:.1e}, {seconds:.0f} s", flush=True)
-        if error > suite.tolerance:
-            print(f"  WARNING: the winner's output is off by {error:.1e} (tolerance {suite.tolerance})", flush=True)
-    return rows
+        row.update(key=run["key"], run_id=kernel.run_id, winner=str(kernel.best_config), errors={})
+        # every config that ran, launched once more on zeroed outputs and checked against the reference
+        for trial in kernel.trials:
+            if trial.ok:
+                output.zero_()
+                suite.module.launch(suite.kernel, *tensors, **launch_options, **trial.config.all_kwargs())
+                row["errors"][config_id(config_to_dict(trial.config))] = relative_error(output, expected)
+        statuses: dict[str, int] = {}
+        for trial in kernel.trials:
+            statuses[trial.status.value] = statuses.get(trial.status.value, 0) + 1
+        ok = [t for t in kernel.trials if t.ok]
+        row.update(configs=len(kernel.trials), statuses=statuses, complete=True,
+                   best_ms=min((t.time_ms for t in ok), default=None),
+                   wrong=sum(error > suite.tolerance for error in row["errors"].values()), tolerance=suite.tolerance)
+        progress.save()
+        torch_ms = row["torch_ms"]
+        print(f"{name:14s} {shape_name:11s} {row['configs']:5d} configs, {statuses}, {row['wrong']} wrong, "
+              f"best {row['best_ms']} ms, torch {torch_ms} ms, winner error {row['winner_relative_error']:.1e}, "
+              f"{row['tuning_seconds']:.0f} s", flush=True)
+
+
+def export(out: Path, destination: Path) -> list[Path]:
+    """Kernel Tuner files (``destination/KERNEL-SHAPE.json.gz``) of every complete recording in ``out``.
+
+    Each config was compiled once, at the first shape (the binary serves every shape, as the
+    specialisations on divisibility by 16 agree), so every shape's record carries that cold
+    compile time: the largest the store holds for the config. Configs whose output was off by
+    more than the tolerance are recorded as ``wrong``.
+    """
+    data = json.loads((out / "recorded.json").read_text())
+    store = tunekit.ResultsStore(out / "store.db")
+    destination.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in data["spaces"]:
+        if not row.get("complete"):
+            continue
+        suite = SUITES[row["kernel"]]
+        rows = store.rows(kernel=suite.kernel.__name__)
+        cold_compile: dict[str, float] = {}
+        for trial in rows:
+            if trial.get("compile_seconds") is not None:
+                cold_compile[trial["config"]] = max(cold_compile.get(trial["config"], 0.0), trial["compile_seconds"])
+        space = from_store_rows([dict(r, compile_seconds=cold_compile.get(r["config"], r.get("compile_seconds")))
+                                 for r in rows if r["run_id"] == row["run_id"]],
+                                name=f"{row['kernel']}/{row['shape']}")
+        records = []
+        for record in space.records:
+            error = row["errors"].get(config_id(record.params))
+            if error is None:
+                records.append(record)
+                continue
+            wrong = error > row["tolerance"]
+            records.append(replace(record, status=Status.WRONG if wrong else record.status,
+                                   time_ms=None if wrong else record.time_ms,
+                                   extra={**record.extra, "relative_error": error if math.isfinite(error) else 1e300}))
+        space.records = records
+        written.append(write_kernel_tuner(space, destination / f"{row['kernel']}-{row['shape']}.json.gz"))
+    (destination / "recorded.json").write_text(json.dumps(data, indent=1))
+    return written
 
 
 def main() -> None:
@@ -151,17 +266,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, tiny shapes, --limit configs")
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
+    parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     out = Path(args.out)
+    if args.export:
+        for path in export(out, Path(args.export)):
+            print(path)
+        return
     out.mkdir(parents=True, exist_ok=True)
     limit = args.limit or (3 if args.quick else None)
-    rows = []
+    progress = Progress(out, args.quick)
     for name in args.kernel or sorted(SUITES):
-        rows += record(name, SUITES[name], out, args.quick, limit, args.workers)
-    meta = {"device": "cpu (interpreter)" if args.quick else torch.cuda.get_device_name(),
-            "torch": torch.__version__, "triton": __import__("triton").__version__, "spaces": rows}
-    (out / "recorded.json").write_text(json.dumps(meta, indent=1))
+        record(name, SUITES[name], out, progress, args.quick, limit, args.workers)
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ def fits_shared_memory(config: dict, element_bytes: int = 2) -> bool:
 
 
 def space() -> Space:
-    return Space(BLOCK_M=[16, 32, 64, 128], BLOCK_N=[32, 64, 128, 256], BLOCK_K=[32, 64, 128],
-                 SPLIT_K=[1, 2, 4, 8, 16], num_warps=[2, 4, 8], num_stages=[2, 3, 4, 5],
+    """Tiles for skinny M (at most 64 rows), deep K tiles, and 1 to 16 splits of K."""
+    return Space(BLOCK_M=[16, 32, 64], BLOCK_N=[32, 64, 128, 256], BLOCK_K=[64, 128, 256],
+                 SPLIT_K=[1, 2, 4, 8, 16], num_warps=[4, 8], num_stages=[3, 4, 5],
                  constraints=[fits_shared_memory])
 
 

@@ -10,6 +10,7 @@ class Exhaustive(Strategy):
     """Proposes every config once, in order; what ``triton.autotune`` does with its list."""
 
     name = "exhaustive"
+    adaptive = False
 
     def start(self, context: SearchContext) -> None:
         super().start(context)

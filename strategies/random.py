@@ -10,6 +10,7 @@ class RandomSearch(Strategy):
     """Draws configs uniformly at random, never the same one twice, seeded per key."""
 
     name = "random"
+    adaptive = False
 
     def start(self, context: SearchContext) -> None:
         super().start(context)

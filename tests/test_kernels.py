@@ -64,10 +64,16 @@ def test_recording_script_quick_mode_writes_replayable_spaces(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = json.loads((tmp_path / "recorded.json").read_text())["spaces"]
-    assert [(r["kernel"], r["configs"], r["statuses"]) for r in recorded] == [
-        ("matmul", 3, {"ok": 3}), ("vector_add", 3, {"ok": 3})]
+    assert [(r["kernel"], r["configs"], r["statuses"], r["wrong"]) for r in recorded] == [
+        ("matmul", 3, {"ok": 3}, 0), ("vector_add", 3, {"ok": 3}, 0)]
     assert all(r["winner_relative_error"] < 1e-3 for r in recorded)
-    assert len(read_space(tmp_path / "matmul-tiny.json.gz")) == 3
+    assert all(len(r["errors"]) == 3 and max(r["errors"].values()) < 1e-3 for r in recorded)
+    exported = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--export",
+                               str(tmp_path / "spaces")], capture_output=True, text=True, timeout=600)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    space = read_space(tmp_path / "spaces" / "matmul-tiny.json.gz")
+    assert len(space) == 3 and all(r.ok and r.extra["relative_error"] < 1e-3 for r in space.records)
+    assert all(r.extra["time_p20"] <= r.time_ms <= r.extra["time_p80"] for r in space.records)
     again = subprocess.run([sys.executable, str(script), "--quick", "--kernel", "vector_add", "--out", str(tmp_path)],
                            capture_output=True, text=True, timeout=600)
     assert again.returncode != 0 and "does not overwrite" in again.stderr

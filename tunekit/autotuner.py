@@ -317,7 +317,7 @@ class Autotuner(_TritonAutotuner):
             return self._evaluate(configs, key, args, kwargs, clock)
 
         try:
-            result = run_search(strategy, context, evaluate, known=known, clock=clock, batch=self._batch_size(),
+            result = run_search(strategy, context, evaluate, known=known, clock=clock, batch=self._batch_size(strategy),
                                 on_trial=on_trial)
         finally:
             if bar is not None:
@@ -379,10 +379,13 @@ class Autotuner(_TritonAutotuner):
     def _workers(self) -> int:
         return self.compile_workers if self.compile_workers is not None else settings.compile_workers()
 
-    def _batch_size(self) -> int:
+    def _batch_size(self, strategy: Strategy) -> int:
         """Configs asked for at a time: one under the interpreter (nothing to compile), else
-        enough to keep every compile worker busy while the slowest compile of the batch runs."""
-        return 1 if settings.interpreting() else 2 * self._workers()
+        enough to keep every compile worker busy while the slowest compile of the batch runs;
+        more for a strategy that learns nothing from the answers."""
+        if settings.interpreting():
+            return 1
+        return (2 if strategy.adaptive else 16) * self._workers()
 
     def _progress_bar(self, space: Space):
         show = self.progress if self.progress is not None else sys.stderr.isatty()
@@ -413,55 +416,63 @@ class Autotuner(_TritonAutotuner):
         return kernel_call
 
     def _evaluate(self, configs: list[Config], key: tuple, args: tuple, kwargs: dict, clock: Clock):
-        """Compile ``configs`` in parallel (on a GPU), then time them one by one. Yields
-        (config, trial), trial None for configs the seconds budget left unmeasured."""
+        """Compile ``configs`` in parallel (on a GPU) and time each one as soon as it is compiled,
+        while the others compile. Yields (config, trial), trial None for configs the seconds
+        budget left unmeasured."""
         compiled = self._compile(configs, args, kwargs, clock)
-        for config, (compile_status, compile_seconds, compile_error, shared) in zip(configs, compiled):
+        unanswered = set(range(len(configs)))
+        for index, (compile_status, compile_seconds, compile_error, shared) in compiled:
+            config = configs[index]
+            unanswered.discard(index)
             extra = {"shared_bytes": shared} if shared is not None else {}
             if compile_status is not Status.OK:
                 yield config, Trial(config, compile_status, compile_seconds=compile_seconds, error=compile_error,
                                     key=key, extra=extra)
                 continue
             if self.budget.seconds is not None and clock.seconds() >= self.budget.seconds:
-                yield config, None
-                continue
+                compiled.close()
+                if self._pool is not None:
+                    self._pool.close()  # drops the compiles still queued: nothing will time them
+                for left in sorted(unanswered | {index}):
+                    yield configs[left], None
+                return
             trial = self.benchmarker.measure(config, self._kernel_call(config, args, kwargs), key)
             yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key,
                                 extra={**trial.extra, **extra})
 
     def _compile(self, configs: list[Config], args: tuple, kwargs: dict, clock: Clock):
-        """(status, seconds, error, shared memory bytes) per config; under the interpreter
-        nothing is compiled."""
+        """Yields (index, (status, seconds, error, shared memory bytes)) per config as each is
+        compiled; under the interpreter nothing is compiled."""
         if settings.interpreting():
-            return [(Status.OK, None, None, None)] * len(configs)
+            yield from ((i, (Status.OK, None, None, None)) for i in range(len(configs)))
+            return
         from triton.runtime.driver import driver
 
         target = driver.active.get_current_target()
         jit = unwrap_jit(self.fn)
         calls = [self._jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in configs]
         workers = self._workers()
-        jobs = [compile_job_for(jit, target, args, call) for call in calls] if workers > 1 else []
-        timeout = self.compile_timeout
-        if self.budget.seconds is not None:
-            remaining = max(1.0, self.budget.seconds - clock.seconds())
-            timeout = remaining if timeout is None else min(timeout, remaining)
-        results: list[tuple] = [None] * len(configs)  # type: ignore[list-item]
-        pooled = [i for i, job in enumerate(jobs) if job is not None]
-        if pooled:
-            if self._pool is None:
-                self._pool = CompilePool(workers)
-            for i, result in zip(pooled, self._pool.compile([jobs[i] for i in pooled], timeout)):
-                results[i] = (result.status, result.seconds, result.error, result.shared_bytes)
+        jobs = [compile_job_for(jit, target, args, call) for call in calls] if workers > 1 else [None] * len(calls)
         for i, call in enumerate(calls):
-            if results[i] is None:  # in this process: a kernel a worker cannot import, or one worker
+            if jobs[i] is None:  # in this process: a kernel a worker cannot import, or one worker
                 begin = time.perf_counter()
                 try:
                     kernel = jit.warmup(*args, grid=(1,), **call)
                     shared = getattr(getattr(kernel, "metadata", None), "shared", None)
-                    results[i] = (Status.OK, time.perf_counter() - begin, None, shared)
+                    yield i, (Status.OK, time.perf_counter() - begin, None, shared)
                 except Exception as error:
-                    results[i] = (classify(error), time.perf_counter() - begin, describe(error), None)
-        return results
+                    yield i, (classify(error), time.perf_counter() - begin, describe(error), None)
+        pooled = [i for i, job in enumerate(jobs) if job is not None]
+        if not pooled:
+            return
+        timeout = self.compile_timeout
+        if self.budget.seconds is not None:
+            remaining = max(1.0, self.budget.seconds - clock.seconds())
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        if self._pool is None:
+            self._pool = CompilePool(workers)
+        for position, result in self._pool.as_completed([jobs[i] for i in pooled], timeout):
+            yield pooled[position], (result.status, result.seconds, result.error, result.shared_bytes)
 
     def _jit_kwargs(self, args: tuple, kwargs: dict) -> dict:
         """The keyword arguments the JITFunction will see: heuristics applied, launch-only ones dropped."""

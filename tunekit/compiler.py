@@ -16,7 +16,7 @@ import logging
 import multiprocessing
 import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,15 +165,23 @@ class CompilePool:
         return self._pool
 
     def compile(self, jobs: Sequence[CompileJob], timeout: float | None = None) -> list[CompileResult]:
-        """Compile ``jobs`` in parallel; results in order.
+        """Compile ``jobs`` in parallel; results in order (see :meth:`as_completed`)."""
+        results: list[CompileResult | None] = [None] * len(jobs)
+        for index, result in self.as_completed(jobs, timeout):
+            results[index] = result
+        return [r for r in results if r is not None]
+
+    def as_completed(self, jobs: Sequence[CompileJob], timeout: float | None = None
+                     ) -> Iterator[tuple[int, CompileResult]]:
+        """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
 
         All jobs are queued at once and the workers take the next one as they finish, so one
-        slow compile does not hold the others back. A job still compiling ``timeout`` seconds
-        after a worker started it is a ``timeout`` result: the pool is terminated (the only way
-        to stop a compile in flight) and the unfinished jobs are queued again on a new one.
+        slow compile does not hold the others back, and the caller can time a finished kernel
+        while the rest compile. A job still compiling ``timeout`` seconds after a worker started
+        it is a ``timeout`` result: the pool is terminated (the only way to stop a compile in
+        flight) and the unfinished jobs are queued again on a new one.
         """
         timeout = self.timeout if timeout is None else timeout
-        results: list[CompileResult | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))
         while pending:
             pool = self._ensure()
@@ -186,22 +194,22 @@ class CompilePool:
                     started[index] = when
                 for i in [i for i, handle in handles.items() if handle.ready()]:
                     try:
-                        results[i] = handles.pop(i).get()
+                        result = handles.pop(i).get()
                     except Exception as error:  # the worker died or the result did not unpickle
-                        results[i] = CompileResult(Status.COMPILE_ERROR, 0.0, repr(error))
+                        result = CompileResult(Status.COMPILE_ERROR, 0.0, repr(error))
+                    yield i, result
                 now = time.time()
                 overdue = [i for i in handles if timeout is not None and i in started and now - started[i] > timeout]
                 if overdue:
                     for i in overdue:
-                        results[i] = CompileResult(Status.TIMEOUT, now - started[i], f"compile exceeded {timeout:.1f} s")
                         del handles[i]
+                        yield i, CompileResult(Status.TIMEOUT, now - started[i], f"compile exceeded {timeout:.1f} s")
                     logger.info("compile timeout after %.1f s: restarting the compile workers", timeout)
                     self.close()
                     pending = sorted(handles)
                     break
                 if handles:
                     time.sleep(0.02)
-        return [r for r in results if r is not None]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -34,6 +34,10 @@ _KT_FAILURES = {
     "RuntimeFailedConfig": Status.RUNTIME_ERROR,
 }
 _KT_INFEASIBLE = "InvalidConfig"
+#: Entry fields tunekit adds to the Kernel Tuner files it writes (Kernel Tuner ignores them):
+#: the quantiles, the output's error, and the exact failure status the failure string loses.
+_KT_EXTRA_FIELDS = ("time_p20", "time_p80", "relative_error")
+_KT_STATUS_FIELD = "tunekit_status"
 _T4_STATUS = {
     "correct": Status.OK,
     "compile": Status.COMPILE_ERROR,
@@ -64,6 +68,9 @@ class Record:
     compile_ms: float = 0.0
     benchmark_ms: float = 0.0
     verification_ms: float = 0.0
+    #: What a format keeps beside the median: quantiles (``time_p20``, ``time_p80``) and the
+    #: output's ``relative_error`` against the reference, where they were recorded.
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -211,14 +218,17 @@ def read_kernel_tuner(path: str | os.PathLike, name: str | None = None) -> Recor
             if value not in _KT_FAILURES:
                 raise RecordedSpaceError(f"{path}: entry {cache_key!r} has an unknown failure {value!r}")
             status, time_ms = _KT_FAILURES[value], None
+            if entry.get(_KT_STATUS_FIELD) in {s.value for s in Status if s is not Status.OK}:
+                status = Status(entry[_KT_STATUS_FIELD])
         elif isinstance(value, (int, float)) and math.isfinite(value) and value < 1e20:
             status, time_ms = Status.OK, float(value)
         elif isinstance(value, (int, float)):
             status, time_ms = Status.RUNTIME_ERROR, None  # old files mark failures with 1e20
         else:
             raise RecordedSpaceError(f"{path}: entry {cache_key!r} has a 'time' of type {type(value).__name__}")
+        extra = {f: entry[f] for f in _KT_EXTRA_FIELDS if isinstance(entry.get(f), (int, float))}
         records.append(Record(params, status, time_ms, _number(entry.get("compile_time")),
-                              _number(entry.get("benchmark_time")), _number(entry.get("verification_time"))))
+                              _number(entry.get("benchmark_time")), _number(entry.get("verification_time")), extra))
     return RecordedSpace(
         name=name or _default_name(path), param_names=keys, records=records,
         kernel_name=str(data.get("kernel_name", "")), device=str(data.get("device_name") or path.stem.split(".")[0]),
@@ -301,8 +311,10 @@ def from_store_rows(
         params = json.loads(text)
         names = names or list(params)
         status = Status(row["status"])
+        extra = {"time_p20": row.get("p20_ms"), "time_p80": row.get("p80_ms")} if status is Status.OK else {}
         records.append(Record(params, status, row.get("median_ms") if status is Status.OK else None,
-                              1e3 * _number(row.get("compile_seconds")), 1e3 * _number(row.get("bench_seconds"))))
+                              1e3 * _number(row.get("compile_seconds")), 1e3 * _number(row.get("bench_seconds")),
+                              extra={k: v for k, v in extra.items() if v is not None}))
     kernel_name, device, key_text = groups.pop()
     return RecordedSpace(name=name, param_names=names or [], records=records, kernel_name=kernel_name or "",
                          device=device or "", problem_size=key_text, source=source)
@@ -357,6 +369,8 @@ def write_kernel_tuner(space: RecordedSpace, path: str | os.PathLike) -> Path:
             entry.update(time=record.time_ms, times=[record.time_ms])
         else:
             entry.update(time=_T4_FAILURE_TEXT.get(record.status, "RuntimeFailedConfig"))
+            entry[_KT_STATUS_FIELD] = record.status.value
+        entry.update({f: record.extra[f] for f in _KT_EXTRA_FIELDS if f in record.extra})
         entry.update(compile_time=record.compile_ms, verification_time=record.verification_ms,
                      benchmark_time=record.benchmark_ms, strategy_time=0, framework_time=0,
                      timestamp=time.strftime("%Y-%m-%d %H:%M:%S+00:00", time.gmtime()))

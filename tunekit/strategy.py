@@ -72,6 +72,10 @@ class Strategy(abc.ABC):
 
     #: The registry name; set by subclasses.
     name: str = ""
+    #: Whether what is told changes what is asked next. A strategy that does not learn
+    #: (exhaustive, random) is asked for large batches, so that the compile workers never
+    #: wait on one batch's slowest compile before the next batch starts.
+    adaptive: bool = True
 
     def start(self, context: SearchContext) -> None:
         """Begin a tuning. Subclasses that override it call ``super().start(context)``."""
