@@ -10,7 +10,7 @@ device's time limit keeps what it finished. ``--export`` then writes one Kernel 
 per kernel and shape, which ``tunekit compare`` and Kernel Tuner replay.
 
     python experiments/record_spaces.py --kernel matmul --workers 16 --out DIR     # on a GPU
-    python experiments/record_spaces.py --out DIR --export SPACES_DIR              # anywhere
+    python experiments/record_spaces.py --out DIR [--out DIR2] --export SPACES_DIR  # anywhere
     python experiments/record_spaces.py --quick --out DIR                          # CPU interpreter
 
 ``--quick`` records only the first configs of each space (``--limit``) at tiny shapes under the
@@ -25,23 +25,24 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 QUICK = "--quick" in sys.argv
 if QUICK:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.testing  # noqa: E402
+import torch
+import triton
+import triton.testing
+from tunekit.kernels import attention, matmul, matmul_splitk, rmsnorm, softmax, vector_add
 
-import tunekit  # noqa: E402
-from tunekit.config import config_to_dict  # noqa: E402
-from tunekit.trial import Status  # noqa: E402
-from tunekit.kernels import attention, matmul, matmul_splitk, rmsnorm, softmax, vector_add  # noqa: E402
-from tunekit.recorded import from_store_rows, write_kernel_tuner  # noqa: E402
+import tunekit
+from tunekit.config import config_to_dict
+from tunekit.recorded import from_store_rows, read_space, write_kernel_tuner
+from tunekit.trial import Status
 
 
 @dataclass(frozen=True)
@@ -220,44 +221,65 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
               f"{row['tuning_seconds']:.0f} s", flush=True)
 
 
-def export(out: Path, destination: Path) -> list[Path]:
-    """Kernel Tuner files (``destination/KERNEL-SHAPE.json.gz``) of every complete recording in ``out``.
+#: What ``index.json`` keeps of each recording (``recorded.json`` also holds every config's error).
+INDEX_FIELDS = ("kernel", "shape", "dims", "key", "configs", "valid", "wrong", "statuses", "best_ms", "torch_ms",
+                "tolerance", "winner", "winner_relative_error", "tuning_seconds", "file")
+
+
+def export(outs: list[Path], destination: Path) -> list[Path]:
+    """Kernel Tuner files (``destination/KERNEL-SHAPE.json.gz``) of every complete recording in
+    the ``outs`` directories, and ``destination/index.json`` describing them.
 
     Each config was compiled once, at the first shape (the binary serves every shape, as the
     specialisations on divisibility by 16 agree), so every shape's record carries that cold
     compile time: the largest the store holds for the config. Configs whose output was off by
     more than the tolerance are recorded as ``wrong``.
     """
-    data = json.loads((out / "recorded.json").read_text())
-    store = tunekit.ResultsStore(out / "store.db")
     destination.mkdir(parents=True, exist_ok=True)
-    written = []
-    for row in data["spaces"]:
-        if not row.get("complete"):
-            continue
-        suite = SUITES[row["kernel"]]
-        rows = store.rows(kernel=suite.kernel.__name__)
-        cold_compile: dict[str, float] = {}
-        for trial in rows:
-            if trial.get("compile_seconds") is not None:
-                cold_compile[trial["config"]] = max(cold_compile.get(trial["config"], 0.0), trial["compile_seconds"])
-        space = from_store_rows([dict(r, compile_seconds=cold_compile.get(r["config"], r.get("compile_seconds")))
-                                 for r in rows if r["run_id"] == row["run_id"]],
-                                name=f"{row['kernel']}/{row['shape']}")
-        records = []
-        for record in space.records:
-            error = row["errors"].get(config_id(record.params))
-            if error is None:
-                records.append(record)
+    index_path = destination / "index.json"
+    if index_path.exists():
+        raise FileExistsError(f"{index_path} exists; tunekit does not overwrite files: choose a new directory")
+    written, index = [], []
+    environment = None
+    for out in outs:
+        data = json.loads((out / "recorded.json").read_text())
+        found = {key: data[key] for key in ("device", "torch", "triton")}
+        if environment not in (None, found):
+            raise ValueError(f"{out} was recorded with {found}, the others with {environment}: one index holds one")
+        environment = found
+        store = tunekit.ResultsStore(out / "store.db")
+        for row in data["spaces"]:
+            if not row.get("complete"):
                 continue
-            wrong = error > row["tolerance"]
-            records.append(replace(record, status=Status.WRONG if wrong else record.status,
-                                   time_ms=None if wrong else record.time_ms,
-                                   extra={**record.extra, "relative_error": error if math.isfinite(error) else 1e300}))
-        space.records = records
-        written.append(write_kernel_tuner(space, destination / f"{row['kernel']}-{row['shape']}.json.gz"))
-    (destination / "recorded.json").write_text(json.dumps(data, indent=1))
+            written.append(_export_one(row, store, destination))
+            row.update(valid=sum(r.ok for r in read_space(written[-1]).records), file=written[-1].name)
+            index.append({key: row.get(key) for key in INDEX_FIELDS})
+    index_path.write_text(json.dumps({**(environment or {}), "spaces": index}, indent=1) + "\n")
     return written
+
+
+def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Path:
+    suite = SUITES[row["kernel"]]
+    rows = store.rows(kernel=suite.kernel.__name__)
+    cold_compile: dict[str, float] = {}
+    for trial in rows:
+        if trial.get("compile_seconds") is not None:
+            cold_compile[trial["config"]] = max(cold_compile.get(trial["config"], 0.0), trial["compile_seconds"])
+    space = from_store_rows([dict(r, compile_seconds=cold_compile.get(r["config"], r.get("compile_seconds")))
+                             for r in rows if r["run_id"] == row["run_id"]],
+                            name=f"{row['kernel']}/{row['shape']}")
+    records = []
+    for record in space.records:
+        error = row["errors"].get(config_id(record.params))
+        if error is None:
+            records.append(record)
+            continue
+        wrong = error > row["tolerance"]
+        records.append(replace(record, status=Status.WRONG if wrong else record.status,
+                               time_ms=None if wrong else record.time_ms,
+                               extra={**record.extra, "relative_error": error if math.isfinite(error) else 1e300}))
+    space.records = records
+    return write_kernel_tuner(space, destination / f"{row['kernel']}-{row['shape']}.json.gz")
 
 
 def main() -> None:
@@ -267,13 +289,16 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, action="append",
+                        help="where to record; with --export, the recordings to export (repeatable)")
     args = parser.parse_args()
-    out = Path(args.out)
     if args.export:
-        for path in export(out, Path(args.export)):
+        for path in export([Path(out) for out in args.out], Path(args.export)):
             print(path)
         return
+    if len(args.out) > 1:
+        parser.error("record into one --out directory at a time")
+    out = Path(args.out[0])
     out.mkdir(parents=True, exist_ok=True)
     limit = args.limit or (3 if args.quick else None)
     progress = Progress(out, args.quick)
