@@ -282,6 +282,26 @@ def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Pa
     return write_kernel_tuner(space, destination / f"{row['kernel']}-{row['shape']}.json.gz")
 
 
+def markdown_table(index: dict) -> str:
+    """The README's table of an ``index.json``."""
+    lines = [f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
+             "`do_bench(warmup=5, rep=25)`, PyTorch's measured in the same run.", "",
+             "| kernel | shape | dims | configs | valid | wrong | best ms | PyTorch ms | best / PyTorch | PyTorch call |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in index["spaces"]:
+        dims = "x".join(str(d) for d in row["dims"] if not isinstance(d, bool))
+        dims += ", causal" if row["dims"][-1] is True else ""
+        lines.append(f"| {row['kernel']} | {row['shape']} | {dims} | {row['configs']} "
+                     f"| {row['valid']} | {row['wrong']} | {row['best_ms']:.4f} | {row['torch_ms']:.4f} "
+                     f"| {row['best_ms'] / row['torch_ms']:.2f} | {TORCH_NAMES[row['kernel']]} |")
+    return "\n".join(lines)
+
+
+TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_splitk": "`torch.matmul` (cuBLAS)",
+               "softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`",
+               "attention": "`F.scaled_dot_product_attention`"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", action="append", choices=sorted(SUITES), help="default: every kernel")
@@ -289,9 +309,15 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
-    parser.add_argument("--out", required=True, action="append",
+    parser.add_argument("--table", metavar="INDEX", help="print the README's table of an exported index.json")
+    parser.add_argument("--out", action="append",
                         help="where to record; with --export, the recordings to export (repeatable)")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(Path(args.table).read_text())))
+        return
+    if not args.out:
+        parser.error("--out is required")
     if args.export:
         for path in export([Path(out) for out in args.out], Path(args.export)):
             print(path)

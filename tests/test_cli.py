@@ -56,7 +56,15 @@ def test_a_foreign_file_is_refused_with_a_message(tmp_path, capsys):
     assert "not a tunekit store" in capsys.readouterr().err
 
 
-def test_demo_tunes_on_the_cpu(store_path, capsys):
-    assert main(["demo", "--store", str(store_path), "--evals", "3"]) == 0
+def test_demo_replays_the_shipped_h200_spaces_without_a_gpu(tmp_path, capsys):
+    from tunekit.kernels import shipped
+
+    out_dir = tmp_path / "demo"
+    assert main(["demo", "--replay", "--strategy", "random", "--seeds", "2", "--budget", "5", "--jobs", "1",
+                 "--out", str(out_dir)]) == 0
     out = capsys.readouterr().out
-    assert "Triton interpreter" in out and "evaluated: 3" in out and "winner:" in out
+    index = shipped.index()
+    assert f"24 tunings (1 strategies x 2 seeds x {len(index['spaces'])} spaces" in out
+    for entry in index["spaces"]:  # one row per shipped space, with its recorded best time
+        assert f"{entry['kernel']}/{entry['shape']}" in out and f"{entry['best_ms']:.4f}" in out
+    assert (out_dir / "curves.png").stat().st_size > 0 and (out_dir / "summary.csv").exists()

@@ -51,16 +51,37 @@ def test_parallel_compiles_report_status_and_shared_memory(gpu_compile_env):
     assert any(name.endswith(".cubin") for name in cache_files(gpu_compile_env))
 
 
-def test_a_compile_past_its_timeout_is_cut_off_and_the_pool_recovers(gpu_compile_env):
-    """Injected: a kernel that unrolls 200,000 steps at compile time (minutes), timeout 5 s.
-    Survives: the timeout is reported, the pool restarts and compiles the next job."""
-    hang = CompileJob("gpu_target_kernels", "slow_to_compile", HOPPER, (TensorSpec(torch.float32),),
+def hanging_job() -> CompileJob:
+    """A kernel that unrolls 200,000 steps at compile time: minutes of compiling."""
+    return CompileJob("gpu_target_kernels", "slow_to_compile", HOPPER, (TensorSpec(torch.float32),),
                       {"STEPS": 200_000})
-    pool = CompilePool(workers=2, timeout=5)
+
+
+def test_a_compile_past_its_timeout_is_cut_off_and_its_worker_replaced(gpu_compile_env):
+    """Injected: a compile that takes minutes, timeout 5 s, one worker. Survives: the timeout is
+    reported, only that worker is killed, and a new worker compiles the jobs queued behind it."""
+    pool = CompilePool(workers=1, timeout=5)
     try:
-        hung, quick = pool.compile([hang, add_job(512)])
-        assert hung.status is Status.TIMEOUT and "exceeded 5.0 s" in hung.error
+        hung, quick = pool.compile([hanging_job(), add_job(512)])
+        assert hung.status is Status.TIMEOUT and "exceeded 5.0 s" in hung.error and 5 <= hung.seconds < 30
         assert quick.status is Status.OK
+        assert [r.status for r in pool.compile([add_job(128)])] == [Status.OK]
+    finally:
+        pool.close()
+
+
+def test_a_deadline_stops_the_compiles_in_flight_and_leaves_them_out(gpu_compile_env):
+    """Injected: two compiles that take minutes, and a deadline 3 s away. Survives: the pool
+    returns by the deadline without a result for them (unmeasured, not failed), and compiles
+    again afterwards."""
+    import time
+
+    pool = CompilePool(workers=2)
+    try:
+        pool.compile([add_job(256)])  # workers started: the deadline below measures compiles only
+        begin = time.time()
+        assert list(pool.as_completed([hanging_job(), hanging_job()], deadline=begin + 3)) == []
+        assert time.time() - begin < 10
         assert [r.status for r in pool.compile([add_job(128)])] == [Status.OK]
     finally:
         pool.close()

@@ -5,7 +5,7 @@
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
     tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
     tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] --out DIR
-    tunekit demo          tune a kernel of the suite and show its trials
+    tunekit demo          [--replay] [--strategy NAME ...] [--seeds N] [--budget EVALS] [--out DIR]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 
 from . import settings
+from .console import print_table
 from .store import StoreError, export_rows, open_store
 
 
@@ -30,13 +31,6 @@ def _short(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:
-    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-
-
 def cmd_ls(args: argparse.Namespace) -> int:
     store = _store(args)
     runs = store.runs(kernel=args.kernel)
@@ -44,7 +38,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not runs:
         print("no runs recorded")
         return 0
-    _print_table(
+    print_table(
         [
             (
                 r["run_id"][:12], r["kernel_name"], r["device"], _short(r["key"], 60), r["strategy"],
@@ -70,7 +64,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     store = _store(args)
     run_id = _find_run(store, args.run)
     rows = store.rows(run_id=run_id)
-    _print_table(
+    print_table(
         [
             (
                 r["id"], _short(r["config"], 70), r["status"], r["source"],
@@ -147,34 +141,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Tune vector addition with random search under the interpreter (no GPU) or on the GPU."""
+    """Tune the GEMM live on a GPU, or replay the shipped H200 spaces on a machine without one."""
+    from . import demo
+
+    if args.replay or settings.interpreting() or not _has_gpu():
+        try:
+            return demo.replay(args.strategy, args.seeds, args.budget, args.out, args.jobs)
+        except (ValueError, FileExistsError) as error:
+            raise SystemExit(f"tunekit: {error}") from error
+    return demo.live(args.strategy[0] if args.strategy else None, args.seconds)
+
+
+def _has_gpu() -> bool:
     import torch
 
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
-    import tunekit
-    from tunekit.kernels import vector_add
-
-    # a user who asked for the interpreter gets it, GPU or not
-    device = "cpu" if settings.interpreting() else "cuda"
-    n = 1 << 20 if device == "cuda" else 1 << 12
-    kernel = tunekit.autotune(
-        space=vector_add.space(), key=["n"], strategy=args.strategy,
-        budget=tunekit.Budget(evals=args.evals), store=args.store or True, seed=args.seed,
-    )(vector_add.add_kernel)
-    x, y, out = vector_add.inputs(n, device=device)
-    start = time.perf_counter()
-    kernel[vector_add.grid(n)](x, y, out, n)
-    elapsed = time.perf_counter() - start
-    torch.testing.assert_close(out, vector_add.reference(x, y))
-    mode = "GPU" if device == "cuda" else "Triton interpreter on the CPU (times are host-clock, not GPU times)"
-    print(f"tuned add_kernel for n={n} on the {mode} in {elapsed:.2f} s with strategy={args.strategy!r}")
-    print(f"space: {len(vector_add.space())} configs; evaluated: {sum(t.source == 'measured' for t in kernel.trials)}")
-    for trial in sorted(kernel.trials, key=lambda t: t.time_ms):
-        print(f"  {trial.status.value:<16} {trial.time_ms:10.4f} ms  {trial.config}")
-    print(f"winner: {kernel.best_config}")
-    print(f"store: {kernel.store.url} (run {kernel.run_id}); inspect it with `tunekit store ls`")
-    return 0
+    return torch.cuda.is_available()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,11 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.set_defaults(handler=cmd_compare)
 
-    demo = commands.add_parser("demo", help="tune a small kernel and show what was found")
-    demo.add_argument("--store", **store_flag)
-    demo.add_argument("--strategy", default="random")
-    demo.add_argument("--evals", type=int, default=8)
-    demo.add_argument("--seed", type=int, default=0)
+    demo = commands.add_parser("demo", help="tune a GEMM live (GPU) or replay the shipped H200 spaces (no GPU)")
+    demo.add_argument("--strategy", action="append", help="repeatable; default: every strategy but exhaustive "
+                      "(replay), the default strategy (live)")
+    demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
+    demo.add_argument("--seeds", type=int, default=5, help="replay: seeds per strategy and space")
+    demo.add_argument("--budget", type=int, default=50, help="replay: evaluations per tuning")
+    demo.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="replay: processes")
+    demo.add_argument("--out", default="tunekit-demo", help="replay: where the tables and PNGs go")
+    demo.add_argument("--seconds", type=float, default=60.0, help="live: tunekit's tuning budget")
     demo.set_defaults(handler=cmd_demo)
     return parser
 

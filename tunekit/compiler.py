@@ -14,10 +14,13 @@ import importlib
 import inspect
 import logging
 import multiprocessing
+import os
+import signal
 import pickle
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .benchmark import classify
@@ -103,7 +106,7 @@ def _compile(index: int, job: CompileJob) -> CompileResult:
     from triton.runtime.driver import driver
 
     if _started_queue is not None:
-        _started_queue.put((index, time.time()))  # the parent's watchdog times each compile from here
+        _started_queue.put((index, time.time(), os.getpid()))  # the parent's watchdog times each compile from here
     driver.set_active(_StubDriver(job.target))
     start = time.perf_counter()
     try:
@@ -115,6 +118,20 @@ def _compile(index: int, job: CompileJob) -> CompileResult:
         return CompileResult(classify(error), time.perf_counter() - start, describe(error))
     shared = getattr(getattr(kernel, "metadata", None), "shared", None)
     return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
+
+
+def _kill_process_tree(pid: int) -> None:
+    """SIGKILL a worker and the processes it started (the compiler's ptxas), on Linux via /proc."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for child in children:
+        _kill_process_tree(int(child))
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _ready(_index: int = 0) -> bool:
@@ -171,45 +188,46 @@ class CompilePool:
             results[index] = result
         return [r for r in results if r is not None]
 
-    def as_completed(self, jobs: Sequence[CompileJob], timeout: float | None = None
-                     ) -> Iterator[tuple[int, CompileResult]]:
+    def as_completed(self, jobs: Sequence[CompileJob], timeout: float | None = None,
+                     deadline: float | None = None) -> Iterator[tuple[int, CompileResult]]:
         """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
 
         All jobs are queued at once and the workers take the next one as they finish, so one
         slow compile does not hold the others back, and the caller can time a finished kernel
         while the rest compile. A job still compiling ``timeout`` seconds after a worker started
-        it is a ``timeout`` result: the pool is terminated (the only way to stop a compile in
-        flight) and the unfinished jobs are queued again on a new one.
+        it is a ``timeout`` result: that worker (and the compiler it runs) is killed, the only
+        way to stop a compile in flight, and the pool starts a new one in its place. At
+        ``deadline`` (``time.time()`` seconds) the pool is stopped and the jobs not yet yielded
+        are left out: they were not measured, they did not fail.
         """
         timeout = self.timeout if timeout is None else timeout
-        pending = list(range(len(jobs)))
-        while pending:
-            pool = self._ensure()
-            handles = {i: pool.apply_async(_compile, (i, jobs[i])) for i in pending}
-            started: dict[int, float] = {}
-            pending = []
-            while handles:
-                while not self._started.empty():
-                    index, when = self._started.get_nowait()
-                    started[index] = when
-                for i in [i for i, handle in handles.items() if handle.ready()]:
-                    try:
-                        result = handles.pop(i).get()
-                    except Exception as error:  # the worker died or the result did not unpickle
-                        result = CompileResult(Status.COMPILE_ERROR, 0.0, repr(error))
-                    yield i, result
-                now = time.time()
-                overdue = [i for i in handles if timeout is not None and i in started and now - started[i] > timeout]
-                if overdue:
-                    for i in overdue:
-                        del handles[i]
-                        yield i, CompileResult(Status.TIMEOUT, now - started[i], f"compile exceeded {timeout:.1f} s")
-                    logger.info("compile timeout after %.1f s: restarting the compile workers", timeout)
-                    self.close()
-                    pending = sorted(handles)
-                    break
-                if handles:
-                    time.sleep(0.02)
+        pool = self._ensure()
+        handles = {i: pool.apply_async(_compile, (i, jobs[i])) for i in range(len(jobs))}
+        started: dict[int, tuple[float, int]] = {}
+        while handles:
+            while not self._started.empty():
+                index, when, pid = self._started.get_nowait()
+                started[index] = (when, pid)
+            for i in [i for i, handle in handles.items() if handle.ready()]:
+                try:
+                    result = handles.pop(i).get()
+                except Exception as error:  # the result did not unpickle
+                    result = CompileResult(Status.COMPILE_ERROR, 0.0, repr(error))
+                yield i, result
+            now = time.time()
+            if deadline is not None and now >= deadline:
+                logger.info("compile deadline reached with %d compiles unfinished: stopping the workers", len(handles))
+                self.close()
+                return
+            for i in [i for i in handles if timeout is not None and i in started and now - started[i][0] > timeout]:
+                if handles[i].ready():  # it finished just now: its result is taken next round
+                    continue
+                del handles[i]
+                _kill_process_tree(started[i][1])
+                logger.info("a compile exceeded %.1f s: its worker was killed and replaced", timeout)
+                yield i, CompileResult(Status.TIMEOUT, now - started[i][0], f"compile exceeded {timeout:.1f} s")
+            if handles:
+                time.sleep(0.02)
 
     def close(self) -> None:
         if self._pool is not None:

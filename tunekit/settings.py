@@ -30,6 +30,12 @@ class Defaults:
     finalists: int = 3
     #: Rounds of interleaved re-timing of the finalists.
     finalist_rounds: int = 3
+    #: With no ``compile_timeout`` given, compiles are not cut off until this many of the kernel
+    #: have been seen; then after ``compile_timeout_factor`` times their median seconds, but
+    #: never under ``compile_timeout_floor`` seconds.
+    compile_timeout_after: int = 8
+    compile_timeout_factor: float = 20.0
+    compile_timeout_floor: float = 10.0
     #: Consecutive proposals that bring nothing new before a strategy is taken as exhausted.
     max_fruitless_proposals: int = 1000
     #: Host-clock timer (interpreter): at least this many timed calls ...
