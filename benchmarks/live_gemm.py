@@ -59,6 +59,23 @@ def timed_launch(kernel, a, b, c) -> float:
     return time.perf_counter() - start
 
 
+def warm_start(kernel, shape: str) -> int:
+    """Put the shipped H200 recordings of the other GEMM shapes into ``kernel``'s store, as
+    earlier tunings on this device would have left them; returns the trials added."""
+    from tunekit.store import new_run_id
+
+    added = 0
+    for row in shipped.index()["spaces"]:
+        if row["kernel"] != "matmul" or row["shape"] == shape:
+            continue
+        run_id = new_run_id()
+        kernel.store.start_run(kernel.identity, row["key"], strategy="shipped", budget=None, run_id=run_id)
+        for trial in shipped.load("matmul", row["shape"]).trials():
+            kernel.store.record(kernel.identity, row["key"], trial, strategy="shipped", run_id=run_id)
+            added += 1
+    return added
+
+
 def median_and_interval(values: list[float], seed: int = 0) -> tuple[float, float, float]:
     """The median and a 95 % percentile-bootstrap interval of it."""
     values_array = np.asarray(values)
@@ -70,7 +87,9 @@ def median_and_interval(values: list[float], seed: int = 0) -> tuple[float, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--strategy", action="append", required=True)
+    parser.add_argument("--strategy", action="append", required=True,
+                        help="repeatable; NAME+transfer: the store first gets the shipped recordings of the other "
+                             "GEMM shapes (cross-shape warm start)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="each tuning's seconds budget")
     parser.add_argument("--evals", type=int, default=None, help="each tuning's evaluations budget")
@@ -94,6 +113,7 @@ def main() -> None:
     a, b, c = matmul.inputs(m, n, k, dtype=torch.bfloat16, device="cuda")
     expected = torch.matmul(a, b)
     scratch = tempfile.mkdtemp(prefix="tunekit-live-")
+    stores = os.path.dirname(os.path.abspath(args.json)) if args.json else scratch  # kept beside the results
     print(f"GEMM {m}x{n}x{k} bf16 on {torch.cuda.get_device_name()}, triton {triton.__version__}, "
           f"torch {torch.__version__}; space {len(matmul.space())} configs; recorded optimum "
           f"{recorded_ms[optimum_params]:.4f} ms: {optimum}", flush=True)
@@ -102,10 +122,13 @@ def main() -> None:
     for strategy in args.strategy:
         for seed in args.seeds:
             cold_cache(scratch, f"{strategy}-{seed}")
-            kernel = tunekit.autotune(space=matmul.space(), key=["M", "N", "K"], strategy=strategy, seed=seed,
-                                      budget=tunekit.Budget(evals=args.evals, seconds=args.seconds),
-                                      store=os.path.join(scratch, f"{strategy}-{seed}.db"),
+            kernel = tunekit.autotune(space=matmul.space(), key=["M", "N", "K"], strategy=strategy.split("+")[0],
+                                      seed=seed, budget=tunekit.Budget(evals=args.evals, seconds=args.seconds),
+                                      store=os.path.join(stores, f"{strategy}-{seed}.db"),
                                       compile_workers=args.workers, warmup=5, rep=25)(fresh_kernel())
+            if strategy.endswith("+transfer"):
+                print(f"  {strategy}: the store holds {warm_start(kernel, args.shape)} trials of the other shapes",
+                      flush=True)
             c.fill_(float("nan"))
             wall = timed_launch(kernel, a, b, c)
             winner = kernel.best_config
@@ -118,9 +141,10 @@ def main() -> None:
                 "winner_recorded_over_optimum": found_recorded / recorded_ms[optimum_params] if found_recorded else None,
                 "_kernel": kernel,
             })
-            print(f"  {strategy:<10} seed {seed}: {wall:6.1f} s wall, {len(measured):4d} evaluations, winner "
-                  f"recorded at {found_recorded} ms ({tunings[-1]['winner_recorded_over_optimum']:.3f} of the "
-                  f"optimum), error {tunings[-1]['winner_error']:.1e}: {winner}", flush=True)
+            over = tunings[-1]["winner_recorded_over_optimum"]
+            print(f"  {strategy:<16} seed {seed}: {wall:6.1f} s wall, {len(measured):4d} evaluations, winner "
+                  f"recorded at {found_recorded} ms ({over if over is None else f'{over:.3f}'} of the optimum), "
+                  f"error {tunings[-1]['winner_error']:.1e}: {winner}", flush=True)
 
     cold_cache(scratch, "stock-tutorial")
     stock = triton.autotune(matmul.tutorial_configs(), key=["M", "N", "K"])(fresh_kernel())

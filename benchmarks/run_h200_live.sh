@@ -8,5 +8,6 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
 strategies() { for s in $1; do printf -- '--strategy %s ' "$s"; done; }
-python3 benchmarks/live_gemm.py $(strategies "${STRATEGIES:-random optuna}") --seeds ${SEEDS:-0 1} \
-    --seconds "${SECONDS_BUDGET:-60}" --shape "${SHAPE:-square}" --json "$OUT/live_gemm.json" 2>&1 | tee "$OUT/live_gemm.log"
+python3 benchmarks/live_gemm.py $(strategies "${STRATEGIES:-default+transfer default random}") --seeds ${SEEDS:-0 1} \
+    --seconds "${SECONDS_BUDGET:-60}" --shape "${SHAPE:-square}" --stock-sample "${STOCK_SAMPLE:-8}" \
+    --rounds "${ROUNDS:-15}" --json "$OUT/live_gemm.json" 2>&1 | tee "$OUT/live_gemm.log"

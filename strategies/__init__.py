@@ -6,16 +6,20 @@ below (or, from another package, an entry point in the ``tunekit.strategies`` gr
 
 from tunekit.strategy import available, register_strategy
 
+from .default import DefaultSearch
 from .exhaustive import Exhaustive
+from .forest import ForestSearch
 from .optuna_tpe import OptunaSearch
 from .random import RandomSearch
 
 register_strategy("exhaustive", Exhaustive)
 register_strategy("random", RandomSearch)
 register_strategy("optuna", OptunaSearch)
+register_strategy("rf", ForestSearch)
+register_strategy("default", DefaultSearch)
 
 #: The strategy used when the user names none and gives a Space. Random search until the
 #: learned strategies of a later issue are measured to beat it.
 DEFAULT = "random"
 
-__all__ = ["available", "Exhaustive", "OptunaSearch", "RandomSearch", "DEFAULT"]
+__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "RandomSearch", "DEFAULT"]

@@ -5,7 +5,7 @@ import pytest
 
 import tunekit
 from tunekit.config import config_json
-from tunekit.strategies import Exhaustive, OptunaSearch, RandomSearch, available
+from tunekit.strategies import DefaultSearch, Exhaustive, ForestSearch, OptunaSearch, RandomSearch, available
 from tunekit.strategy import make_strategy
 from tunekit.testing.strategies import StrategyConformance, drive, toy_space
 
@@ -51,6 +51,50 @@ class TestOptunaTPE(StrategyConformance):
         tpe = sorted(evaluations_to_optimum(OptunaSearch(n_startup_trials=5), s) for s in range(7))
         rnd = sorted(evaluations_to_optimum(RandomSearch(), s) for s in range(7))
         assert tpe[3] < rnd[3]  # medians over 7 seeds
+
+
+def evaluations_to_optimum(strategy, seed: int) -> int:
+    from tunekit.testing.strategies import toy_time
+
+    order = drive(strategy, toy_space(), evals=len(toy_space()), seed=seed, batch=1)
+    return next(i for i, c in enumerate(order, 1) if toy_time(c) == 1.0)
+
+
+class TestForestSearch(StrategyConformance):
+    def make_strategy(self):
+        return ForestSearch(initial=5)
+
+    def test_learns_the_toy_optimum_sooner_than_random(self):
+        forest = sorted(evaluations_to_optimum(ForestSearch(initial=5), s) for s in range(7))
+        rnd = sorted(evaluations_to_optimum(RandomSearch(), s) for s in range(7))
+        assert forest[3] < rnd[3]  # medians over 7 seeds
+
+    def test_top_k_caps_each_ask(self):
+        from tunekit.budget import Budget
+        from tunekit.strategy import SearchContext
+
+        strategy = ForestSearch(top_k=2)
+        strategy.start(SearchContext(toy_space(), Budget(evals=10), {"args": {"M": 1}, "dtypes": []}, 0))
+        assert len(strategy.ask(8)) == 2
+
+
+class TestDefaultSearch(StrategyConformance):
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6)  # the conformance suite expects no early stop
+
+    def test_learns_the_toy_optimum_sooner_than_random(self):
+        default = sorted(evaluations_to_optimum(DefaultSearch(initial=5, min_evals=10**6), s) for s in range(7))
+        rnd = sorted(evaluations_to_optimum(RandomSearch(), s) for s in range(7))
+        assert default[3] < rnd[3]
+
+    def test_stops_early_once_nothing_better_is_expected_but_not_before_min_evals(self):
+        from tunekit.testing.strategies import toy_time
+
+        for seed in range(3):
+            found = drive(DefaultSearch(initial=5, min_evals=12, patience=5), toy_space(), evals=10**6, seed=seed,
+                          batch=1)
+            assert 12 <= len(found) < len(toy_space())  # 59 valid configs
+            assert min(toy_time(c) for c in found) == 1.0  # it stopped after finding the optimum
 
 
 def test_unknown_optuna_sampler_is_refused():

@@ -4,7 +4,7 @@
     tunekit store show    RUN_ID [--store URL]          a run's trials
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
     tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
-    tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] --out DIR
+    tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] [--transfer] --out DIR
     tunekit demo          [--replay] [--strategy NAME ...] [--seeds N] [--budget EVALS] [--out DIR]
 """
 
@@ -126,7 +126,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     try:
         comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs, progress,
-                                    args.threshold or ())
+                                    args.threshold or (), args.transfer)
         written = write_outputs(comparison, args.out, " ".join(["tunekit", *sys.argv[1:]]))
     except (RecordedSpaceError, ValueError, FileExistsError) as error:
         raise SystemExit(f"tunekit: {error}") from error
@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--jobs", type=int, default=1, help="worker processes")
     compare.add_argument("--threshold", type=float, action="append",
                          help="another target, as a ratio to the optimum (1.02 and 1.05 are always reported); repeat")
+    compare.add_argument("--transfer", action="store_true",
+                         help="each tuning starts with the store holding the given spaces of the same kernel at "
+                              "other shapes (leave one shape out)")
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.set_defaults(handler=cmd_compare)
 

@@ -19,7 +19,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -65,12 +65,13 @@ class Comparison:
         return sorted((r for r in self.runs if r.space == space and r.strategy == strategy), key=lambda r: r.seed)
 
 
-def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None) -> Run:
-    """One tuning of ``recorded`` by ``strategy``, answered from the records."""
-    context = SearchContext(
-        recorded.space(), Budget(evals=evals, seconds=seconds), {"args": {"space": recorded.name}, "dtypes": []},
-        derive_seed(seed, recorded.name),
-    )
+def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None,
+           history: Sequence[RecordedSpace] = ()) -> Run:
+    """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
+    of the same kernel at other shapes, given to the strategy as the store's earlier trials."""
+    earlier = tuple(trial for other in history for trial in other.trials())
+    context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
+                            derive_seed(seed, recorded.name), earlier)
     result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded, seconds), clock=SimulatedClock())
     return Run(recorded.name, strategy, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
@@ -80,10 +81,25 @@ def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, second
 _loaded: dict[str, RecordedSpace] = {}
 
 
-def _replay_task(path: str, name: str, strategy: str, seed: int, evals: int, seconds: float | None) -> Run:
+def _load(path: str, name: str) -> RecordedSpace:
     if path not in _loaded:  # each worker process reads a file once
         _loaded[path] = read_space(path, name)
-    return replay(_loaded[path], strategy, seed, evals, seconds)
+    return _loaded[path]
+
+
+def _replay_task(path: str, name: str, strategy: str, seed: int, evals: int, seconds: float | None,
+                 history: Sequence[tuple[str, str]] = ()) -> Run:
+    return replay(_load(path, name), strategy, seed, evals, seconds, [_load(p, n) for p, n in history])
+
+
+def same_kernel_elsewhere(spaces: Mapping[str, RecordedSpace]) -> dict[str, list[str]]:
+    """For each space, the other spaces of the same kernel, device and parameters at other keys:
+    what the store would hold when a new shape is tuned (leave one shape out)."""
+    def kernel(space: RecordedSpace) -> tuple:
+        return space.kernel_name, space.device, tuple(space.param_names)
+
+    return {name: [other for other, o in spaces.items() if kernel(o) == kernel(space) and o.key() != space.key()]
+            for name, space in spaces.items()}
 
 
 def run_comparison(
@@ -95,9 +111,13 @@ def run_comparison(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
     thresholds: Sequence[float] = (),
+    transfer: bool = False,
+    budget_cap: int | None = None,
 ) -> Comparison:
     """Replay every (space, strategy, seed). ``budget=None`` gives each space the evaluations at
-    which calculated random search reaches the end of the score range (its p = 0.96 cutoff)."""
+    which calculated random search reaches the end of the score range (its p = 0.96 cutoff).
+    ``transfer``: each tuning starts with the store holding the other given spaces of the same
+    kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
     for strategy in strategies:
@@ -113,11 +133,15 @@ def run_comparison(
         spaces[space.name], sources[space.name] = space, str(path)
     stats = {name: SpaceStats.of(space) for name, space in spaces.items()}
     budgets = {name: budget or max(1, math.ceil(stats[name].score_range()[1])) for name in spaces}
+    if budget_cap is not None:
+        budgets = {name: min(budget_cap, value) for name, value in budgets.items()}
     extra = [t for t in thresholds if t not in THRESHOLDS]
     if any(t < 1 for t in extra):
         raise ValueError(f"thresholds are ratios to the optimum, >= 1 (1.02 = within 2 %). Got {extra} instead.")
     comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)))
-    tasks = [(sources[name], name, strategy, seed, budgets[name], seconds)
+    elsewhere = same_kernel_elsewhere(spaces) if transfer else {name: [] for name in spaces}
+    tasks = [(sources[name], name, strategy, seed, budgets[name], seconds,
+              [(sources[other], other) for other in elsewhere[name]])
              for name in spaces for strategy in strategies for seed in range(seeds)]
     if jobs > 1:
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:

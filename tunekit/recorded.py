@@ -27,7 +27,7 @@ import numpy as np
 
 from .config import Config, config_from_dict, config_json, config_to_dict
 from .space import Space
-from .trial import Status
+from .trial import Status, Timing, Trial
 
 _KT_FAILURES = {
     "CompilationFailedConfig": Status.COMPILE_ERROR,
@@ -111,6 +111,25 @@ class RecordedSpace:
         if not hasattr(self, "_space"):
             self._space = Space.from_configs([self.config(r) for r in self.records])
         return self._space
+
+    def key(self) -> dict[str, Any]:
+        """The tuning key the space was measured at: the problem size when it is one of
+        tunekit's keys (``{"args": ..., "dtypes": ...}``), else one naming the space."""
+        size = self.problem_size
+        if isinstance(size, str):
+            try:
+                size = json.loads(size)
+            except json.JSONDecodeError:
+                pass
+        if isinstance(size, dict) and "args" in size:
+            return {"args": dict(size["args"]), "dtypes": list(size.get("dtypes", []))}
+        return {"args": {"space": self.name}, "dtypes": []}
+
+    def trials(self) -> list[Trial]:
+        """Every record as a stored trial at ``key()``: what a store holding this space would give."""
+        key_json = json.dumps(self.key(), sort_keys=True)
+        return [Trial(self.config(r), r.status, Timing(r.time_ms, r.time_ms, r.time_ms) if r.ok else None,
+                      r.compile_ms / 1e3, source="store", extra={"key_json": key_json}) for r in self.records]
 
     def lookup(self, config: Config | Mapping[str, Any]) -> Record | None:
         flat = config_to_dict(config) if isinstance(config, Config) else config_to_dict(config_from_dict(config))

@@ -1,0 +1,106 @@
+"""The default strategy: the forest's ranking, refined around the best config, stopping early.
+
+It proposes what ``rf`` proposes (the untried configs with the lowest lower confidence bound of
+predicted time, learned from this kernel's trials on every key the store holds), but gives part
+of each ask to untried neighbours of the best config so far (one parameter one step away), which
+catches the sharp local optima a forest smooths over. It stops when the forest's expected
+improvement over the best time (a normal with the mean and spread of its trees' predictions) has
+stayed under the timing noise for ``patience`` evaluations and the best has not improved by more
+than the noise in the latter half of the tuning: further evaluations are then unlikely to pay.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tunekit.config import Config, config_json
+
+from .forest import ForestSearch
+
+
+def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
+    """Expected improvement below ``best`` of a normal with the forest's mean and spread over
+    trees (as SMAC does: a forest's trees alone never predict below the best time they saw)."""
+    from scipy.stats import norm
+
+    spread = np.maximum(spread, 1e-12)
+    z = (best - mean) / spread
+    return (best - mean) * norm.cdf(z) + spread * norm.pdf(z)
+
+
+class DefaultSearch(ForestSearch):
+    """Forest-ranked search with local refinement and an early stop.
+
+    Args:
+        local_fraction: share of the proposals given to neighbours of the best config.
+        noise: relative improvement under which a better time is not worth measuring (timing
+            noise; 0.01 = 1 %).
+        patience: evaluations the expected improvement must stay under ``noise`` before stopping.
+        min_evals: evaluations of this tuning before an early stop is considered.
+        Others: as ``ForestSearch``.
+    """
+
+    name = "default"
+
+    def __init__(self, local_fraction: float = 0.1, noise: float = 0.01, patience: int = 20, min_evals: int = 30,
+                 top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
+                 n_estimators: int = 32, refit_growth: float = 0.1) -> None:
+        super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth)
+        self.local_fraction = local_fraction
+        self.noise = noise
+        self.patience = patience
+        self.min_evals = min_evals
+
+    def start(self, context) -> None:
+        super().start(context)
+        self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
+        self.stopped_early = False
+
+    def ask(self, n: int) -> list[Config]:
+        n = n if self.top_k is None else min(n, self.top_k)
+        if self._nothing_to_gain():
+            self.stopped_early = True
+            return []
+        done = len(self._here)  # local asks spread evenly: floor(evaluations x fraction) of them so far
+        local_count = math.floor((done + n) * self.local_fraction) - math.floor(done * self.local_fraction)
+        local = self._neighbours_of_best(local_count)
+        return local + (super().ask(n - len(local)) if n > len(local) else [])
+
+    def _neighbours_of_best(self, count: int) -> list[Config]:
+        measured = [t for t in self._here if t.ok]
+        if not measured or count == 0:
+            return []
+        best = min(measured, key=lambda t: t.time_ms).config
+        untried = [c for c in self.context.space.neighbours(best) if not self._tried[self._index[config_json(c)]]]
+        return self._take([self._index[config_json(untried[i])] for i in self.rng.permutation(len(untried))[:count]])
+
+    def _last_gain(self) -> int:
+        """Evaluations made when the best time last improved by more than ``noise``."""
+        best, last = math.inf, 0
+        for count, trial in enumerate(self._here, 1):
+            if trial.time_ms < best / (1 + self.noise):
+                best, last = trial.time_ms, count
+            best = min(best, trial.time_ms)
+        return last
+
+    def _nothing_to_gain(self) -> bool:
+        """Whether the expected improvement over the best time stayed under ``noise`` for every
+        untried config during ``patience`` evaluations."""
+        measured = [t.time_ms for t in self._here if t.ok]
+        if len(self._here) < self.min_evals or self._model is None or not measured:
+            return False
+        if len(self._here) - self._last_gain() < max(self.patience, len(self._here) // 2):
+            return False  # the best improved by more than the noise in the latter half of the tuning
+        open_ = ~self._tried[self._scored]
+        if not open_.any():
+            return False  # the fit scored only part of the Space: ask for more
+        per_tree = self._per_tree[:, open_]
+        gains = expected_improvement(per_tree.mean(axis=0), per_tree.std(axis=0), math.log(min(measured)))
+        if gains.max() >= math.log1p(self.noise):
+            self._quiet_since = None
+            return False
+        if self._quiet_since is None:
+            self._quiet_since = len(self._here)
+        return len(self._here) - self._quiet_since >= self.patience

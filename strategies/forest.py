@@ -1,0 +1,105 @@
+"""Random-forest-guided search: a perf model ranks the untried configs, the best are measured.
+
+The model (``tunekit.perfmodels.RandomForest``) learns from every trial of the kernel the store
+holds, on every key, and from this tuning's trials as they arrive, so that a new shape starts
+from what the other shapes taught. After each fit it scores the configs (the whole Space, or a
+random ``candidates`` of a larger one) by the lower confidence bound of predicted log time, mean
+minus ``kappa`` standard deviations over the trees, with configs the failure forest expects to
+fail last; each ask takes the best-scored untried ones. With no successful trial to learn from,
+it samples at random.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tunekit.config import Config, config_json
+from tunekit.perfmodels import RandomForest
+from tunekit.strategy import SearchContext, Strategy
+from tunekit.trial import Trial
+
+
+class ForestSearch(Strategy):
+    """Model-ranked search.
+
+    Args:
+        top_k: configs proposed per ask at most (as ``prune_configs_by``'s ``top_k``); None: as
+            many as the tuning asks for (a batch for the compile workers).
+        initial: random configs measured first when the store holds nothing of this kernel.
+        kappa: exploration: standard deviations over the trees subtracted from the mean.
+        candidates: configs scored per fit at most (a random subset of larger Spaces).
+        n_estimators: trees per forest.
+        refit_growth: refit once this tuning's trials grew by this fraction since the last fit.
+    """
+
+    name = "rf"
+
+    def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
+                 n_estimators: int = 32, refit_growth: float = 0.1) -> None:
+        self.top_k = top_k
+        self.initial = initial
+        self.kappa = kappa
+        self.candidates = candidates
+        self.n_estimators = n_estimators
+        self.refit_growth = refit_growth
+
+    def start(self, context: SearchContext) -> None:
+        super().start(context)
+        self._configs = context.space.configs()
+        self._index = {config_json(c): i for i, c in enumerate(self._configs)}
+        self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
+        self._tried = np.zeros(len(self._configs), dtype=bool)
+        self._trials: list[Trial] = list(context.history)
+        self._here: list[Trial] = []  # this tuning's trials
+        self._fitted_at = -1
+        self._model: RandomForest | None = None
+        self._scored = np.empty(0, dtype=int)  # indices scored at the last fit, best first
+        self._per_tree = np.empty((0, 0))  # the trees' log-time predictions for them
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        self._trials.extend(trials)
+        self._here.extend(trials)
+        self._mark(t.config for t in trials)
+
+    def ask(self, n: int) -> list[Config]:
+        n = n if self.top_k is None else min(n, self.top_k)
+        untried = np.flatnonzero(~self._tried)
+        if not len(untried) or n < 1:
+            return []
+        learned_elsewhere = any(t.ok for t in self.context.history)
+        if not any(t.ok for t in self._trials) or (not learned_elsewhere and len(self._here) < self.initial):
+            return self._take(self.rng.permutation(untried)[:n])
+        if self._model is None or len(self._here) - self._fitted_at >= max(1, self.refit_growth * self._fitted_at):
+            self._fit()
+        ranked = self._scored[~self._tried[self._scored]]
+        if not len(ranked):  # every config scored at the last fit was tried: score afresh
+            self._fit()
+            ranked = self._scored[~self._tried[self._scored]]
+        return self._take(ranked[:n])
+
+    def _fit(self) -> None:
+        space, key = self.context.space, self.context.key
+        self._model = RandomForest(space, self.n_estimators, random_state=int(self.rng.integers(2**31)))
+        self._model.fit(self._trials, key)
+        self._fitted_at = len(self._here)
+        untried = np.flatnonzero(~self._tried)
+        scored = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
+        features = self._model.features_of_encoded(self._encoded[scored], key)
+        self._per_tree = self._model.per_tree_log(features)
+        score = self._per_tree.mean(axis=0) - self.kappa * self._per_tree.std(axis=0)
+        score[self._model.failure_probability_of(features) > self._model.failure_threshold] = np.inf
+        order = np.argsort(score, kind="stable")
+        self._scored, self._per_tree = scored[order], self._per_tree[:, order]
+
+    def _mark(self, configs) -> None:
+        for config in configs:
+            index = self._index.get(config_json(config))
+            if index is not None:
+                self._tried[index] = True
+
+    def _take(self, indices) -> list[Config]:
+        chosen = [self._configs[i] for i in indices]
+        self._tried[list(indices)] = True
+        return chosen

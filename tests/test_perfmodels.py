@@ -1,0 +1,114 @@
+"""The perf models: fit/predict on trials, failures learned, shapes transferred, Triton's
+``prune_configs_by`` callable, and the store as the training source."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+from sklearn.linear_model import Ridge
+
+import tunekit
+from tunekit.config import config_from_dict
+from tunekit.kernels import shipped
+from tunekit.perfmodels import PerfModel, RandomForest, trials_from_rows
+from tunekit.testing.strategies import toy_space, toy_time, toy_trial
+from tunekit.trial import Status, Timing, Trial
+
+
+def key(m: int) -> dict:
+    return {"args": {"M": m}, "dtypes": ["torch.float16"]}
+
+
+def shaped_trial(config, m: int) -> Trial:
+    """toy_time, scaled by the shape: a model that ignores the key cannot fit it."""
+    t = toy_time(config) * m / 64
+    return Trial(config, Status.OK, Timing(t, t, t), extra={"key_json": __import__("json").dumps(key(m))})
+
+
+def test_forest_ranks_unseen_configs_of_a_smooth_space():
+    configs = toy_space().configs()
+    rng = np.random.default_rng(0)
+    train = [configs[i] for i in rng.permutation(len(configs))[:30]]
+    held_out = [c for c in configs if c not in train and toy_trial(c).ok]
+    model = RandomForest(toy_space()).fit([toy_trial(c) for c in train], key(64))
+    rho = spearmanr(model.predict_log(held_out, key(64)), [toy_time(c) for c in held_out]).statistic
+    assert rho > 0.7
+
+
+def test_failures_teach_the_model_which_configs_fail():
+    configs = toy_space().configs()
+    model = RandomForest(toy_space()).fit([toy_trial(c) for c in configs[::2]], key(64))
+    predicted = model.predict(configs[1::2], key(64))
+    for config, time_ms in zip(configs[1::2], predicted):
+        assert math.isinf(time_ms) == (not toy_trial(config).ok), config
+
+
+def test_shape_features_carry_a_trend_across_keys():
+    """Trained on M = 16, 64, 256, the model predicts M = 1024 slower than M = 16 for the same config."""
+    configs = toy_space().configs()
+    trials = [shaped_trial(c, m) for m in (16, 64, 256) for c in configs if toy_trial(c).ok]
+    model = RandomForest(toy_space()).fit(trials)
+    config = configs[0]
+    assert model.predict([config], key(256))[0] > 3 * model.predict([config], key(16))[0]
+
+
+def test_any_scikit_learn_regressor_can_be_wrapped_and_is_not_fit_in_place():
+    ridge = Ridge()
+    model = PerfModel(toy_space(), regressor=ridge)
+    model.fit([toy_trial(c) for c in toy_space().configs() if toy_trial(c).ok], key(64))
+    assert not hasattr(ridge, "coef_") and hasattr(model.regressor_, "coef_")
+    with pytest.raises(ValueError, match="at least one successful trial"):
+        PerfModel(toy_space()).fit([toy_trial(c) for c in toy_space().configs() if not toy_trial(c).ok])
+
+
+def test_held_out_shape_of_a_shipped_h200_space_is_ranked():
+    """Fit on attention at 16k tokens, predict the causal 4k shape it never saw."""
+    long, prefill = shipped.load("attention", "long_16k"), shipped.load("attention", "prefill_4k")
+    model = RandomForest(prefill.space()).fit(long.trials())
+    ok = [r for r in prefill.records if r.ok]
+    predicted = model.predict_log([prefill.config(r) for r in ok], prefill.key())
+    assert spearmanr(predicted, [r.time_ms for r in ok]).statistic > 0.8
+
+
+def test_as_perf_model_prunes_a_real_kernel_with_stock_triton(tmp_path):
+    """The callable takes Triton's perf_model(**named_args, **kwargs, **config.all_kwargs()) call,
+    trained from the store, and stock ``triton.autotune`` benchmarks only its top_k."""
+    import triton
+
+    from tunekit.kernels import vector_add
+
+    store_path = tmp_path / "store.db"
+    tuned = tunekit.autotune(space=vector_add.space(), key=["n"], store=store_path, strategy="exhaustive",
+                             do_bench=lambda fn, **_: (fn(), 1.0)[1])(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(4096)
+    vector_add.launch(tuned, x, y, out)  # every config into the store (times from a fake do_bench)
+    store = tunekit.ResultsStore(store_path)
+    model = RandomForest.from_store(store, "add_kernel", vector_add.space())
+    assert model.n_trials_ == len(vector_add.space())
+    timed = []
+
+    def do_bench(fn, quantiles=None, **_):
+        timed.append(fn)
+        fn()
+        return [1.0, 1.0, 1.0] if quantiles else 1.0
+
+    stock = triton.autotune(vector_add.space().configs(), key=["n"], do_bench=do_bench,
+                            prune_configs_by={"perf_model": model.as_perf_model(["n"]), "top_k": 3})(
+        triton.jit(vector_add.add_kernel.fn))
+    out.zero_()
+    vector_add.launch(stock, x, y, out)
+    torch.testing.assert_close(out, x + y)
+    assert len(timed) == 3
+
+
+def test_trials_from_rows_skip_retimed_rows_and_keep_keys():
+    rows = [{"source": "measured", "status": "ok", "median_ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1,
+             "config": '{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}', "key": '{"args": {"M": 1}}'},
+            {"source": "retimed", "status": "ok", "median_ms": 2.0, "config": '{"BLOCK_M": 16}', "key": "{}"}]
+    (trial,) = trials_from_rows(rows)
+    assert trial.ok and trial.extra["key_json"] == '{"args": {"M": 1}}'
+    assert trial.config.kwargs == config_from_dict({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}).kwargs
