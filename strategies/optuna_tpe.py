@@ -2,16 +2,20 @@
 
 Domains of powers of two are searched as integer exponents, other domains as categories. A
 proposal the Space's constraints reject, or one already proposed (TPE repeats itself in a finite
-space), is told to Optuna as failed and drawn again, without spending budget. A config that
-failed to compile or run is told as a completed trial with a penalty worse than any time, since
-TPE learns nothing from failed trials. Batches use TPE's constant liar, so that the configs of
-one batch differ.
+space), is told to Optuna as failed and drawn again, without spending budget; after
+``max_redraws`` such draws the nearest untried valid config to the last one is taken instead.
+A config that failed to compile or run is told as a completed trial with a penalty worse than
+any time, since TPE learns nothing from failed trials. Batches use TPE's constant liar, so that
+the configs of one batch differ. When the store holds the kernel's trials on other keys, their
+best configs are enqueued first (cross-shape warm start).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from tunekit.config import Config, config_json, config_to_dict
 from tunekit.space import Space, is_power_of_two
@@ -44,15 +48,18 @@ class OptunaSearch(Strategy):
     Args:
         sampler: ``"tpe"`` (default), ``"gp"``, ``"cmaes"`` or ``"random"``.
         n_startup_trials: random proposals before TPE models the results.
-        max_redraws: draws per proposal before a random unvisited config is taken instead.
+        max_redraws: draws per proposal before the nearest untried valid config is taken instead.
+        warm_start: best configs of other keys (from the store) proposed first.
     """
 
     name = "optuna"
 
-    def __init__(self, sampler: str = "tpe", n_startup_trials: int = 10, max_redraws: int = 50) -> None:
+    def __init__(self, sampler: str = "tpe", n_startup_trials: int = 10, max_redraws: int = 5,
+                 warm_start: int = 8) -> None:
         self.sampler = sampler
         self.n_startup_trials = n_startup_trials
         self.max_redraws = max_redraws
+        self.warm_start = warm_start
 
     def _make_sampler(self, seed: int):
         import optuna
@@ -77,10 +84,47 @@ class OptunaSearch(Strategy):
         self._distributions, self._decoders = _distributions(context.space)
         self._asked: dict[str, object] = {}  # config id -> the Optuna trial waiting for its result
         self._proposed: set[str] = set()
+        self._configs = context.space.configs()
+        self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
+        self._scale = np.maximum(np.ptp(self._encoded, axis=0), 1.0) if len(self._configs) else np.empty(0)
+        for config in self._best_elsewhere(context):
+            self._study.enqueue_trial(self._optuna_params(config), skip_if_exists=True)
 
+    def _best_elsewhere(self, context: SearchContext) -> list[Config]:
+        """Cross-shape warm start: the best configs the store holds for other keys, best first,
+        ``warm_start`` in all, taken in turn from each key."""
+        by_key: dict[str, list[Trial]] = {}
+        for trial in context.history:
+            if trial.ok:
+                by_key.setdefault(str(trial.extra.get("key_json")), []).append(trial)
+        ranked = [sorted(trials, key=lambda t: t.time_ms) for trials in by_key.values()]
+        chosen: dict[str, Config] = {}
+        for position in range(max((len(r) for r in ranked), default=0)):
+            for trials in ranked:
+                if position < len(trials) and len(chosen) < self.warm_start:
+                    config = context.space.canonical(trials[position].config)
+                    if config is not None:
+                        chosen.setdefault(config_json(config), config)
+        return list(chosen.values())
+
+    def _optuna_params(self, config: Config) -> dict:
+        flat = config_to_dict(config)
+        return {name: int(math.log2(flat[name])) if type(distribution).__name__ == "IntDistribution" else flat[name]
+                for name, distribution in self._distributions.items()}
+
+    def _nearest_untried(self, params: dict) -> Config | None:
+        """The unproposed valid config closest to a rejected draw (L1 over the Space's encoding,
+        each parameter scaled to its range): where the sampler wanted to go, made feasible."""
+        untried = [i for i, c in enumerate(self._configs) if config_json(c) not in self._proposed]
+        if not untried:
+            return None
+        target = self.context.space.encode(params)
+        distance = (np.abs(self._encoded[untried] - target) / self._scale).sum(axis=1)
+        return self._configs[untried[int(np.argmin(distance))]]
     def _draw(self) -> Config | None:
         from optuna.trial import TrialState
 
+        params: dict = {}
         for _ in range(self.max_redraws):
             trial = self._study.ask(self._distributions)
             params = {name: self._decoders[name](value) for name, value in trial.params.items()}
@@ -90,17 +134,15 @@ class OptunaSearch(Strategy):
                 continue
             self._asked[config_json(config)] = trial
             return config
-        return None
+        # the sampler keeps proposing what the Space rejects or what was tried: go where it wanted
+        return self._nearest_untried(params) if params else None
 
     def ask(self, n: int) -> list[Config]:
         batch = []
         for _ in range(n):
             config = self._draw()
-            if config is None:  # the sampler keeps repeating itself: take an unvisited config at random
-                remaining = self.context.space.sample(1, self.rng, exclude=self._proposed)
-                if not remaining:
-                    break
-                config = remaining[0]
+            if config is None:
+                break
             self._proposed.add(config_json(config))
             batch.append(config)
         return batch
@@ -114,10 +156,6 @@ class OptunaSearch(Strategy):
             if waiting is not None:
                 self._study.tell(waiting, value)
                 continue
-            # a config this sampler did not draw (a random fill-in): add it as a finished trial
-            flat = config_to_dict(trial.config)
-            params = {}
-            for name, distribution in self._distributions.items():
-                value_of = flat.get(name)
-                params[name] = int(math.log2(value_of)) if type(distribution).__name__ == "IntDistribution" else value_of
-            self._study.add_trial(create_trial(params=params, distributions=self._distributions, value=value))
+            # a config this sampler did not draw (a nearest feasible one): add it as a finished trial
+            self._study.add_trial(create_trial(params=self._optuna_params(trial.config),
+                                               distributions=self._distributions, value=value))

@@ -323,3 +323,23 @@ def test_progress_bar_shows_the_budget(capsys):
     launch_add(kernel)
     err = capsys.readouterr().err
     assert "tuning add_kernel" in err and "0/3" in err  # its total is the budget (later frames depend on timing)
+
+
+@pytest.mark.parametrize("strategy", [None, "rf", "optuna"])
+def test_learned_strategies_tune_a_real_kernel_and_learn_across_keys(tmp_path, strategy):
+    """The default (no strategy named), ``rf`` and ``optuna`` tune vector addition under the
+    interpreter into one store at two sizes; the second tuning starts from the first's trials."""
+    from tunekit.kernels import vector_add
+
+    store_path = tmp_path / "store.db"
+    sizes = (4096, 8192)
+    for n in sizes:
+        kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy=strategy, budget=Budget(evals=6),
+                                  store=store_path, seed=0)(vector_add.add_kernel)
+        x, y, out = vector_add.inputs(n)
+        vector_add.launch(kernel, x, y, out)
+        torch.testing.assert_close(out, x + y)
+        assert sum(t.source == "measured" for t in kernel.trials) == 6
+    runs = kernel.store.runs(kernel="add_kernel")
+    assert [r["strategy"] for r in runs] == [strategy or "default"] * 2
+    assert len(kernel.store.history(kernel.identity)) >= 12  # what the second tuning was given and added to

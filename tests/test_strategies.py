@@ -97,6 +97,30 @@ class TestDefaultSearch(StrategyConformance):
             assert min(toy_time(c) for c in found) == 1.0  # it stopped after finding the optimum
 
 
+def history_at_another_key(configs) -> tuple:
+    """Trials of ``configs`` stored at key M=2, the first the fastest."""
+    from tunekit.trial import Status, Timing, Trial
+
+    return tuple(Trial(c, Status.OK, Timing(t, t, t), extra={"key_json": '{"args": {"M": 2}, "dtypes": []}'})
+                 for t, c in enumerate(configs, 1))
+
+
+@pytest.mark.parametrize("strategy", [OptunaSearch(warm_start=3), ForestSearch(), DefaultSearch()])
+def test_learned_strategies_start_from_other_keys_in_the_store(strategy):
+    """With the store holding another key's trials, the first proposal is informed by them:
+    optuna enqueues that key's best configs; the forests rank by a model fit on them."""
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_time
+
+    space = toy_space()
+    ranked = sorted((c for c in space.configs()), key=toy_time)
+    strategy.start(SearchContext(space, Budget(evals=10), {"args": {"M": 1}, "dtypes": []}, 0,
+                                 history_at_another_key(ranked)))
+    first = strategy.ask(3)
+    assert toy_time(first[0]) <= toy_time(ranked[2])  # among the three best of the other key
+
+
 def test_unknown_optuna_sampler_is_refused():
     strategy = OptunaSearch(sampler="annealing")
     with pytest.raises(ValueError, match="Unknown Optuna sampler 'annealing'. Valid samplers: tpe"):
