@@ -58,12 +58,13 @@ def hanging_job() -> CompileJob:
 
 
 def test_a_compile_past_its_timeout_is_cut_off_and_its_worker_replaced(gpu_compile_env):
-    """Injected: a compile that takes minutes, timeout 5 s, one worker. Survives: the timeout is
-    reported, only that worker is killed, and a new worker compiles the jobs queued behind it."""
-    pool = CompilePool(workers=1, timeout=5)
+    """Injected: a compile that takes minutes, timeout 15 s (a fresh worker's first compile takes
+    seconds on a loaded machine), one worker. Survives: the timeout is reported, only that worker
+    is killed, and a new worker compiles the jobs queued behind it."""
+    pool = CompilePool(workers=1, timeout=15)
     try:
         hung, quick = pool.compile([hanging_job(), add_job(512)])
-        assert hung.status is Status.TIMEOUT and "exceeded 5.0 s" in hung.error and 5 <= hung.seconds < 30
+        assert hung.status is Status.TIMEOUT and "exceeded 15.0 s" in hung.error and 15 <= hung.seconds < 60
         assert quick.status is Status.OK
         assert [r.status for r in pool.compile([add_job(128)])] == [Status.OK]
     finally:
