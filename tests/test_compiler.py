@@ -61,9 +61,9 @@ def test_a_compile_past_its_timeout_is_cut_off_and_its_worker_replaced(gpu_compi
     """Injected: a compile that takes minutes, timeout 15 s (a fresh worker's first compile takes
     seconds on a loaded machine), one worker. Survives: the timeout is reported, only that worker
     is killed, and a new worker compiles the jobs queued behind it."""
-    pool = CompilePool(workers=1, timeout=15)
+    pool = CompilePool(workers=1)
     try:
-        hung, quick = pool.compile([hanging_job(), add_job(512)])
+        hung, quick = pool.compile([hanging_job(), add_job(512)], timeout=lambda: 15.0)  # as the adaptive one
         assert hung.status is Status.TIMEOUT and "exceeded 15.0 s" in hung.error and 15 <= hung.seconds < 60
         assert quick.status is Status.OK
         assert [r.status for r in pool.compile([add_job(128)])] == [Status.OK]

@@ -474,7 +474,7 @@ class Autotuner(_TritonAutotuner):
             deadline = time.time() + max(0.0, self.budget.seconds - clock.seconds())
         if self._pool is None:
             self._pool = CompilePool(workers)
-        timeout = self.compile_timeout if self.compile_timeout is not None else self._adaptive_compile_timeout()
+        timeout = self.compile_timeout if self.compile_timeout is not None else self._adaptive_compile_timeout
         for position, result in self._pool.as_completed([jobs[i] for i in pooled], timeout, deadline):
             if result.status is Status.OK:
                 self._compile_seconds_seen.append(result.seconds)
@@ -482,8 +482,8 @@ class Autotuner(_TritonAutotuner):
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen
-        (in this process or in the store), then a multiple of their median, not under a floor.
-        On design.md's GEMM space the median compile is 0.4 s and 1 % take over two minutes."""
+        (in the store, or in this tuning as they finish), then a multiple of their median, not
+        under a floor. On the H200 GEMM space the median compile is 0.4 s and 1 % take two minutes."""
         seen = self._compile_seconds_seen
         if len(seen) < settings.DEFAULTS.compile_timeout_after:
             return None

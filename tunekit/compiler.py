@@ -18,7 +18,7 @@ import os
 import signal
 import pickle
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,6 +157,10 @@ def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str,
     return job
 
 
+#: Seconds one compile may take: a number, None for no limit, or a callable giving either.
+Timeout = float | None | Callable[[], float | None]
+
+
 class CompilePool:
     """A pool of spawn-started compile workers, created on first use and kept for reuse.
 
@@ -181,14 +185,14 @@ class CompilePool:
             self._pool.map(_ready, range(self.workers), chunksize=1)
         return self._pool
 
-    def compile(self, jobs: Sequence[CompileJob], timeout: float | None = None) -> list[CompileResult]:
+    def compile(self, jobs: Sequence[CompileJob], timeout: Timeout = None) -> list[CompileResult]:
         """Compile ``jobs`` in parallel; results in order (see :meth:`as_completed`)."""
         results: list[CompileResult | None] = [None] * len(jobs)
         for index, result in self.as_completed(jobs, timeout):
             results[index] = result
         return [r for r in results if r is not None]
 
-    def as_completed(self, jobs: Sequence[CompileJob], timeout: float | None = None,
+    def as_completed(self, jobs: Sequence[CompileJob], timeout: Timeout = None,
                      deadline: float | None = None) -> Iterator[tuple[int, CompileResult]]:
         """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
 
@@ -196,7 +200,8 @@ class CompilePool:
         slow compile does not hold the others back, and the caller can time a finished kernel
         while the rest compile. A job still compiling ``timeout`` seconds after a worker started
         it is a ``timeout`` result: that worker (and the compiler it runs) is killed, the only
-        way to stop a compile in flight, and the pool starts a new one in its place. At
+        way to stop a compile in flight, and the pool starts a new one in its place. ``timeout``
+        may be a callable, asked again as compiles finish (an adaptive timeout). At
         ``deadline`` (``time.time()`` seconds) the pool is stopped and the jobs not yet yielded
         are left out: they were not measured, they did not fail.
         """
@@ -219,13 +224,14 @@ class CompilePool:
                 logger.info("compile deadline reached with %d compiles unfinished: stopping the workers", len(handles))
                 self.close()
                 return
-            for i in [i for i in handles if timeout is not None and i in started and now - started[i][0] > timeout]:
+            limit = timeout() if callable(timeout) else timeout
+            for i in [i for i in handles if limit is not None and i in started and now - started[i][0] > limit]:
                 if handles[i].ready():  # it finished just now: its result is taken next round
                     continue
                 del handles[i]
                 _kill_process_tree(started[i][1])
-                logger.info("a compile exceeded %.1f s: its worker was killed and replaced", timeout)
-                yield i, CompileResult(Status.TIMEOUT, now - started[i][0], f"compile exceeded {timeout:.1f} s")
+                logger.info("a compile exceeded %.1f s: its worker was killed and replaced", limit)
+                yield i, CompileResult(Status.TIMEOUT, now - started[i][0], f"compile exceeded {limit:.1f} s")
             if handles:
                 time.sleep(0.02)
 
