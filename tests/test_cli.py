@@ -68,3 +68,12 @@ def test_demo_replays_the_shipped_h200_spaces_without_a_gpu(tmp_path, capsys):
     for entry in index["spaces"]:  # one row per shipped space, with its recorded best time
         assert f"{entry['kernel']}/{entry['shape']}" in out and f"{entry['best_ms']:.4f}" in out
     assert (out_dir / "curves.png").stat().st_size > 0 and (out_dir / "summary.csv").exists()
+
+
+def test_demo_shows_the_default_strategy_with_the_store_holding_the_other_shapes(tmp_path, capsys):
+    assert main(["demo", "--replay", "--strategy", "default", "--seeds", "1", "--budget", "2", "--jobs", "1",
+                 "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("space "))
+    assert header.split()[-4:] == ["default", "default", "+", "store"]  # without, then with the store
+    assert (tmp_path / "demo" / "with-store" / "summary.csv").exists()

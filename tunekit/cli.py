@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--strategy", action="append", help="repeatable; default: every strategy but exhaustive "
                       "(replay), the default strategy (live)")
     demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
-    demo.add_argument("--seeds", type=int, default=5, help="replay: seeds per strategy and space")
+    demo.add_argument("--seeds", type=int, default=3, help="replay: seeds per strategy and space")
     demo.add_argument("--budget", type=int, default=50, help="replay: evaluations per tuning")
     demo.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="replay: processes")
     demo.add_argument("--out", default="tunekit-demo", help="replay: where the tables and PNGs go")

@@ -33,11 +33,21 @@ def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str |
     started = time.perf_counter()
     comparison = run_comparison(shipped.paths(), strategies, seeds, budget, jobs=jobs)
     written = write_outputs(comparison, out, f"tunekit demo --seeds {seeds} --budget {budget}")
-    print(f"Replayed {len(comparison.runs)} tunings ({len(strategies)} strategies x {seeds} seeds x "
+    rows = summary_rows(comparison)
+    learned = [s for s in strategies if s in ("default", "rf")]
+    if learned:  # the same strategy with the store holding the kernel's other shapes
+        transfer = run_comparison(shipped.paths(), learned[:1], seeds, budget, jobs=jobs, transfer=True)
+        write_outputs(transfer, Path(out) / "with-store", f"tunekit demo (with the store) --seeds {seeds}")
+        rows += [dict(row, strategy=f"{row['strategy']} + store") for row in summary_rows(transfer)]
+        strategies = [*strategies, f"{learned[0]} + store"]
+    print(f"Replayed {len(rows)} tunings ({len(strategies)} strategies x {seeds} seeds x "
           f"{len(index['spaces'])} spaces, {budget} evaluations each) in {time.perf_counter() - started:.1f} s, "
           f"no GPU needed.\nThe spaces: every config of the kernel suite measured on an {index['device']} "
-          f"(torch {index['torch']}, Triton {index['triton']}), shipped in tunekit.kernels.\n")
-    rows = summary_rows(comparison)
+          f"(torch {index['torch']}, Triton {index['triton']}), shipped in tunekit.kernels.")
+    if learned:
+        print(f"'{strategies[-1]}': each tuning starts with the store holding the kernel's other shapes, as it "
+              "would after tuning them (leave one shape out).")
+    print()
     by_space = {row["space"].rsplit("/", 1)[-1]: row["space"] for row in rows}
 
     def median_evals(space: str, strategy: str) -> str:
