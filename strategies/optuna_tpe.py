@@ -85,6 +85,7 @@ class OptunaSearch(Strategy):
         self._asked: dict[str, object] = {}  # config id -> the Optuna trial waiting for its result
         self._proposed: set[str] = set()
         self._configs = context.space.configs()
+        self._ids = [config_json(c) for c in self._configs]
         self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
         self._scale = np.maximum(np.ptp(self._encoded, axis=0), 1.0) if len(self._configs) else np.empty(0)
         for config in self._best_elsewhere(context):
@@ -115,12 +116,13 @@ class OptunaSearch(Strategy):
     def _nearest_untried(self, params: dict) -> Config | None:
         """The unproposed valid config closest to a rejected draw (L1 over the Space's encoding,
         each parameter scaled to its range): where the sampler wanted to go, made feasible."""
-        untried = [i for i, c in enumerate(self._configs) if config_json(c) not in self._proposed]
+        untried = [i for i, cid in enumerate(self._ids) if cid not in self._proposed]
         if not untried:
             return None
         target = self.context.space.encode(params)
         distance = (np.abs(self._encoded[untried] - target) / self._scale).sum(axis=1)
         return self._configs[untried[int(np.argmin(distance))]]
+
     def _draw(self) -> Config | None:
         from optuna.trial import TrialState
 
