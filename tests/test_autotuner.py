@@ -343,3 +343,11 @@ def test_learned_strategies_tune_a_real_kernel_and_learn_across_keys(tmp_path, s
     runs = kernel.store.runs(kernel="add_kernel")
     assert [r["strategy"] for r in runs] == [strategy or "default"] * 2
     assert len(kernel.store.history(kernel.identity)) >= 12  # what the second tuning was given and added to
+
+
+def test_a_space_whose_constraints_reject_every_config_is_refused_at_decoration(tmp_path):
+    from tunekit.kernels import vector_add
+
+    space = Space(BLOCK=[256, 512], num_warps=[4], constraints=[lambda c: c["BLOCK"] > 4096])
+    with pytest.raises(ValueError, match="The constraints of this Space reject every one of its 2 configs"):
+        tunekit.autotune(space=space, key=["n"], store=tmp_path / "store.db")(vector_add.add_kernel)
