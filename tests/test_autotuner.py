@@ -351,3 +351,56 @@ def test_a_space_whose_constraints_reject_every_config_is_refused_at_decoration(
     space = Space(BLOCK=[256, 512], num_warps=[4], constraints=[lambda c: c["BLOCK"] > 4096])
     with pytest.raises(ValueError, match="The constraints of this Space reject every one of its 2 configs"):
         tunekit.autotune(space=space, key=["n"], store=tmp_path / "store.db")(vector_add.add_kernel)
+
+
+def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_path):
+    """Injected: SIGKILL to a process tuning vector addition exhaustively (20 configs, 0.2 s per
+    benchmark) once the store holds 5 trials. Survives: every committed trial; the next tuning
+    measures only the configs the store lacks (the one in flight included) and finishes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    from tunekit.config import config_json
+    from tunekit.kernels import vector_add
+
+    store_path = tmp_path / "store.db"
+    script = textwrap.dedent(f"""
+        import time, tunekit
+        from tunekit.kernels import vector_add
+        def slow(fn, **_):
+            fn(); time.sleep(0.2); return 1.0
+        kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="exhaustive",
+                                  store={str(store_path)!r}, do_bench=slow)(vector_add.add_kernel)
+        x, y, out = vector_add.inputs(4096)
+        vector_add.launch(kernel, x, y, out)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, TRITON_INTERPRET="1"))
+    try:
+        deadline = time.time() + 120
+        committed = 0
+        while committed < 5 and time.time() < deadline and process.poll() is None:
+            time.sleep(0.05)
+            if store_path.exists():
+                committed = len([r for r in ResultsStore(store_path).rows() if r["source"] == "measured"])
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    before = [r for r in ResultsStore(store_path).rows() if r["source"] == "measured"]
+    assert 5 <= len(before) < len(vector_add.space())
+    assert len({r["config"] for r in before}) == len(before)
+
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="exhaustive", store=store_path,
+                              do_bench=lambda fn, **_: (fn(), 1.0)[1])(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(4096)
+    vector_add.launch(kernel, x, y, out)
+    torch.testing.assert_close(out, x + y)
+    measured = [t for t in kernel.trials if t.source == "measured"]
+    answered = [t for t in kernel.trials if t.source == "store"]
+    assert len(answered) == len(before) and len(measured) == len(vector_add.space()) - len(before)
+    earlier = {r["config"] for r in before}  # the store keeps config_json text
+    assert {t.config_id for t in measured}.isdisjoint(earlier)
+    assert {t.config_id for t in measured} | earlier == {config_json(c) for c in vector_add.space().configs()}
