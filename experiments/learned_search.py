@@ -31,6 +31,7 @@ from tunekit.kernels import shipped
 
 from tunekit.compare import run_comparison, summary_rows, write_outputs
 from tunekit.metrics import SpaceStats
+from tunekit.recorded import read_space
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "shared" / "spaces" / "kerneltuner"
@@ -70,17 +71,17 @@ def fmt(value: float) -> str:
     return f"{value:g}" if math.isfinite(value) else "not reached"
 
 
-def table(title: str, comparison, rows: list[dict], strategies: list[str], cap: int, kt: dict | None,
-          threshold: float) -> tuple[list[str], dict]:
+def table(title: str, stats: dict[str, SpaceStats], rows: list[dict], strategies: list[str], cap: int,
+          kt: dict | None, threshold: float) -> tuple[list[str], dict]:
     ours = medians(rows, threshold, cap)
     kt_medians = medians(kt["rows"], threshold, cap) if kt else {}
     header = ["space", "selection", "valid", "random expected", *strategies] + (["best Kernel Tuner"] if kt else [])
     lines = [f"### {title}: evaluations to within {round((threshold - 1) * 100)} % of the optimum", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     per_space = {}
-    for name, stats in comparison.stats.items():
-        expected = random_expectation(stats, threshold)
-        cells = [name, "yes" if name in SELECTION else "", str(len(stats.sorted_times)), f"{expected:.1f}"]
+    for name, space_stats in stats.items():
+        expected = random_expectation(space_stats, threshold)
+        cells = [name, "yes" if name in SELECTION else "", str(len(space_stats.sorted_times)), f"{expected:.1f}"]
         cells += [fmt(ours[(name, s)]) for s in strategies]
         best_kt = (math.inf, "")
         if kt:
@@ -94,18 +95,29 @@ def table(title: str, comparison, rows: list[dict], strategies: list[str], cap: 
 
 
 def aggregate(per_space: dict, strategies: list[str], kt: bool) -> list[str]:
-    lines = ["", "| strategy | median over spaces | spaces reached (median seed) | median of random expected / strategy "
-             + ("| spaces where it needs no more than Kernel Tuner's best |" if kt else "|"),
-             "|---|---|---|---|" + ("---|" if kt else "")]
-    for strategy in strategies:
-        values = [row[strategy] for row in per_space.values()]
-        speedups = [row["expected"] / row[strategy] if math.isfinite(row[strategy]) else 0.0
-                    for row in per_space.values()]
-        cells = [strategy, fmt(statistics.median(values)), f"{sum(math.isfinite(v) for v in values)} of {len(values)}",
-                 f"{statistics.median(speedups):.1f}x"]
+    """Medians over spaces, over all of them and, where some were used to choose the default,
+    over the held-out ones alone."""
+    subsets = {"all": list(per_space)}
+    if any(name in SELECTION for name in per_space):
+        subsets["held out"] = [name for name in per_space if name not in SELECTION]
+    lines = ["", "| spaces | strategy | median over spaces | spaces reached (median seed) "
+             "| median of random expected / strategy " + ("| spaces where it needs no more than Kernel Tuner's best |"
+                                                          if kt else "|"),
+             "|---|---|---|---|---|" + ("---|" if kt else "")]
+    for label, names in subsets.items():
+        rows = [per_space[name] for name in names]
+        for strategy in strategies:
+            values = [row[strategy] for row in rows]
+            speedups = [row["expected"] / row[strategy] if math.isfinite(row[strategy]) else 0.0 for row in rows]
+            cells = [f"{label} ({len(rows)})", strategy, fmt(statistics.median(values)),
+                     f"{sum(math.isfinite(v) for v in values)} of {len(values)}", f"{statistics.median(speedups):.1f}x"]
+            if kt:
+                cells.append(f"{sum(row[strategy] <= row['kt'] for row in rows)} of {len(rows)}")
+            lines.append("| " + " | ".join(cells) + " |")
         if kt:
-            cells.append(f"{sum(row[strategy] <= row['kt'] for row in per_space.values())} of {len(per_space)}")
-        lines.append("| " + " | ".join(cells) + " |")
+            best = [row["kt"] for row in rows]
+            lines.append(f"| {label} ({len(rows)}) | Kernel Tuner's best per space | {fmt(statistics.median(best))} "
+                         f"| {sum(math.isfinite(v) for v in best)} of {len(best)} | | |")
     return lines
 
 
@@ -117,6 +129,8 @@ def main() -> None:
     parser.add_argument("--strategy", action="append", help=f"default: {' '.join(STRATEGIES)}")
     parser.add_argument("--part", action="append", choices=["shared", "h200", "transfer"],
                         help="default: all three")
+    parser.add_argument("--from-results", action="store_true",
+                        help="rebuild report.md from the summary.csv files already in --out; replay nothing")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     strategies = args.strategy or STRATEGIES
@@ -131,16 +145,22 @@ def main() -> None:
     for part in parts:
         paths, names, transfer, kernel_tuner = runs[part]
         started = time.perf_counter()
-        comparison = run_comparison(paths, names, args.seeds, jobs=args.jobs, transfer=transfer,
-                                    budget_cap=args.budget_cap)
-        write_outputs(comparison, out / part, " ".join(["python", *sys.argv]))
-        rows = summary_rows(comparison)
+        if args.from_results:
+            rows = list(csv.DictReader((out / part / "summary.csv").open()))
+            names = list(dict.fromkeys(row["strategy"] for row in rows))
+            stats = {space.name: SpaceStats.of(space) for space in map(read_space, paths)}
+        else:
+            comparison = run_comparison(paths, names, args.seeds, jobs=args.jobs, transfer=transfer,
+                                        budget_cap=args.budget_cap)
+            write_outputs(comparison, out / part, " ".join(["python", *sys.argv]))
+            rows, stats = summary_rows(comparison), comparison.stats
         title = {"shared": "Shared Kernel Tuner spaces", "h200": "H200 spaces, empty store",
                  "transfer": "H200 spaces, store holding the kernel's other shapes"}[part]
         for threshold in THRESHOLDS:
-            lines, per_space = table(title, comparison, rows, names, args.budget_cap, kernel_tuner, threshold)
+            lines, per_space = table(title, stats, rows, names, args.budget_cap, kernel_tuner, threshold)
             report += lines + aggregate(per_space, names, kernel_tuner is not None) + [""]
-        report.append(f"({len(rows)} tunings in {time.perf_counter() - started:.0f} s)")
+        if not args.from_results:
+            report.append(f"({len(rows)} tunings in {time.perf_counter() - started:.0f} s)")
         report.append("")
         print("\n".join(report), flush=True)
     (out / "report.md").write_text("\n".join(report) + "\n")

@@ -297,6 +297,26 @@ def markdown_table(index: dict) -> str:
     return "\n".join(lines)
 
 
+def space_facts(index_path: Path) -> str:
+    """Per kernel, from the exported files beside ``index.json``: cold compile seconds (median,
+    99th percentile, sum over the configs of its first shape) and the largest output error."""
+    import numpy as np
+
+    lines, seen = [], set()
+    errors = []
+    for row in json.loads(index_path.read_text())["spaces"]:
+        space = read_space(index_path.parent / row["file"])
+        errors += [r.extra["relative_error"] for r in space.records if "relative_error" in r.extra]
+        if row["kernel"] in seen:
+            continue
+        seen.add(row["kernel"])
+        compile_s = np.array([r.compile_ms for r in space.records]) / 1e3
+        lines.append(f"{row['kernel']}: compile s median {np.median(compile_s):.2f}, p99 "
+                     f"{np.percentile(compile_s, 99):.0f}, sum {compile_s.sum():.0f} over {len(compile_s)} configs")
+    lines.append(f"largest relative error of any config: {max(errors):.1e} over {len(errors)} measurements")
+    return "\n".join(lines)
+
+
 TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_splitk": "`torch.matmul` (cuBLAS)",
                "softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`",
                "attention": "`F.scaled_dot_product_attention`"}
@@ -314,7 +334,9 @@ def main() -> None:
                         help="where to record; with --export, the recordings to export (repeatable)")
     args = parser.parse_args()
     if args.table:
-        print(markdown_table(json.loads(Path(args.table).read_text())))
+        index_path = Path(args.table)
+        print(markdown_table(json.loads(index_path.read_text())))
+        print(space_facts(index_path))
         return
     if not args.out:
         parser.error("--out is required")

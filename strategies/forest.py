@@ -52,6 +52,8 @@ class ForestSearch(Strategy):
         self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
         self._tried = np.zeros(len(self._configs), dtype=bool)
         self._trials: list[Trial] = list(context.history)
+        self._learned_elsewhere = any(t.ok for t in context.history)
+        self._any_ok = self._learned_elsewhere
         self._here: list[Trial] = []  # this tuning's trials
         self._fitted_at = -1
         self._model: RandomForest | None = None
@@ -61,6 +63,7 @@ class ForestSearch(Strategy):
     def tell(self, trials: Sequence[Trial]) -> None:
         self._trials.extend(trials)
         self._here.extend(trials)
+        self._any_ok = self._any_ok or any(t.ok for t in trials)
         self._mark(t.config for t in trials)
 
     def ask(self, n: int) -> list[Config]:
@@ -68,8 +71,7 @@ class ForestSearch(Strategy):
         untried = np.flatnonzero(~self._tried)
         if not len(untried) or n < 1:
             return []
-        learned_elsewhere = any(t.ok for t in self.context.history)
-        if not any(t.ok for t in self._trials) or (not learned_elsewhere and len(self._here) < self.initial):
+        if not self._any_ok or (not self._learned_elsewhere and len(self._here) < self.initial):
             return self._take(self.rng.permutation(untried)[:n])
         if self._model is None or len(self._here) - self._fitted_at >= max(1, self.refit_growth * self._fitted_at):
             self._fit()
