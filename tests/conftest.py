@@ -45,3 +45,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "interpreter_loops" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def postgres_url():
+    """A new, empty PostgreSQL database on the server that ``$TUNEKIT_TEST_POSTGRES`` names
+    (``.ci/run`` starts one with ``.ci/postgres``); dropped afterwards. Skips without a server."""
+    import uuid
+
+    server = os.environ.get("TUNEKIT_TEST_POSTGRES")
+    if not server:
+        pytest.skip("no PostgreSQL server: set TUNEKIT_TEST_POSTGRES (.ci/postgres starts one)")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"tunekit_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()

@@ -1,17 +1,28 @@
+import json
 import multiprocessing
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from tunekit.store import ResultsStore, StoreError, export_rows, open_store
 from tunekit.testing.stores import IDENTITY, KEY, StoreConformance, hammer, ok_trial
+from tunekit.trial import Status, Trial
 
 
 class TestSQLiteFileStore(StoreConformance):
     @pytest.fixture
     def store(self, store_path):
         return ResultsStore(store_path)
+
+
+class TestPostgreSQLStore(StoreConformance):
+    @pytest.fixture
+    def store(self, postgres_url):
+        store = ResultsStore(postgres_url)
+        yield store
+        store.close()
 
 
 class TestInMemoryStore(StoreConformance):
@@ -67,20 +78,72 @@ def test_default_store_follows_the_environment(tmp_path, monkeypatch):
     assert open_store(True).url.endswith("env.db")
 
 
-def test_concurrent_writers_lose_nothing(store_path):
-    """Injected: 4 processes writing 150 trials each into one SQLite file at once.
-    Survives: all 600 trials, no 'database is locked' error."""
-    ResultsStore(store_path)
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_concurrent_writers_lose_nothing(backend, tmp_path, request):
+    """Injected: 4 processes writing 150 trials each into one store at once, each opening it
+    (creating its tables) at the same moment. Survives: all 600 trials, no lock error."""
+    url = str(tmp_path / "store.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
     context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=hammer, args=(str(store_path), w, 150)) for w in range(4)]
+    writers = [context.Process(target=hammer, args=(url, w, 150)) for w in range(4)]
     for p in writers:
         p.start()
     for p in writers:
         p.join(120)
     assert [p.exitcode for p in writers] == [0, 0, 0, 0]
-    rows = ResultsStore(store_path).rows()
+    rows = ResultsStore(url).rows()
     assert len(rows) == 600
     assert sorted({r["strategy"] for r in rows}) == [f"writer{w}" for w in range(4)]
+
+
+def test_a_store_of_schema_1_is_migrated_and_keeps_every_trial(tmp_path):
+    """tests/data/store_v1.db was written by tunekit at commit 53fa05b (schema 1: no
+    relative_error column). Opening it migrates it in place: its 3 trials, run and winner are
+    kept, and new trials carry the new column."""
+    import shutil
+
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "data" / "store_v1.db", path)
+    before = sqlite3.connect(path).execute("SELECT id, config, status, median_ms FROM trials ORDER BY id").fetchall()
+    store = ResultsStore(path)
+    assert sqlite3.connect(path).execute("SELECT value FROM tunekit_meta WHERE name='schema_version'").fetchone() \
+        == ("2",)
+    rows = store.rows()
+    assert [(r["id"], r["config"], r["status"], r["median_ms"]) for r in rows] == before
+    assert len(before) == 3 and all(r["relative_error"] is None for r in rows)
+    (winner,) = store.winner_rows()
+    assert json.loads(winner["config"])["BLOCK"] == 256 and store.runs()[0]["evaluations"] == 3
+    trial = Trial(ok_trial(64, 1.0).config, Status.WRONG, error="differs", extra={"relative_error": 0.5})
+    store.record(IDENTITY, KEY, trial, strategy="s", run_id="r")
+    assert ResultsStore(path).rows(run_id="r")[0]["relative_error"] == 0.5
+
+
+def test_a_store_of_a_newer_schema_is_refused_and_left_untouched(store_path):
+    ResultsStore(store_path).close()
+    connection = sqlite3.connect(store_path)
+    connection.execute("UPDATE tunekit_meta SET value='99' WHERE name='schema_version'")
+    connection.commit()
+    connection.close()
+    before = store_path.read_bytes()
+    with pytest.raises(StoreError, match="schema version 99, newer than this tunekit's 2: upgrade tunekit"):
+        ResultsStore(store_path)
+    assert store_path.read_bytes() == before
+
+
+def test_a_truncated_store_is_refused_and_left_untouched(store_path):
+    """Injected: a store with 200 trials cut to its first 8 KiB (a copy interrupted mid-way).
+    Survives: the file, byte for byte; the error names the file and says what is wrong."""
+    store = ResultsStore(store_path)
+    for i in range(200):
+        store.record(IDENTITY, KEY, ok_trial(i, 1.0), strategy="s", run_id="r")
+    store.close()
+    sqlite3.connect(store_path).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
+    truncated = store_path.read_bytes()[:8192]
+    store_path.write_bytes(truncated)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{store_path}{suffix}").unlink(missing_ok=True)
+    with pytest.raises(StoreError, match=f"{store_path.name}.*(malformed|not a database|could not be opened)"):
+        ResultsStore(store_path).rows()
+    assert store_path.read_bytes() == truncated
 
 
 def test_export_writes_csv_and_jsonl_and_never_overwrites(tmp_path):

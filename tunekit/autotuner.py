@@ -27,9 +27,12 @@ from triton.runtime.autotuner import Heuristics
 from . import settings
 from .benchmark import Benchmarker, classify, describe
 from .budget import Budget
+from .check import OutputCheck
 from .compiler import CompilePool, compile_job_for, unwrap_jit
 from .config import Config, config_from_dict, config_json
+from .isolation import IsolatedRunner, IsolationError, kernel_address
 from .keys import Bucket, key_json, nearest_key, resolve_buckets
+from .runner import LocalRunner
 from .search import Clock, run_search
 from .space import Space
 from .store import KernelIdentity, ResultsStore, new_run_id, open_store
@@ -77,10 +80,17 @@ class Autotuner(_TritonAutotuner):
         key_buckets: Mapping[str, Bucket | str] | str | None = None,
         default_config: Config | None = None,
         progress: bool | None = None,
+        check: bool = True,
+        check_outputs: Sequence[str] | None = None,
+        reference: Callable[..., Any] | None = None,
+        tolerance: float | Mapping[str, float] | None = None,
+        isolate: bool | None = None,
+        run_timeout: float | None = None,
     ) -> None:
         name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
-        for param, names in (("key", key), ("reset_to_zero", reset_to_zero), ("restore_value", restore_value)):
+        for param, names in (("key", key), ("reset_to_zero", reset_to_zero), ("restore_value", restore_value),
+                             ("check_outputs", check_outputs)):
             if isinstance(names, str):
                 raise ValueError(f"{param} must be a list of argument names, not the string {names!r}.")
             unknown = [n for n in names or () if n not in arg_names]
@@ -90,6 +100,14 @@ class Autotuner(_TritonAutotuner):
                     f"{'is not an argument' if len(unknown) == 1 else 'are not arguments'} of the kernel. "
                     f"Its arguments are: {', '.join(arg_names)}."
                 )
+        if reference is not None and not callable(reference):
+            raise TypeError(f"reference must be a function of the kernel's arguments. Got {reference!r} instead.")
+        tolerances = tolerance.values() if isinstance(tolerance, Mapping) else [tolerance]
+        if any(t is not None and not (isinstance(t, (int, float)) and t >= 0) for t in tolerances):
+            raise ValueError(f"tolerance must be a number >= 0 or {{argument name: number}}. Got {tolerance!r} instead.")
+        for option, seconds in (("compile_timeout", compile_timeout), ("run_timeout", run_timeout)):
+            if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
+                raise ValueError(f"{option} must be a number of seconds > 0 or None. Got {seconds!r} instead.")
         if budget is not None and not isinstance(budget, Budget):
             raise TypeError(f"budget must be a tunekit.Budget. Got {budget!r} instead.")
         self.space = self._build_space(configs, space)
@@ -123,6 +141,12 @@ class Autotuner(_TritonAutotuner):
         self.key_buckets = resolve_buckets(key, key_buckets)
         self.default_config = default_config
         self.progress = progress
+        self.check = check
+        self.check_outputs = list(check_outputs) if check_outputs is not None else None
+        self.reference = reference
+        self.tolerance = tolerance
+        self.isolate = isolate
+        self.run_timeout = run_timeout
         self.benchmarker = Benchmarker(do_bench=do_bench, warmup=warmup, rep=rep, use_cuda_graph=use_cuda_graph)
         self.kernel_name = name
         self._key_positions = [arg_names.index(k) for k in key]
@@ -132,8 +156,12 @@ class Autotuner(_TritonAutotuner):
         self._identity: KernelIdentity | None = None
         self._pool: CompilePool | None = None
         self._compile_seconds_seen: list[float] = []  # successful compiles: the adaptive timeout's base
+        self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
+        self._runner: Any = None
         self.trials: list[Trial] = []
         self.run_id: str | None = None
+        #: Benchmark worker processes the last tuning started (0: it ran in this process).
+        self.benchmark_workers_started = 0
         settings.configure_logging()
 
     # -- what code outside tunekit sees as the config list ------------------------------------
@@ -302,6 +330,7 @@ class Autotuner(_TritonAutotuner):
             return space.configs()[0]
         history = store.history(identity)
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
+        self._bench_seconds_seen = [t.extra["bench_seconds"] for t in history if t.ok and t.extra.get("bench_seconds")]
         known = {t.config_id: t for t in history if t.extra.get("key_json") == text}
         strategy = self.strategy.clone()
         context = SearchContext(space, self.budget, json.loads(text), derive_seed(self.seed, text), tuple(history))
@@ -318,20 +347,26 @@ class Autotuner(_TritonAutotuner):
         def evaluate(configs: list[Config], clock: Clock):
             return self._evaluate(configs, key, args, kwargs, clock)
 
+        self._runner = self._make_runner(args, kwargs, history)
+        result, winner = None, None
         try:
-            result = run_search(strategy, context, evaluate, known=known, clock=clock, batch=self._batch_size(strategy),
-                                on_trial=on_trial)
-        finally:
-            if bar is not None:
-                bar.close()
-        trials = result.trials
-        self.trials = trials
-        winner = None
-        try:
-            winner = self._choose(trials, key, args, kwargs, store, identity, text, run_id)
-        finally:  # close the run in the store even when every config failed
-            store.finish_run(identity, text, run_id=run_id, winner=winner, evaluations=result.evaluations,
-                             tuning_seconds=clock.seconds(), space_hash=self.space_hash)
+            try:
+                result = run_search(strategy, context, evaluate, known=known, clock=clock,
+                                    batch=self._batch_size(strategy), on_trial=on_trial)
+            finally:
+                if bar is not None:
+                    bar.close()
+            trials = result.trials
+            self.trials = trials
+            winner = self._choose(trials, key, store, identity, text, run_id)
+        finally:  # close the run in the store even when every config failed; give back the inputs
+            store.finish_run(identity, text, run_id=run_id, winner=winner,
+                             evaluations=result.evaluations if result else 0, tuning_seconds=clock.seconds(),
+                             space_hash=self.space_hash)
+            self._runner.finish()
+            self._runner.close()
+            self.benchmark_workers_started = getattr(self._runner, "workers_started", 0)
+            self._runner = None
         elapsed = clock.seconds()
         self.bench_time = elapsed
         self.configs_timings = {
@@ -345,7 +380,7 @@ class Autotuner(_TritonAutotuner):
                   f"finished after {elapsed:.2f}s,\nbest config selected: {winner.config};")
         return winner.config
 
-    def _choose(self, trials, key, args, kwargs, store, identity, text, run_id) -> Trial:
+    def _choose(self, trials, key, store, identity, text, run_id) -> Trial:
         ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
         if not ok:
             counts: dict[str, int] = {}
@@ -362,7 +397,7 @@ class Autotuner(_TritonAutotuner):
         rounds: dict[str, list[float]] = {t.config_id: [] for t in finalists}
         for _ in range(settings.DEFAULTS.finalist_rounds):
             for t in finalists:  # interleaved: every finalist once per round
-                retimed = self.benchmarker.measure(t.config, self._kernel_call(t.config, args, kwargs), key)
+                retimed = self._runner.measure(t.config, key, check=False)
                 if retimed.ok:
                     rounds[t.config_id].append(retimed.time_ms)
         best, best_ms = finalists[0], float("inf")
@@ -377,6 +412,41 @@ class Autotuner(_TritonAutotuner):
             if median < best_ms:
                 best, best_ms = Trial(t.config, Status.OK, timing, t.compile_seconds, key=key, source="retimed"), median
         return best
+
+    def output_check(self) -> OutputCheck:
+        """A new OutputCheck with this kernel's check options (one per tuning)."""
+        return OutputCheck(self.check_outputs, self.reference, self.tolerance,
+                           declared=[*self.reset_to_zero, *self.restore_value])
+
+    def _isolated(self, history: Sequence[Trial]) -> bool:
+        """``isolate`` if given; else on a GPU when the kernel is first tuned (nothing of it in the
+        store) or when one of its configs ever crashed or hung, and the kernel is importable."""
+        if self.isolate is not None:
+            return self.isolate
+        if settings.interpreting() or kernel_address(self.fn) is None:
+            return False
+        return not history or any(t.status in (Status.RUNTIME_ERROR, Status.TIMEOUT) for t in history)
+
+    def _make_runner(self, args: tuple, kwargs: dict, history: Sequence[Trial]) -> LocalRunner | IsolatedRunner:
+        if self._isolated(history):
+            logger.info("%s: checking and timing configs in a benchmark worker process", self.kernel_name)
+            timeout = self.run_timeout if self.run_timeout is not None else self._adaptive_run_timeout
+            try:
+                return IsolatedRunner(self, args, kwargs, check=self.check, timeout=timeout)
+            except IsolationError as error:
+                if self.isolate:
+                    raise
+                logger.warning("%s: tuning in this process, not isolated: %s", self.kernel_name, error)
+        return LocalRunner(self, args, kwargs, self.output_check() if self.check else None)
+
+    def _adaptive_run_timeout(self) -> float:
+        """With no ``run_timeout`` given: generous until a few configs ran, then a multiple of
+        their median check-and-benchmark seconds, not under a floor."""
+        seen = self._bench_seconds_seen
+        if len(seen) < settings.DEFAULTS.run_timeout_after:
+            return settings.DEFAULTS.run_timeout_initial
+        median = sorted(seen)[len(seen) // 2]
+        return max(settings.DEFAULTS.run_timeout_floor, settings.DEFAULTS.run_timeout_factor * median)
 
     def _workers(self) -> int:
         return self.compile_workers if self.compile_workers is not None else settings.compile_workers()
@@ -438,7 +508,9 @@ class Autotuner(_TritonAutotuner):
                 for left in sorted(unanswered | {index}):
                     yield configs[left], None
                 return
-            trial = self.benchmarker.measure(config, self._kernel_call(config, args, kwargs), key)
+            trial = self._runner.measure(config, key)
+            if trial.ok and trial.extra.get("bench_seconds"):
+                self._bench_seconds_seen.append(trial.extra["bench_seconds"])
             yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key,
                                 extra={**trial.extra, **extra})
         for left in sorted(unanswered):  # the seconds budget's deadline stopped their compiles
@@ -579,7 +651,15 @@ def autotune(
             everything in memory, as stock Triton does.
         seed: makes strategies reproducible.
         **options: ``finalists``, ``compile_workers``, ``compile_timeout``, ``key_buckets``,
-            ``default_config``, ``progress`` (see ``Autotuner``).
+            ``default_config``, ``progress``, and what guards against bad configs:
+            ``check`` (default True: each config's outputs are compared with a reference and a
+            config that differs is a ``wrong`` trial), ``check_outputs`` (the argument names
+            to compare), ``reference`` (``fn(**kernel_arguments)`` that writes the expected
+            outputs into its arguments or returns ``{name: tensor}``; by default the first
+            config that runs), ``tolerance`` (a float or ``{name: float}``; by default by dtype,
+            see ``tunekit.check``), ``isolate`` (check and time in a worker process, so that a
+            crash or hang costs only that config; by default on a GPU when the kernel is first
+            tuned), ``run_timeout`` (seconds per config in that worker; adaptive by default).
 
     Example:
         >>> @tunekit.autotune(space=tunekit.Space(BLOCK=[256, 512, 1024], num_warps=[2, 4]),

@@ -36,6 +36,13 @@ class Defaults:
     compile_timeout_after: int = 8
     compile_timeout_factor: float = 20.0
     compile_timeout_floor: float = 10.0
+    #: In a benchmark worker, one config's check and benchmark may take ``run_timeout_initial``
+    #: seconds until ``run_timeout_after`` configs ran; then ``run_timeout_factor`` times their
+    #: median, but never under ``run_timeout_floor`` seconds.
+    run_timeout_initial: float = 120.0
+    run_timeout_after: int = 4
+    run_timeout_factor: float = 20.0
+    run_timeout_floor: float = 10.0
     #: Consecutive proposals that bring nothing new before a strategy is taken as exhausted.
     max_fruitless_proposals: int = 1000
     #: Host-clock timer (interpreter): at least this many timed calls ...

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Float, Index, Integer, String, Text, create_engine, event, inspect, select
+from sqlalchemy import Column, Float, Index, Integer, String, Text, create_engine, event, inspect, select
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
 
@@ -40,7 +40,8 @@ from .trial import Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+#: 1: the first release. 2: trials.relative_error (the output check's largest relative error).
+SCHEMA_VERSION = 2
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -88,6 +89,7 @@ class _TrialRow(_Base):
     compile_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     shared_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     bench_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    relative_error: Mapped[float | None] = mapped_column(Float, nullable=True)
     source: Mapped[str] = mapped_column(String(16))
     strategy: Mapped[str] = mapped_column(String(128))
     run_id: Mapped[str] = mapped_column(String(64), index=True)
@@ -125,6 +127,14 @@ class _RunRow(_Base):
     evaluations: Mapped[int | None] = mapped_column(Integer, nullable=True)
     winner: Mapped[str | None] = mapped_column(Text, nullable=True)
     tuning_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+def _add_relative_error(operations: Any) -> None:
+    operations.add_column("trials", Column("relative_error", Float, nullable=True))
+
+
+#: _MIGRATIONS[v] turns a store of schema v into one of schema v + 1.
+_MIGRATIONS = {1: _add_relative_error}
 
 
 def new_run_id() -> str:
@@ -165,8 +175,14 @@ def _refuse_foreign_sqlite(url: str) -> None:
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        problems = [row[0] for row in connection.execute("PRAGMA quick_check(3)")] if tables else ["ok"]
+    except sqlite3.DatabaseError as error:
+        problems = [str(error)]
     finally:
         connection.close()
+    if problems != ["ok"]:
+        raise StoreError(f"{path} is damaged (SQLite says: {'; '.join(problems)}); it was left untouched. Restore it "
+                         "from a copy, or give tunekit another path.")
     if tables and "tunekit_meta" not in tables:
         raise StoreError(
             f"{path} is an SQLite database but not a tunekit store (tables: {', '.join(sorted(tables))}); "
@@ -212,7 +228,8 @@ def _trial_from_row(row: _TrialRow) -> Trial:
         key=tuple(json.loads(row.key).items()),
         source="store",
         extra={"run_id": row.run_id, "strategy": row.strategy, "created_at": row.created_at, "key_json": row.key,
-               "shared_bytes": row.shared_bytes, "bench_seconds": row.bench_seconds},
+               "shared_bytes": row.shared_bytes, "bench_seconds": row.bench_seconds,
+               "relative_error": row.relative_error},
     )
 
 
@@ -231,19 +248,44 @@ class ResultsStore:
         self._initialise()
 
     def _initialise(self) -> None:
-        try:
-            with self._session() as session:
-                _Base.metadata.create_all(session.connection())
-                version = session.get(_Meta, "schema_version")
-                if version is None:
-                    session.add(_Meta(name="schema_version", value=str(SCHEMA_VERSION)))
-                elif int(version.value) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"Store {self.url} has schema version {version.value}, newer than this tunekit's "
-                        f"{SCHEMA_VERSION}: upgrade tunekit."
-                    )
-        except OperationalError as error:
-            raise StoreError(f"Store {self.url} could not be opened: {error.orig}") from error
+        """Create the tables of a new store, or migrate an older one, in one transaction.
+
+        Two processes opening a new or old store at once both try; the second waits for the
+        first (SQLite's write lock, PostgreSQL's row lock) or, if both created tables at the
+        same moment, retries and finds the work done.
+        """
+        for attempt in range(3):
+            try:
+                with self._session() as session:
+                    _Base.metadata.create_all(session.connection())
+                    statement = select(_Meta).where(_Meta.name == "schema_version").with_for_update()
+                    version = session.scalars(statement).first()
+                    if version is None:
+                        session.add(_Meta(name="schema_version", value=str(SCHEMA_VERSION)))
+                    else:
+                        version.value = str(self._migrate(session, int(version.value)))
+                return
+            except (IntegrityError, ProgrammingError) as error:  # a concurrent creator won the race
+                if attempt == 2:
+                    raise StoreError(f"Store {self.url} could not be initialised: {error.orig}") from error
+            except (OperationalError, DatabaseError) as error:
+                raise StoreError(f"Store {self.url} could not be opened ({error.orig}); if it is a file, it is "
+                                 "not a readable tunekit store and was left untouched.") from error
+
+    def _migrate(self, session: Session, version: int) -> int:
+        """Bring a store of an older schema up to ``SCHEMA_VERSION``; every trial is kept."""
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"Store {self.url} has schema version {version}, newer than this tunekit's "
+                             f"{SCHEMA_VERSION}: upgrade tunekit.")
+        if version < SCHEMA_VERSION:
+            from alembic.migration import MigrationContext
+            from alembic.operations import Operations
+
+            operations = Operations(MigrationContext.configure(session.connection()))
+            for step in range(version, SCHEMA_VERSION):
+                _MIGRATIONS[step](operations)
+            logger.info("store %s migrated from schema %d to %d", self.url, version, SCHEMA_VERSION)
+        return SCHEMA_VERSION
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -275,6 +317,7 @@ class ResultsStore:
             compile_seconds=trial.compile_seconds,
             shared_bytes=trial.extra.get("shared_bytes"),
             bench_seconds=trial.extra.get("bench_seconds"),
+            relative_error=trial.extra.get("relative_error"),
             source=trial.source,
             strategy=strategy,
             run_id=run_id,

@@ -1,0 +1,244 @@
+"""Fault injection: configs that crash, hang, fail, compute wrong results or write in place.
+
+Every kernel here runs for real under the Triton interpreter. Each test names what it injects
+and asserts what survived: the trials and their statuses, the winner, the caller's tensors and
+the store.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tunekit
+from tunekit import Space, Status
+from tunekit.check import default_tolerance, relative_error
+from tunekit.isolation import land, ship
+from tunekit.kernels import vector_add
+from tunekit.store import ResultsStore
+from tunekit.testing import faults
+
+N = 4096
+
+
+def times_by_block(times: dict[int, float]):
+    """A do_bench that runs the kernel and reports a fixed time per BLOCK (so a test picks the fastest)."""
+    state = {}
+
+    def pre_hook(nargs):
+        state["block"] = nargs["BLOCK"]
+
+    def do_bench(kernel_call, quantiles=None):
+        kernel_call()
+        t = times[state["block"]]
+        return [t, t, t]
+
+    return pre_hook, do_bench
+
+
+def space_with_hook(blocks, pre_hook):
+    return [tunekit.Config({"BLOCK": b}, num_warps=4, pre_hook=pre_hook) for b in blocks]
+
+
+# -- the comparison itself --------------------------------------------------------------------------
+
+
+def test_tolerance_admits_another_reduction_order_and_catches_one_wrong_tile():
+    """bf16 GEMM 256x256x512: summing K in 4 chunks instead of at once stays within the bf16
+    tolerance; the same product with one 16x16 tile of 256 zeroed does not."""
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(256, 512, generator=generator), torch.randn(512, 256, generator=generator)
+    a, b = a.bfloat16().double(), b.bfloat16().double()
+    exact = (a @ b).bfloat16()
+    chunked = sum((a[:, k:k + 128].float() @ b[k:k + 128].float() for k in range(0, 512, 128))).bfloat16()
+    tolerance = default_tolerance(torch.bfloat16)
+    assert 0 < relative_error(chunked, exact) < tolerance
+    wrong_tile = chunked.clone()
+    wrong_tile[16:32, 64:80] = 0
+    assert relative_error(wrong_tile, exact) > 10 * tolerance
+
+
+def test_nan_infinity_and_integers():
+    ref = torch.tensor([1.0, 2.0, float("nan"), float("inf")])
+    assert relative_error(ref.clone(), ref) == 0.0  # NaN and inf at the same places agree
+    assert relative_error(torch.tensor([1.0, float("nan"), float("nan"), float("inf")]), ref) == math.inf
+    assert relative_error(torch.tensor([1.0, 2.0, float("nan"), 5.0]), ref) == math.inf
+    assert relative_error(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3])) == 0.0
+    assert relative_error(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3])) == math.inf
+    assert default_tolerance(torch.int32) == 0.0
+
+
+def test_tensors_reach_a_worker_with_their_layout_and_alignment():
+    """A transposed view and a view misaligned by 4 bytes keep strides, values and pointer alignment."""
+    base = torch.arange(64, dtype=torch.float32)
+    for view in (base.view(8, 8).t(), base[1:33], base.view(8, 8)[2:, 1::2]):
+        landed = land(ship(view))
+        assert landed.stride() == view.stride() and landed.shape == view.shape
+        assert landed.data_ptr() % 16 == view.data_ptr() % 16
+        assert torch.equal(landed, view)
+        assert landed.data_ptr() != view.data_ptr()
+
+
+# -- in this process ----------------------------------------------------------------------------------
+
+
+def test_a_wrong_config_is_a_wrong_trial_and_never_wins_even_when_fastest(store_path):
+    """Injected: WRONG_BLOCK skips its last tile and is timed 10x faster than the rest.
+    Survives: it is a `wrong` trial with its error in the store; the winner computes x + y."""
+    pre_hook, do_bench = times_by_block({64: 2.0, faults.WRONG_BLOCK: 0.1, 2048: 1.0})
+    kernel = tunekit.autotune(space_with_hook([64, faults.WRONG_BLOCK, 2048], pre_hook), key=["n"],
+                              do_bench=do_bench, store=store_path, isolate=False)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    out.zero_()  # no NaN to give the wrong tile away: the comparison must
+    vector_add.launch(kernel, x, y, out)
+    torch.testing.assert_close(out, x + y)
+    statuses = {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials if t.source == "measured"}
+    assert statuses == {64: Status.OK, faults.WRONG_BLOCK: Status.WRONG, 2048: Status.OK}
+    assert kernel.best_config.kwargs["BLOCK"] == 2048
+    (row,) = [r for r in ResultsStore(store_path).rows() if r["status"] == "wrong"]
+    assert "output out_ptr differs from BLOCK: 64" in row["error"] and "tolerance 0.01" in row["error"]
+    assert row["relative_error"] > 0.1
+    assert all(r["relative_error"] == 0.0 for r in ResultsStore(store_path).rows() if r["source"] == "measured"
+               and r["status"] == "ok")
+
+
+def test_without_a_check_the_fastest_wrong_config_wins():
+    """The same fault with check=False: the wrong config is timed like any other and wins, as in stock Triton."""
+    pre_hook, do_bench = times_by_block({64: 2.0, faults.WRONG_BLOCK: 0.1, 2048: 1.0})
+    kernel = tunekit.autotune(space_with_hook([64, faults.WRONG_BLOCK, 2048], pre_hook), key=["n"],
+                              do_bench=do_bench, store=None, check=False)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    vector_add.launch(kernel, x, y, out)
+    assert kernel.best_config.kwargs["BLOCK"] == faults.WRONG_BLOCK
+    fresh = torch.full_like(out, float("nan"))  # the tuning's own runs filled out's last tile; a new buffer shows it
+    vector_add.launch(kernel, x, y, fresh)
+    assert fresh[-faults.WRONG_BLOCK:].isnan().all() and torch.equal(fresh[:-faults.WRONG_BLOCK], (x + y)[:-faults.WRONG_BLOCK])
+
+
+def add_in_place(x_ptr, y_ptr, out_ptr, n):
+    torch.add(x_ptr, y_ptr, out=out_ptr)
+
+
+@pytest.mark.parametrize("reference", [add_in_place, lambda x_ptr, y_ptr, **_: {"out_ptr": x_ptr + y_ptr}],
+                         ids=["writes-its-outputs", "returns-them"])
+def test_a_reference_function_catches_a_wrong_first_config(store_path, reference):
+    """Injected: the first config to run is the wrong one. Without a reference its output would be
+    trusted; with reference= it is `wrong` and the two correct configs are `ok`."""
+    kernel = tunekit.autotune(space=Space(BLOCK=[faults.WRONG_BLOCK, 64, 2048], num_warps=[4]), key=["n"],
+                              strategy="exhaustive", store=store_path, reference=reference)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    out.zero_()
+    vector_add.launch(kernel, x, y, out)
+    statuses = {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials}
+    assert statuses == {faults.WRONG_BLOCK: Status.WRONG, 64: Status.OK, 2048: Status.OK}
+    (row,) = [r for r in ResultsStore(store_path).rows() if r["status"] == "wrong"]
+    assert "differs from the reference function" in row["error"]
+    torch.testing.assert_close(out, x + y)
+
+
+@triton.jit
+def add_writing_an_input(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, value, mask=mask)
+    if BLOCK == 512:  # a stray store into an input
+        tl.store(x_ptr + offsets, value, mask=mask)
+
+
+def test_a_config_that_writes_an_input_is_wrong_unless_outputs_are_named():
+    """Injected: BLOCK 512 also overwrites its input x. By default that is `wrong` (the reference
+    leaves x alone); with check_outputs=["out_ptr"] only out is compared and it is `ok`. Either way
+    the caller's x is the original after the tuning."""
+    for check_outputs, expected in ((None, Status.WRONG), (["out_ptr"], Status.OK)):
+        kernel = tunekit.autotune(space=Space(BLOCK=[256, 512], num_warps=[4]), key=["n"], strategy="exhaustive",
+                                  store=None, check_outputs=check_outputs)(add_writing_an_input)
+        x, y, out = vector_add.inputs(N)
+        x_before = x.clone()
+        kernel.run(x, y, out, N, grid=lambda meta: (triton.cdiv(N, meta["BLOCK"]),), warmup=False)
+        statuses = {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials}
+        assert statuses == {256: Status.OK, 512: expected}
+        if expected is Status.WRONG:
+            assert "it wrote x_ptr" in kernel.trials[1].error
+            assert torch.equal(x, x_before)
+
+
+@triton.jit
+def accumulate(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """x += y, in place."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def test_an_in_place_kernel_sees_the_callers_inputs_at_its_final_launch():
+    """Injected: an in-place kernel (x += y) with nothing declared in restore_value, benchmarked 3
+    times per config. Stock triton.autotune leaves x advanced by every benchmark run; tunekit's
+    final launch starts from the caller's x, so x == x0 + y exactly."""
+    def three_runs(kernel_call, quantiles=None):
+        for _ in range(3):
+            kernel_call()
+        return [1.0, 1.0, 1.0]
+
+    grid = lambda meta: (triton.cdiv(N, meta["BLOCK"]),)  # noqa: E731
+    configs = [tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)]
+    results = {}
+    for name, decorate in (("stock", triton.autotune), ("tunekit", tunekit.autotune)):
+        options = {"store": None} if name == "tunekit" else {}
+        kernel = decorate(configs, key=["n"], do_bench=three_runs, **options)(accumulate)
+        x, y, _ = vector_add.inputs(N)
+        x0 = x.clone()
+        kernel[grid](x, y, N)
+        results[name] = (x, x0 + y)
+    assert torch.equal(*results["tunekit"])
+    assert not torch.allclose(*results["stock"])
+
+
+# -- in a worker process --------------------------------------------------------------------------------
+
+
+def test_isolated_tuning_survives_a_segfault_a_hang_a_failed_assert_and_a_wrong_result(store_path):
+    """Injected, one config each: an out-of-bounds store that segfaults the process running it, a
+    kernel that never returns, a failed static assertion, a skipped tile. Survives: the caller's
+    process; all 6 configs are trials with those statuses in the store; the winner is a correct
+    config; the caller's out holds x + y and its inputs are untouched."""
+    kernel = tunekit.autotune(space=faults.space(), key=["n"], strategy="exhaustive", store=store_path,
+                              isolate=True, run_timeout=5)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    x0, y0 = x.clone(), y.clone()
+    vector_add.launch(kernel, x, y, out)
+    assert torch.equal(out, x + y) and torch.equal(x, x0) and torch.equal(y, y0)
+    by_block = {t.config.kwargs["BLOCK"]: t for t in kernel.trials}
+    assert {block: t.status for block, t in by_block.items()} == {
+        faults.SEGFAULT_BLOCK: Status.RUNTIME_ERROR, faults.HANG_BLOCK: Status.TIMEOUT,
+        faults.WRONG_BLOCK: Status.WRONG, faults.RAISE_BLOCK: Status.RUNTIME_ERROR,
+        **{block: Status.OK for block in faults.GOOD_BLOCKS},
+    }
+    assert "killed by SIGSEGV" in by_block[faults.SEGFAULT_BLOCK].error
+    assert "exceeded 5.0 s" in by_block[faults.HANG_BLOCK].error
+    assert "AssertionError" in by_block[faults.RAISE_BLOCK].error
+    assert kernel.best_config.kwargs["BLOCK"] in faults.GOOD_BLOCKS
+    assert kernel.benchmark_workers_started == 3  # the first, one after the segfault, one after the hang
+    store = ResultsStore(store_path)
+    measured = [r for r in store.rows() if r["source"] == "measured"]
+    assert sorted(r["status"] for r in measured) == sorted(t.status.value for t in by_block.values())
+    (run,) = store.runs()
+    assert run["evaluations"] == 6 and run["finished_at"] is not None
+
+
+def test_isolation_needs_a_kernel_a_worker_can_import():
+    """A kernel defined inside a function cannot be rebuilt in a worker: isolate=True says so
+    before anything runs there; left to its default, tuning happens in this process."""
+    @triton.jit
+    def local_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+
+    kernel = tunekit.autotune(space=Space(BLOCK=[256, 512]), key=["n"], store=None, isolate=True)(local_add)
+    x, y, out = vector_add.inputs(N)
+    with pytest.raises(tunekit.isolation.IsolationError, match="inside a function"):
+        vector_add.launch(kernel, x, y, out)

@@ -1,0 +1,217 @@
+"""Output checking: a config whose outputs differ from a reference is a ``wrong`` trial.
+
+Kernel Tuner's ``answer``/``verify`` semantics adapted to Triton launches. Before any config
+runs, every tensor argument is copied (the *pristine* inputs). Each candidate is launched
+once from the pristine inputs and its outputs are compared with the reference: the output
+of a user-supplied reference function, or by default the output of the first config that
+ran. Outputs are the arguments the user names, or else those in ``reset_to_zero`` /
+``restore_value`` and every tensor the reference wrote; any other tensor a candidate
+changes (an out-of-bounds store into a neighbouring buffer) makes it wrong too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+#: Largest relative error (see ``relative_error``) still counted as correct, per output dtype:
+#: loose enough for other reduction orders (split-K, atomics) and, in float32, for TF32 dots
+#: against an exact reference; a wrong or missing tile gives errors of 0.3 to 1.
+TOLERANCES: dict[torch.dtype, float] = {
+    torch.float64: 1e-6,
+    torch.float32: 1e-2,
+    torch.float16: 1e-2,
+    torch.bfloat16: 4e-2,
+}
+#: Other floating dtypes (float8 ...): this many units of their precision, at most ``_MAX_TOLERANCE``.
+_EPS_MULTIPLE = 4
+_MAX_TOLERANCE = 0.25
+
+
+def default_tolerance(dtype: torch.dtype) -> float:
+    """The tolerance for an output of ``dtype``; 0 (exact) for integers and booleans."""
+    if dtype in TOLERANCES:
+        return TOLERANCES[dtype]
+    if dtype.is_floating_point:
+        return min(_MAX_TOLERANCE, _EPS_MULTIPLE * torch.finfo(dtype).eps)
+    return 0.0
+
+
+def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |output - expected| / (|expected| + rms(expected)), elementwise, in float64.
+
+    Relative per element, so a single wrong tile shows even in a large output; the
+    root-mean-square term keeps elements near zero from dominating. NaN or infinity where the
+    reference has none (or at other positions) is infinite error; integers compare exactly.
+    """
+    if output.shape != expected.shape:
+        return math.inf
+    if not (output.dtype.is_floating_point or output.dtype.is_complex):
+        return 0.0 if torch.equal(output, expected) else math.inf
+    out, ref = output.to(torch.float64), expected.to(torch.float64)
+    out_finite, ref_finite = torch.isfinite(out), torch.isfinite(ref)
+    same_special = (out.isnan() & ref.isnan()) | (~out_finite & ~out.isnan() & (out == ref))
+    if bool((~out_finite & ~same_special).any()) or bool((~ref_finite & ~same_special).any()):
+        return math.inf
+    both = out_finite & ref_finite
+    if not bool(both.any()):
+        return 0.0
+    out, ref = out[both], ref[both]
+    scale = ref.abs() + ref.square().mean().sqrt()
+    difference = (out - ref).abs()
+    nonzero = scale > 0
+    if not bool(nonzero.all()) and bool((difference[~nonzero] > 0).any()):
+        return math.inf  # the reference is all zeros there and the output is not
+    return float((difference[nonzero] / scale[nonzero]).max()) if bool(nonzero.any()) else 0.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check: correct or not, the largest relative error, and why not."""
+
+    correct: bool
+    error: float = 0.0
+    message: str | None = None
+
+
+#: ``reference(**kernel_arguments)`` writes what the kernel should write into its output
+#: arguments, or returns ``{argument name: expected tensor}``.
+Reference = Callable[..., Mapping[str, torch.Tensor] | None]
+
+
+class OutputCheck:
+    """Compares each candidate's outputs with a reference; one per tuning.
+
+    Args:
+        outputs: the argument names to compare; by default the declared ones
+            (``reset_to_zero``/``restore_value``) plus every tensor the reference wrote.
+        reference: see ``Reference``; by default the first config that runs is the reference.
+        tolerance: a float for every output, or ``{argument name: float}``; else by dtype.
+        declared: the ``reset_to_zero`` and ``restore_value`` names.
+    """
+
+    def __init__(
+        self,
+        outputs: Sequence[str] | None = None,
+        reference: Reference | None = None,
+        tolerance: float | Mapping[str, float] | None = None,
+        declared: Sequence[str] = (),
+    ) -> None:
+        self.outputs = list(outputs) if outputs is not None else None
+        self.reference = reference
+        self.tolerance = tolerance
+        self.declared = list(declared)
+        self.pristine: dict[str, torch.Tensor] = {}
+        self.expected: dict[str, torch.Tensor] | None = None
+        self.reference_config: str | None = None
+        self.checked = 0
+        self.wrong = 0
+
+    # -- inputs --------------------------------------------------------------------------------
+
+    def snapshot(self, nargs: Mapping[str, Any]) -> None:
+        """Copy every tensor argument before anything runs: what each check starts from."""
+        self.pristine = {name: value.detach().clone() for name, value in nargs.items()
+                         if isinstance(value, torch.Tensor)}
+
+    def restore(self, nargs: Mapping[str, Any]) -> None:
+        """Put the pristine values back into the tensors in ``nargs`` (the user's, or clones)."""
+        with torch.no_grad():
+            for name, value in self.pristine.items():
+                target = nargs.get(name)
+                if isinstance(target, torch.Tensor) and target.data_ptr() != value.data_ptr():
+                    target.copy_(value)
+
+    # -- the reference -------------------------------------------------------------------------
+
+    def compute_reference(self, nargs: Mapping[str, Any]) -> None:
+        """Run the user's reference function on copies of the pristine inputs."""
+        assert self.reference is not None
+        copies = {name: (self.pristine[name].clone() if name in self.pristine else value)
+                  for name, value in nargs.items()}
+        returned = self.reference(**copies)
+        if returned is not None and not isinstance(returned, Mapping):
+            raise TypeError("reference must write into its output arguments or return {argument name: tensor}. "
+                            f"It returned {type(returned).__name__}.")
+        if returned:
+            unknown = sorted(set(returned) - set(self.pristine))
+            if unknown:
+                raise ValueError(f"reference returned {', '.join(unknown)}, which are not tensor arguments of the "
+                                 f"kernel; they are: {', '.join(self.pristine)}.")
+            self.expected = {name: tensor.detach().to(self.pristine[name].device) for name, tensor in returned.items()}
+        else:
+            self.expected = {name: copies[name] for name in self._outputs_of(copies)}
+        self.reference_config = "the reference function"
+
+    def _outputs_of(self, after: Mapping[str, Any]) -> list[str]:
+        if self.outputs is not None:
+            return [name for name in self.outputs if name in self.pristine]
+        written = [name for name, value in self.pristine.items() if not _identical(after[name], value)]
+        return [name for name in self.pristine if name in self.declared or name in written]
+
+    # -- judging -------------------------------------------------------------------------------
+
+    def judge(self, nargs: Mapping[str, Any], config: str) -> Verdict:
+        """Judge the outputs in ``nargs`` of one launch of ``config`` from the pristine inputs.
+
+        Without a reference yet, the first config judged becomes it (unless its outputs hold
+        NaN or infinity, which then cannot be told right from wrong: that config is wrong).
+        """
+        self.checked += 1
+        if self.expected is None:
+            outputs = self._outputs_of(nargs)
+            special = [name for name in outputs if nargs[name].is_floating_point()
+                       and not bool(torch.isfinite(nargs[name]).all())]
+            if special:
+                self.wrong += 1
+                return Verdict(False, math.inf, f"output {', '.join(special)} holds NaN or infinity, and no "
+                               "reference says that is right (pass reference= to the autotuner)")
+            self.expected = {name: nargs[name].detach().clone() for name in outputs}
+            self.reference_config = config
+            logger.info("outputs of %s are the reference for the others: %s", config, ", ".join(outputs) or "none")
+            return Verdict(True)
+        errors = {name: relative_error(nargs[name], expected) for name, expected in self.expected.items()}
+        failing = [name for name, error in errors.items() if error > self._tolerance(name, nargs[name].dtype)]
+        if not failing and self.outputs is None:  # a tensor that nothing should write was written
+            failing = [name for name, value in self.pristine.items()
+                       if name not in self.expected and not _identical(nargs[name], value)]
+            errors.update({name: math.inf for name in failing})
+        worst = max(errors.values(), default=0.0)
+        if not failing:
+            return Verdict(True, worst)
+        self.wrong += 1
+        if self.wrong * 2 > self.checked and self.checked >= 4 and self.reference is None:
+            logger.warning("%d of %d configs differ from the reference config %s; if that one is wrong, pass "
+                           "reference= to the autotuner", self.wrong, self.checked, self.reference_config)
+        name = max(failing, key=errors.__getitem__)
+        if name not in self.expected:
+            return Verdict(False, worst, f"it wrote {name}, which {self.reference_config} leaves unchanged")
+        return Verdict(False, worst, f"output {name} differs from {self.reference_config}: relative error "
+                                     f"{errors[name]:.3g} > tolerance {self._tolerance(name, nargs[name].dtype):.3g}")
+
+    def _tolerance(self, name: str, dtype: torch.dtype) -> float:
+        if isinstance(self.tolerance, Mapping):
+            return float(self.tolerance.get(name, default_tolerance(dtype)))
+        if self.tolerance is not None:
+            return float(self.tolerance)
+        return default_tolerance(dtype)
+
+
+def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equal (NaN at the same places counts as equal)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return bool(torch.equal(a.view(_same_width_int(a.dtype)), b.view(_same_width_int(b.dtype))))
+    return bool(torch.equal(a, b))
+
+
+def _same_width_int(dtype: torch.dtype) -> torch.dtype:
+    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[torch.tensor([], dtype=dtype).element_size()]

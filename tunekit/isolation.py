@@ -1,0 +1,360 @@
+"""Checking and timing configs in a worker process, so that a config that crashes, hangs or
+breaks the device context costs that worker, not the caller's process.
+
+An illegal memory access poisons a CUDA context for the rest of its process, and a segfault
+or a hang in a launch cannot be caught at all, so the only safe place to try a config nobody
+has run before is another process. The worker imports the kernel's module (the decorated
+kernel must live at the top level of an importable module, as for the compile pool), gets
+copies of the launch arguments with the caller's strides and alignment, and runs a
+``LocalRunner`` on them: the caller's tensors are never touched. A worker that dies or
+outlives the run timeout is killed; its config is a ``runtime_error`` or ``timeout`` trial and
+the next config gets a new worker, which is handed the reference outputs the check had.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .compiler import _kill_process_tree, unwrap_jit
+from .config import Config, config_from_dict, config_json
+from .trial import Status, Timing, Trial
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a new worker may take to import torch, Triton and the kernel's module.
+START_TIMEOUT = 600.0
+
+
+class IsolationError(RuntimeError):
+    """The benchmark worker could not be started; the message says why."""
+
+
+@dataclass(frozen=True)
+class ShippedTensor:
+    """A tensor on its way to a worker: the memory it spans, its layout and its alignment."""
+
+    span: torch.Tensor  # the elements from its first to its last, on the CPU
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    misalignment: int  # its data pointer modulo 16 bytes, which Triton specialises on
+    device: str
+
+
+def ship(value: Any) -> Any:
+    """What a worker needs to rebuild ``value``: a CPU copy of a tensor, anything else as it is."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if any(s < 0 for s in value.stride()):
+        raise IsolationError("a tensor argument with negative strides cannot be copied to a benchmark worker")
+    extent = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
+    span = torch.as_strided(value.detach(), (extent,), (1,)).cpu().clone()
+    return ShippedTensor(span, tuple(value.shape), tuple(value.stride()), value.data_ptr() % 16, str(value.device))
+
+
+def land(value: Any, device: str | None = None) -> Any:
+    """Rebuild a shipped tensor on ``device`` (its own by default) with the same layout and alignment."""
+    if not isinstance(value, ShippedTensor):
+        return value
+    element = value.span.element_size()
+    buffer = torch.empty(value.span.numel() + 16, dtype=value.span.dtype, device=device or value.device)
+    offset = next((o for o in range(16) if (buffer.data_ptr() + o * element) % 16 == value.misalignment), 0)
+    buffer[offset:offset + value.span.numel()].copy_(value.span)
+    return torch.as_strided(buffer, value.size, value.stride, offset)
+
+
+def kernel_address(fn: Any) -> tuple[str, str] | None:
+    """(module, name) where a worker finds this kernel, or None if it cannot (``__main__``, a closure)."""
+    jit = unwrap_jit(fn)
+    function = getattr(jit, "fn", jit)
+    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if not module or module == "__main__" or "<locals>" in qualname:
+        return None
+    return module, qualname
+
+
+def _chain(fn: Any) -> list[str]:
+    """The decorators between the Autotuner and the JIT function, by type name (Heuristics ...)."""
+    names = []
+    while fn is not unwrap_jit(fn):
+        names.append(type(fn).__name__)
+        fn = fn.fn
+    return names
+
+
+def _resolve_kernel(module: str, qualname: str, chain: list[str]) -> Any:
+    """The kernel in the worker, as the parent's Autotuner wraps it (Heuristics included)."""
+    import importlib
+
+    from triton.runtime.autotuner import Autotuner
+
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    if isinstance(found, Autotuner):
+        found = found.fn
+    if _chain(found) != chain:
+        raise IsolationError(f"{module}.{qualname} is wrapped in {_chain(found) or 'nothing'} in its module but in "
+                             f"{chain or 'nothing'} where it is tuned, so a benchmark worker cannot rebuild it; "
+                             "pass isolate=False")
+    return found
+
+
+def worker_options(autotuner: Any) -> dict[str, Any]:
+    """What the worker's own Autotuner needs: hooks, timer and check options. Must pickle."""
+    options = {
+        "arg_names": list(autotuner.arg_names),
+        "reset_to_zero": list(autotuner.reset_to_zero),
+        "restore_value": list(autotuner.restore_value),
+        "pre_hook": autotuner.pre_hook if getattr(autotuner, "user_defined_pre_hook", False) else None,
+        "post_hook": autotuner.post_hook if getattr(autotuner, "user_defined_post_hook", False) else None,
+        "benchmarker": autotuner.benchmarker,
+        "check_outputs": autotuner.check_outputs,
+        "reference": autotuner.reference,
+        "tolerance": autotuner.tolerance,
+    }
+    for name, value in options.items():
+        try:
+            pickle.dumps(value)
+        except Exception as error:
+            raise IsolationError(f"{name} of {autotuner.kernel_name} cannot be sent to a benchmark worker ({error}); "
+                                 "define it at the top level of a module, or pass isolate=False") from None
+    return options
+
+
+def _broken_device() -> bool:
+    """True when this process's CUDA context no longer works (after an illegal memory access)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+        return False
+    except Exception:
+        return True
+
+
+def _worker_main(fd: int) -> None:
+    """Entry point of a worker process (``python -c``): read the set-up, then serve requests."""
+    import sys
+    from multiprocessing.connection import Connection
+
+    connection = Connection(fd)
+    path, setup = _recv(connection)
+    sys.path[:] = path
+    _serve(connection, *setup)
+
+
+def _serve(connection: Any, module: str, qualname: str, chain: list[str], options: dict[str, Any], args: tuple,
+           kwargs: dict, check: bool, expected: dict | None, reference_config: str | None,
+           device_index: int | None) -> None:
+    """The worker: rebuild the kernel and its arguments, then check and time configs on request."""
+    from .autotuner import Autotuner
+    from .runner import LocalRunner
+
+    if device_index is not None:
+        torch.cuda.set_device(device_index)
+    benchmarker = options.pop("benchmarker")
+    autotuner = Autotuner(_resolve_kernel(module, qualname, chain), options.pop("arg_names"), None, [], store=None,
+                          **options)
+    autotuner.benchmarker = benchmarker
+    args = tuple(land(a) for a in args)
+    kwargs = {name: land(v) for name, v in kwargs.items()}
+    runner = LocalRunner(autotuner, args, kwargs, autotuner.output_check() if check else None)
+    if runner.check is not None and expected is not None:
+        runner.check.expected = {name: land(t) for name, t in expected.items()}
+        runner.check.reference_config = reference_config
+    _send(connection, ("ready", None))
+    while True:
+        request = _recv(connection)
+        if request is None:
+            return
+        params, pre_hook, grid, key, check_this = request
+        config = config_from_dict(params, pre_hook=pre_hook)
+        runner.kwargs["grid"] = grid
+        had_reference = runner.check is None or runner.check.expected is not None
+        trial = runner.measure(config, key, check=check_this)
+        reply: dict[str, Any] = {
+            "status": trial.status.value, "error": trial.error, "extra": trial.extra,
+            "timing": None if trial.timing is None else (trial.timing.median_ms, trial.timing.p20_ms,
+                                                         trial.timing.p80_ms),
+        }
+        if not had_reference and runner.check is not None and runner.check.expected is not None:
+            reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
+            reply["reference_config"] = runner.check.reference_config
+        _send(connection, ("trial", reply))
+        if not trial.ok and _broken_device():
+            return  # the context is poisoned: exit, and the parent starts a fresh worker
+
+
+#: Seconds one check-and-time may take: a number, None for no limit, or a callable giving either.
+Timeout = float | None | Callable[[], float | None]
+
+
+class IsolatedRunner:
+    """A ``LocalRunner`` in a spawn-started worker process, restarted after any crash or hang.
+
+    Args:
+        autotuner: the tuning Autotuner: its kernel is found again by module and name in the
+            worker, its hooks, timer and check options are sent there (they must pickle).
+        args, kwargs: the launch arguments; tensors are copied, never shared.
+        check: whether the worker checks outputs (with the kernel's own check options).
+        timeout: seconds one config may take in the worker (see ``Timeout``).
+    """
+
+    def __init__(self, autotuner: Any, args: tuple, kwargs: dict, *, check: bool, timeout: Timeout = None) -> None:
+        address = kernel_address(autotuner.fn)
+        if address is None:
+            raise IsolationError(f"{autotuner.kernel_name} is defined in __main__ or inside a function, so a "
+                                 "benchmark worker cannot import it; define it at the top level of a module, or "
+                                 "pass isolate=False")
+        self.address = (*address, _chain(autotuner.fn))
+        self.options = worker_options(autotuner)
+        self.args = tuple(ship(a) for a in args)
+        self.kwargs = {name: ship(v) for name, v in kwargs.items() if name != "grid"}
+        self._grid = kwargs.get("grid")  # often a closure: evaluated here, per config
+        self._grid_of = lambda config: _grid_for(autotuner, self._grid, args, kwargs, config)
+        cuda = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.is_cuda]
+        self.device_index = cuda[0].device.index if cuda else None
+        self.check = check
+        self.timeout = timeout
+        self.expected: dict | None = None
+        self.reference_config: str | None = None
+        self.workers_started = 0
+        self._process: Any = None
+        self._connection: Any = None
+        self._ready = False
+        self._start()
+
+    def _start(self) -> None:
+        # a fresh interpreter, not multiprocessing's spawn: that would re-run the caller's
+        # __main__ script in the worker (and tune again there) when it lacks a main guard
+        import socket
+        import sys
+        from multiprocessing.connection import Connection
+
+        ours, theirs = socket.socketpair()
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", f"from tunekit.isolation import _worker_main; _worker_main({theirs.fileno()})"],
+            pass_fds=[theirs.fileno()],
+        )
+        theirs.close()
+        self._connection = Connection(ours.detach())
+        _send(self._connection, (list(sys.path), (*self.address, self.options, self.args, self.kwargs, self.check,
+                                                self.expected, self.reference_config, self.device_index)))
+        self._ready = False
+        self.workers_started += 1
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        if not self._connection.poll(START_TIMEOUT):
+            self._stop()
+            raise IsolationError(f"the benchmark worker did not start within {START_TIMEOUT:.0f} s")
+        try:
+            _recv(self._connection)
+        except EOFError:
+            code = _wait(self._process)
+            raise IsolationError(f"the benchmark worker exited while starting ({_exit_reason(code)}); its error "
+                                 "is printed above") from None
+        self._ready = True
+
+    def measure(self, config: Config, key: tuple, *, check: bool = True) -> Trial:
+        """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
+        if self._process is None or self._process.poll() is not None:
+            self._start()
+        self._wait_ready()
+        start = time.perf_counter()
+        try:
+            pickle.dumps(config.pre_hook)
+        except Exception as error:
+            raise IsolationError(f"the pre_hook of config {config} cannot be sent to a benchmark worker ({error}); "
+                                 "define it at the top level of a module, or pass isolate=False") from None
+        _send(self._connection, (json.loads(config_json(config)), config.pre_hook, self._grid_of(config), key, check))
+        limit = self.timeout() if callable(self.timeout) else self.timeout
+        try:
+            answered = self._connection.poll(limit)
+            kind, reply = _recv(self._connection) if answered else (None, None)
+        except (EOFError, ConnectionError):
+            reason = _exit_reason(_wait(self._process))
+            self._stop()
+            logger.warning("config %s killed its benchmark worker (%s); starting another", config, reason)
+            return Trial(config, Status.RUNTIME_ERROR, error=f"the benchmark worker died running it ({reason})",
+                         key=key, extra={"bench_seconds": time.perf_counter() - start})
+        if kind is None:
+            self._stop()
+            logger.warning("config %s ran past %.1f s: its benchmark worker was killed", config, limit)
+            return Trial(config, Status.TIMEOUT, error=f"check and benchmark exceeded {limit:.1f} s", key=key,
+                         extra={"bench_seconds": time.perf_counter() - start})
+        if "expected" in reply:
+            self.expected, self.reference_config = reply["expected"], reply["reference_config"]
+        timing = Timing(*reply["timing"]) if reply["timing"] is not None else None
+        return Trial(config, Status(reply["status"]), timing, error=reply["error"], key=key, extra=reply["extra"])
+
+    def finish(self) -> None:
+        """The caller's tensors were never touched: nothing to restore."""
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            if self._process.poll() is None:
+                _kill_process_tree(self._process.pid)
+            _wait(self._process)
+            self._connection.close()
+        self._process = None
+        self._ready = False
+
+    def close(self) -> None:
+        """Stop the worker: ask it to exit, and kill it if it does not."""
+        if self._process is not None and self._process.poll() is None:
+            try:
+                _send(self._connection, None)
+                self._process.wait(10)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        self._stop()
+
+
+def _wait(process: Any, seconds: float = 5.0) -> int | None:
+    """The exit code of ``process`` once it ended (negative: the signal that ended it), None if it did not."""
+    try:
+        return process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _send(connection: Any, message: Any) -> None:
+    # plain pickle: multiprocessing's pickler would pass tensors as shared-memory handles,
+    # which a process that multiprocessing did not start cannot open
+    connection.send_bytes(pickle.dumps(message))
+
+
+def _recv(connection: Any) -> Any:
+    return pickle.loads(connection.recv_bytes())
+
+
+def _grid_for(autotuner: Any, grid: Any, args: tuple, kwargs: dict, config: Config) -> Any:
+    """The launch grid of ``config`` as a tuple, as the JIT would compute it from the grid function."""
+    if not callable(grid):
+        return grid
+    call = autotuner._jit_kwargs(args, dict(kwargs, **config.all_kwargs()))
+    return tuple(grid({**dict(zip(autotuner.arg_names, args)), **call}))
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,67 @@
+"""Kernels that fail on purpose, for fault-injection tests and the H200 check.
+
+``faulty_add`` adds two vectors under the Triton interpreter, except for some BLOCK sizes,
+each failing one way: ``SEGFAULT_BLOCK`` stores far out of bounds (the interpreter's store
+then segfaults the process), ``HANG_BLOCK`` never returns, ``WRONG_BLOCK`` skips the last
+tile, ``RAISE_BLOCK`` fails a static assertion. ``faulty_add_gpu`` does the same with real
+device faults for a GPU: an illegal memory access, a wrong tile, and a spin that never ends.
+They live at the top level of an importable module so that benchmark workers can import them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import triton
+import triton.language as tl
+
+from tunekit.space import Space
+
+SEGFAULT_BLOCK = 128
+HANG_BLOCK = 256
+WRONG_BLOCK = 512
+RAISE_BLOCK = 1024
+GOOD_BLOCKS = (64, 2048)
+
+
+def space() -> Space:
+    """Two good configs and one of each fault, in an order that puts a fault first."""
+    return Space(BLOCK=[SEGFAULT_BLOCK, HANG_BLOCK, WRONG_BLOCK, RAISE_BLOCK, *GOOD_BLOCKS], num_warps=[4])
+
+
+def _hang() -> None:  # called from the interpreted kernel body: Python runs it
+    time.sleep(3600)
+
+
+@triton.jit
+def faulty_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.static_assert(BLOCK != RAISE_BLOCK)
+    if BLOCK == HANG_BLOCK:
+        _hang()
+    value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    if BLOCK == SEGFAULT_BLOCK:
+        tl.store(out_ptr + offsets + (1 << 40), value)
+    elif BLOCK == WRONG_BLOCK:
+        tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
+    else:
+        tl.store(out_ptr + offsets, value, mask=mask)
+
+
+@triton.jit
+def faulty_add_gpu(x_ptr, y_ptr, out_ptr, flag_ptr, n, BLOCK: tl.constexpr):
+    """On a GPU: ``SEGFAULT_BLOCK`` makes an illegal memory access, ``WRONG_BLOCK`` skips the
+    last tile, ``HANG_BLOCK`` spins on a flag nobody sets (``flag_ptr`` holds 0)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    if BLOCK == HANG_BLOCK:
+        while tl.load(flag_ptr, volatile=True) == 0:
+            pass
+    if BLOCK == SEGFAULT_BLOCK:
+        tl.store(out_ptr + offsets + (1 << 40), value)
+    elif BLOCK == WRONG_BLOCK:
+        tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
+    else:
+        tl.store(out_ptr + offsets, value, mask=mask)
