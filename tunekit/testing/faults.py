@@ -22,6 +22,8 @@ HANG_BLOCK = 256
 WRONG_BLOCK = 512
 RAISE_BLOCK = 1024
 GOOD_BLOCKS = (64, 2048)
+# what the kernels read: compiled kernels may only read globals that are constexpr
+_SEGFAULT, _HANG, _WRONG, _RAISE = (tl.constexpr(b) for b in (SEGFAULT_BLOCK, HANG_BLOCK, WRONG_BLOCK, RAISE_BLOCK))
 
 
 def space() -> Space:
@@ -37,13 +39,13 @@ def _hang() -> None:  # called from the interpreted kernel body: Python runs it
 def faulty_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.static_assert(BLOCK != RAISE_BLOCK)
-    if BLOCK == HANG_BLOCK:
+    tl.static_assert(BLOCK != _RAISE)
+    if BLOCK == _HANG:
         _hang()
     value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
-    if BLOCK == SEGFAULT_BLOCK:
+    if BLOCK == _SEGFAULT:
         tl.store(out_ptr + offsets + (1 << 40), value)
-    elif BLOCK == WRONG_BLOCK:
+    elif BLOCK == _WRONG:
         tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
     else:
         tl.store(out_ptr + offsets, value, mask=mask)
@@ -56,12 +58,12 @@ def faulty_add_gpu(x_ptr, y_ptr, out_ptr, flag_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
-    if BLOCK == HANG_BLOCK:
+    if BLOCK == _HANG:
         while tl.load(flag_ptr, volatile=True) == 0:
             pass
-    if BLOCK == SEGFAULT_BLOCK:
+    if BLOCK == _SEGFAULT:
         tl.store(out_ptr + offsets + (1 << 40), value)
-    elif BLOCK == WRONG_BLOCK:
+    elif BLOCK == _WRONG:
         tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
     else:
         tl.store(out_ptr + offsets, value, mask=mask)
