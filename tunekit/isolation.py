@@ -145,13 +145,10 @@ def _broken_device() -> bool:
 
 def _worker_main(fd: int) -> None:
     """Entry point of a worker process (``python -c``): read the set-up, then serve requests."""
-    import sys
     from multiprocessing.connection import Connection
 
     connection = Connection(fd)
-    path, setup = _recv(connection)
-    sys.path[:] = path
-    _serve(connection, *setup)
+    _serve(connection, *_recv(connection))
 
 
 def _serve(connection: Any, module: str, qualname: str, chain: list[str], options: dict[str, Any], args: tuple,
@@ -243,14 +240,15 @@ class IsolatedRunner:
         from multiprocessing.connection import Connection
 
         ours, theirs = socket.socketpair()
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", f"from tunekit.isolation import _worker_main; _worker_main({theirs.fileno()})"],
-            pass_fds=[theirs.fileno()],
-        )
+        # this process's import path, before anything is imported: `python -c` would put the
+        # working directory first, where a source checkout's tunekit/ may shadow the installed one
+        bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
+                     f"from tunekit.isolation import _worker_main; _worker_main({theirs.fileno()})")
+        self._process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()])
         theirs.close()
         self._connection = Connection(ours.detach())
-        _send(self._connection, (list(sys.path), (*self.address, self.options, self.args, self.kwargs, self.check,
-                                                self.expected, self.reference_config, self.device_index)))
+        _send(self._connection, (*self.address, self.options, self.args, self.kwargs, self.check, self.expected,
+                                 self.reference_config, self.device_index))
         self._ready = False
         self.workers_started += 1
 
