@@ -2,8 +2,8 @@
 tile, tuned by tunekit (isolated, its default on a GPU for a kernel tuned the first time) in
 this process; then, each in a child process, the illegal access tuned in-process by tunekit
 (``isolate=False``) and by stock ``triton.autotune``, to show what isolation saves; then what
-isolation costs: the GEMM tuned with the same strategy, seed and budget, isolated and not,
-each from its own cold Triton cache.
+isolation costs: the same seeded sample of GEMM configs tuned exhaustively, isolated and not,
+each from its own cold Triton cache, with each config's time in both.
 
     python experiments/gpu_faults.py --out OUT        # writes OUT/gpu_faults.json and OUT/store.db
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,7 @@ import torch
 import triton
 
 import tunekit
+from tunekit.config import config_json
 from tunekit.kernels import matmul
 from tunekit.testing import faults
 
@@ -102,11 +105,11 @@ def in_child(which: str) -> dict:
 
 
 def gemm(isolate: str, budget: int) -> None:
-    """One GEMM tuning (default strategy, seed 0, ``budget`` evaluations) from the cold cache in
-    $TRITON_CACHE_DIR; prints a JSON line."""
-    kernel = tunekit.autotune(space=matmul.space(), key=["M", "N", "K"], store=None, strategy="default",
-                              budget=tunekit.Budget(evals=budget), isolate=isolate == "isolated",
-                              finalists=3)(triton.jit(matmul.matmul_kernel.fn))
+    """Exhaustive tuning of ``budget`` GEMM configs (a seeded sample of the space) from the cold
+    cache in $TRITON_CACHE_DIR, isolated or not; prints a JSON line with each config's time."""
+    sample = random.Random(0).sample(matmul.space().configs(), budget)
+    kernel = tunekit.autotune(sample, key=["M", "N", "K"], store=None, strategy="exhaustive",
+                              isolate=isolate == "isolated", finalists=3)(triton.jit(matmul.matmul_kernel.fn))
     a, b, c = matmul.inputs(4096, 4096, 4096, dtype=torch.bfloat16, device="cuda")
     start = time.perf_counter()
     matmul.launch(kernel, a, b, c)
@@ -115,12 +118,14 @@ def gemm(isolate: str, budget: int) -> None:
     statuses: dict[str, int] = {}
     for t in kernel.trials:
         statuses[t.status.value] = statuses.get(t.status.value, 0) + 1
-    error = ((c.float() - (a.float() @ b.float())).norm() / (a.float() @ b.float()).norm()).item()
-    print(json.dumps({"isolate": isolate, "seconds": seconds, "statuses": statuses, "winner": str(kernel.best_config),
-                      "best_ms": min(t.time_ms for t in kernel.trials), "workers_started": kernel.benchmark_workers_started,
-                      "winner_relative_error": error,
-                      "largest_relative_error_ok": max((t.extra.get("relative_error") or 0.0) for t in kernel.trials)}),
-          flush=True)
+    expected = a.float() @ b.float()
+    print(json.dumps({
+        "isolate": isolate, "seconds": seconds, "statuses": statuses, "winner": str(kernel.best_config),
+        "workers_started": kernel.benchmark_workers_started,
+        "winner_relative_error": ((c.float() - expected).norm() / expected.norm()).item(),
+        "largest_check_error": max((t.extra.get("relative_error") or 0.0) for t in kernel.trials),
+        "times_ms": {config_json(t.config): t.time_ms for t in kernel.trials if t.ok},
+    }), flush=True)
 
 
 def gemm_in_child(isolate: str, budget: int, scratch: str) -> dict:
@@ -137,7 +142,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", choices=["stock", "tunekit"])
     parser.add_argument("--gemm", choices=["isolated", "in_process"])
-    parser.add_argument("--budget", type=int, default=48, help="GEMM evaluations per tuning")
+    parser.add_argument("--budget", type=int, default=48, help="GEMM configs tuned, isolated and not")
     parser.add_argument("--skip-gemm", action="store_true")
     args = parser.parse_args()
     if args.child:
@@ -166,7 +171,18 @@ def main() -> None:
             for isolate in ("isolated", "in_process"):
                 report[f"gemm_{isolate}"] = gemm_in_child(isolate, args.budget, scratch)
                 save()
-                print(json.dumps(report[f"gemm_{isolate}"]), flush=True)
+        runs = [report[f"gemm_{isolate}"]["result"] for isolate in ("isolated", "in_process")]
+        if all(runs):
+            both = runs[0]["times_ms"].keys() & runs[1]["times_ms"].keys()
+            ratios = sorted(runs[0]["times_ms"][c] / runs[1]["times_ms"][c] for c in both)
+            report["gemm_comparison"] = {
+                "configs_timed_in_both": len(both),
+                "seconds_isolated_over_in_process": runs[0]["seconds"] / runs[1]["seconds"],
+                "time_ratio_isolated_over_in_process": {"median": statistics.median(ratios), "min": ratios[0],
+                                                        "max": ratios[-1]},
+            }
+            save()
+        print(json.dumps({k: v for k, v in report.items() if k.startswith("gemm")}, indent=1)[:4000], flush=True)
 
 
 if __name__ == "__main__":

@@ -242,3 +242,28 @@ def test_isolation_needs_a_kernel_a_worker_can_import():
     x, y, out = vector_add.inputs(N)
     with pytest.raises(tunekit.isolation.IsolationError, match="inside a function"):
         vector_add.launch(kernel, x, y, out)
+
+
+def test_a_benchmark_worker_killed_between_configs_is_replaced():
+    """Injected: SIGKILL to the benchmark worker after its first config. Survives: the next
+    config runs in a new worker and is timed; the first config's reference check carries over."""
+    import os
+    import signal
+
+    from tunekit.isolation import IsolatedRunner
+
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], store=None)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(N)
+    runner = IsolatedRunner(kernel, (x, y, out, N), {"grid": vector_add.grid(N), "warmup": False}, check=True,
+                            timeout=60)
+    try:
+        first, second = vector_add.space().configs()[:2]
+        assert runner.measure(first, ()).status is Status.OK and runner.expected is not None
+        os.kill(runner._process.pid, signal.SIGKILL)
+        runner._process.wait()
+        trial = runner.measure(second, ())
+        assert trial.status is Status.OK and trial.extra["relative_error"] == 0.0
+        assert runner.workers_started == 2
+    finally:
+        runner.close()
+    assert out.isnan().all()  # the caller's buffer was never written

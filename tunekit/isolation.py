@@ -188,8 +188,9 @@ def _serve(connection: Any, module: str, qualname: str, chain: list[str], option
         if not had_reference and runner.check is not None and runner.check.expected is not None:
             reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
             reply["reference_config"] = runner.check.reference_config
+        reply["exiting"] = not trial.ok and _broken_device()
         _send(connection, ("trial", reply))
-        if not trial.ok and _broken_device():
+        if reply["exiting"]:
             return  # the context is poisoned: exit, and the parent starts a fresh worker
 
 
@@ -268,16 +269,24 @@ class IsolatedRunner:
 
     def measure(self, config: Config, key: tuple, *, check: bool = True) -> Trial:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
-        if self._process is None or self._process.poll() is not None:
-            self._start()
-        self._wait_ready()
-        start = time.perf_counter()
         try:
             pickle.dumps(config.pre_hook)
         except Exception as error:
             raise IsolationError(f"the pre_hook of config {config} cannot be sent to a benchmark worker ({error}); "
                                  "define it at the top level of a module, or pass isolate=False") from None
-        _send(self._connection, (json.loads(config_json(config)), config.pre_hook, self._grid_of(config), key, check))
+        request = (json.loads(config_json(config)), config.pre_hook, self._grid_of(config), key, check)
+        for attempt in range(2):
+            if self._process is None or self._process.poll() is not None:
+                self._start()
+            self._wait_ready()
+            start = time.perf_counter()
+            try:
+                _send(self._connection, request)
+                break
+            except OSError:  # it died between two configs: this one never ran there
+                self._stop()
+                if attempt == 1:
+                    raise IsolationError("the benchmark worker died twice before it could run a config") from None
         limit = self.timeout() if callable(self.timeout) else self.timeout
         try:
             answered = self._connection.poll(limit)
@@ -293,6 +302,8 @@ class IsolatedRunner:
             logger.warning("config %s ran past %.1f s: its benchmark worker was killed", config, limit)
             return Trial(config, Status.TIMEOUT, error=f"check and benchmark exceeded {limit:.1f} s", key=key,
                          extra={"bench_seconds": time.perf_counter() - start})
+        if reply.get("exiting"):  # its device context broke: let it go, the next config gets a new one
+            self._stop()
         if "expected" in reply:
             self.expected, self.reference_config = reply["expected"], reply["reference_config"]
         timing = Timing(*reply["timing"]) if reply["timing"] is not None else None
