@@ -267,3 +267,22 @@ def test_a_benchmark_worker_killed_between_configs_is_replaced():
     finally:
         runner.close()
     assert out.isnan().all()  # the caller's buffer was never written
+
+
+def test_a_seconds_budget_cuts_off_a_hanging_config_and_keeps_the_best_so_far(store_path):
+    """Injected: a config that never returns, second of three, under a 15 s budget (run timeout
+    left adaptive: 120 s until a few configs ran). Survives: the tuning returns soon after its
+    budget, not after the run timeout or the hour the config would sleep; the config in flight is
+    left unmeasured (not recorded as failed), the one measured before it is the winner."""
+    import time
+
+    kernel = tunekit.autotune(space=Space(BLOCK=[64, faults.HANG_BLOCK, 2048], num_warps=[4]), key=["n"],
+                              strategy="exhaustive", budget=tunekit.Budget(seconds=15), store=store_path,
+                              isolate=True)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    start = time.perf_counter()
+    vector_add.launch(kernel, x, y, out)
+    assert time.perf_counter() - start < 60
+    assert [(t.config.kwargs["BLOCK"], t.status) for t in kernel.trials] == [(64, Status.OK)]
+    assert kernel.best_config.kwargs["BLOCK"] == 64 and torch.equal(out, x + y)
+    assert [r["status"] for r in ResultsStore(store_path).rows() if r["source"] == "measured"] == ["ok"]

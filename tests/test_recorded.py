@@ -93,6 +93,17 @@ def test_garbage_and_missing_files(tmp_path):
         read_space(tmp_path / "z.json")
 
 
+def test_a_recorded_space_cut_off_mid_way_is_refused(tmp_path):
+    """Injected: a shipped H200 recording cut to half its bytes (an interrupted download)."""
+    from tunekit.kernels import shipped
+
+    original = sorted(shipped.paths())[0]
+    cut = tmp_path / original.name
+    cut.write_bytes(original.read_bytes()[: original.stat().st_size // 2])
+    with pytest.raises(RecordedSpaceError, match=f"{cut.name}.*cannot be read"):
+        read_space(cut)
+
+
 def test_kernel_tuner_and_t4_round_trips(tmp_path):
     original = read_space(write_kt(tmp_path / "a.json", ENTRIES))
     again_kt = read_kernel_tuner(write_kernel_tuner(original, tmp_path / "b.json.gz"))

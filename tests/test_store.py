@@ -154,3 +154,49 @@ def test_export_writes_csv_and_jsonl_and_never_overwrites(tmp_path):
     with pytest.raises(FileExistsError):
         export_rows(rows, tmp_path / "mine.csv")
     assert (tmp_path / "mine.csv").read_text() == "keep me"
+
+
+TUNING_PROCESS = """
+import json, sys, time
+import tunekit
+from tunekit import Space
+from tunekit.kernels import vector_add
+from tunekit.testing import faults
+
+kernel_name, url = sys.argv[1], sys.argv[2]
+def slow_bench(fn, **_):
+    fn(); time.sleep(0.05); return 1.0
+if kernel_name == "add":
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="exhaustive", store=url,
+                              do_bench=slow_bench)(vector_add.add_kernel)
+else:
+    kernel = tunekit.autotune(space=Space(BLOCK=[*faults.GOOD_BLOCKS, 4096]), key=["n"], strategy="exhaustive",
+                              store=url, do_bench=slow_bench)(faults.faulty_add)
+x, y, out = vector_add.inputs(4096)
+vector_add.launch(kernel, x, y, out)
+assert (out == x + y).all()
+print(json.dumps({"run_id": kernel.run_id, "measured": sum(t.source == "measured" for t in kernel.trials)}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_processes_tuning_at_once_into_one_store_lose_nothing(backend, tmp_path, request):
+    """Injected: three processes started together against one new store: two tune the same
+    kernel at the same key, one another kernel. Survives: every process finishes, every trial
+    each one measured is in the store under its run, and each kernel has its winner."""
+    import subprocess
+    import sys
+
+    url = str(tmp_path / "store.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    processes = [subprocess.Popen([sys.executable, "-c", TUNING_PROCESS, name, url], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for name in ("add", "add", "faulty")]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0, 0], [err[-2000:] for _, err in outputs]
+    reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    store = ResultsStore(url)
+    for report in reports:
+        assert report["measured"] > 0
+        assert len([r for r in store.rows(run_id=report["run_id"]) if r["source"] == "measured"]) == report["measured"]
+    assert {r["kernel_name"] for r in store.winner_rows()} == {"add_kernel", "faulty_add"}
+    assert all(run["finished_at"] is not None for run in store.runs()) and len(store.runs()) == 3

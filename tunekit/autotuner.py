@@ -158,6 +158,7 @@ class Autotuner(_TritonAutotuner):
         self._compile_seconds_seen: list[float] = []  # successful compiles: the adaptive timeout's base
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: Any = None
+        self._clock: Clock | None = None
         self.trials: list[Trial] = []
         self.run_id: str | None = None
         #: Benchmark worker processes the last tuning started (0: it ran in this process).
@@ -319,7 +320,7 @@ class Autotuner(_TritonAutotuner):
         """One tuning: the shared search loop with live compile-and-time evaluation."""
         run_id = new_run_id()
         self.run_id = run_id
-        clock = Clock()
+        clock = self._clock = Clock()
         store, identity = self.store, self.identity
         self.nargs = dict(zip(self.arg_names, args))
         space = self.space
@@ -430,14 +431,21 @@ class Autotuner(_TritonAutotuner):
     def _make_runner(self, args: tuple, kwargs: dict, history: Sequence[Trial]) -> LocalRunner | IsolatedRunner:
         if self._isolated(history):
             logger.info("%s: checking and timing configs in a benchmark worker process", self.kernel_name)
-            timeout = self.run_timeout if self.run_timeout is not None else self._adaptive_run_timeout
             try:
-                return IsolatedRunner(self, args, kwargs, check=self.check, timeout=timeout)
+                return IsolatedRunner(self, args, kwargs, check=self.check, timeout=self._run_timeout)
             except IsolationError as error:
                 if self.isolate:
                     raise
                 logger.warning("%s: tuning in this process, not isolated: %s", self.kernel_name, error)
         return LocalRunner(self, args, kwargs, self.output_check() if self.check else None)
+
+    def _run_timeout(self) -> float:
+        """Seconds the config about to run in a benchmark worker may take: ``run_timeout`` or the
+        adaptive one, but never past the end of a seconds budget (then at least one second)."""
+        limit = self.run_timeout if self.run_timeout is not None else self._adaptive_run_timeout()
+        if self.budget.seconds is not None and self._clock is not None:
+            limit = min(limit, max(1.0, self.budget.seconds - self._clock.seconds()))
+        return limit
 
     def _adaptive_run_timeout(self) -> float:
         """With no ``run_timeout`` given: generous until a few configs ran, then a multiple of
@@ -509,6 +517,10 @@ class Autotuner(_TritonAutotuner):
                     yield configs[left], None
                 return
             trial = self._runner.measure(config, key)
+            if trial.status is Status.TIMEOUT and self.budget.seconds is not None \
+                    and clock.seconds() >= self.budget.seconds:
+                yield config, None  # cut off by the budget's end, not failed: a later tuning tries it again
+                continue
             if trial.ok and trial.extra.get("bench_seconds"):
                 self._bench_seconds_seen.append(trial.extra["bench_seconds"])
             yield config, Trial(trial.config, trial.status, trial.timing, compile_seconds, trial.error, key,
