@@ -7,6 +7,7 @@ the store.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -286,3 +287,31 @@ def test_a_seconds_budget_cuts_off_a_hanging_config_and_keeps_the_best_so_far(st
     assert [(t.config.kwargs["BLOCK"], t.status) for t in kernel.trials] == [(64, Status.OK)]
     assert kernel.best_config.kwargs["BLOCK"] == 64 and torch.equal(out, x + y)
     assert [r["status"] for r in ResultsStore(store_path).rows() if r["source"] == "measured"] == ["ok"]
+
+
+def test_a_noisy_one_off_timing_does_not_win(store_path):
+    """Injected: a timer that reports BLOCK 128 ten times faster than it is, once (its first
+    measurement), and BLOCK 256 at 1.0 ms always. Survives: the three best are re-timed
+    interleaved, BLOCK 256 wins, and the store keeps the re-timing with its spread."""
+    calls: dict[int, int] = {}
+    true_ms = {128: 2.0, 256: 1.0, 512: 3.0, 1024: 3.5}
+
+    def pre_hook(nargs):
+        calls["current"] = nargs["BLOCK"]
+
+    def noisy(kernel_call, quantiles=None):
+        kernel_call()
+        block = calls["current"]
+        calls[block] = calls.get(block, 0) + 1
+        t = 0.2 if block == 128 and calls[block] == 1 else true_ms[block] * (1 + 0.01 * calls[block])
+        return [t, t, t]
+
+    kernel = tunekit.autotune(space_with_hook(list(true_ms), pre_hook), key=["n"], do_bench=noisy,
+                              store=store_path)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(N)
+    vector_add.launch(kernel, x, y, out)
+    assert min(kernel.trials, key=lambda t: t.time_ms).config.kwargs["BLOCK"] == 128  # the one-off
+    assert kernel.best_config.kwargs["BLOCK"] == 256
+    retimed = {json.loads(r["config"])["BLOCK"]: r for r in ResultsStore(store_path).rows() if r["source"] == "retimed"}
+    assert set(retimed) == {128, 256, 512}
+    assert retimed[128]["median_ms"] > 2.0 and retimed[128]["p20_ms"] < retimed[128]["p80_ms"]
