@@ -118,3 +118,27 @@ def test_jobs_for_kernels_a_worker_cannot_import_are_declined():
         tl.store(x_ptr, 1.0)
 
     assert compile_job_for(local_kernel, HOPPER, (torch.zeros(1),), {}) is None
+
+
+def test_a_script_without_a_main_guard_compiles_in_workers(gpu_compile_env, tmp_path):
+    """multiprocessing's spawn would run such a script again in every worker; tunekit's workers
+    are fresh interpreters that import only the compiler."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import torch\n"
+        "from triton.backends.compiler import GPUTarget\n"
+        "from tunekit.compiler import CompileJob, CompilePool, TensorSpec\n"
+        "print('script body ran', flush=True)\n"
+        "spec = TensorSpec(torch.float16)\n"
+        "jobs = [CompileJob('tunekit.kernels.vector_add', 'add_kernel', GPUTarget('cuda', 90, 32), (spec, spec, spec, 4096),\n"
+        "                   {'BLOCK': b, 'num_warps': 4}) for b in (256, 512)]\n"
+        "pool = CompilePool(2)\n"
+        "print([r.status.value for r in pool.compile(jobs)])\n"
+        "pool.close()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("script body ran") == 1 and "['ok', 'ok']" in done.stdout

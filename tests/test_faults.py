@@ -260,8 +260,8 @@ def test_a_benchmark_worker_killed_between_configs_is_replaced():
     try:
         first, second = vector_add.space().configs()[:2]
         assert runner.measure(first, ()).status is Status.OK and runner.expected is not None
-        os.kill(runner._process.pid, signal.SIGKILL)
-        runner._process.wait()
+        os.kill(runner._worker.pid, signal.SIGKILL)
+        runner._worker.wait()
         trial = runner.measure(second, ())
         assert trial.status is Status.OK and trial.extra["relative_error"] == 0.0
         assert runner.workers_started == 2
@@ -315,3 +315,27 @@ def test_a_noisy_one_off_timing_does_not_win(store_path):
     retimed = {json.loads(r["config"])["BLOCK"]: r for r in ResultsStore(store_path).rows() if r["source"] == "retimed"}
     assert set(retimed) == {128, 256, 512}
     assert retimed[128]["median_ms"] > 2.0 and retimed[128]["p20_ms"] < retimed[128]["p80_ms"]
+
+
+def test_isolated_tuning_from_a_script_without_a_main_guard(tmp_path):
+    """A script with no `if __name__ == "__main__"` guard tunes isolated: its benchmark worker
+    must not run the script again (multiprocessing's spawn would, and tune there in turn)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import tunekit\n"
+        "from tunekit import Space\n"
+        "from tunekit.kernels import vector_add\n"
+        "from tunekit.testing import faults\n"
+        "print('script body ran', flush=True)\n"
+        "kernel = tunekit.autotune(space=Space(BLOCK=[64, 2048]), key=['n'], store=None, isolate=True)(faults.faulty_add)\n"
+        "x, y, out = vector_add.inputs(4096)\n"
+        "vector_add.launch(kernel, x, y, out)\n"
+        "assert (out == x + y).all() and kernel.benchmark_workers_started == 1\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("script body ran") == 1

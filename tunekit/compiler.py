@@ -1,11 +1,11 @@
-"""Parallel compilation of candidate configs in spawn-started worker processes.
+"""Parallel compilation of candidate configs in worker processes (``tunekit.workers``).
 
 Compiling is most of the cost of tuning (design.md), so a batch of candidates is compiled in
 a pool of worker processes before any of them is timed. A worker compiles through the JIT's
 own path (``JITFunction.warmup``) against an explicit ``GPUTarget`` with a stub driver, so it
 never touches the GPU and needs none: the binary lands in Triton's on-disk cache, where the
 launch in the user's process finds it. Workers are killable: a compile that outlives its
-timeout is cut off by terminating the pool, and the config becomes a ``timeout`` trial.
+timeout is cut off by killing its worker, and the config becomes a ``timeout`` trial.
 """
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import multiprocessing
-import os
-import signal
 import pickle
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .benchmark import classify
 from .trial import Status
+from .workers import Worker, exit_reason, ready, receive, send
 
 logger = logging.getLogger(__name__)
 
@@ -92,21 +90,10 @@ def _resolve(module: str, qualname: str) -> Any:
     return unwrap_jit(obj)
 
 
-_started_queue: Any = None
-
-
-def _init_worker(started_queue: Any) -> None:
-    global _started_queue
-    _started_queue = started_queue
-    import triton  # noqa: F401 - pays the import once per worker
-
-
-def _compile(index: int, job: CompileJob) -> CompileResult:
-    """Runs in a worker: compile one config for ``job.target`` into Triton's disk cache."""
+def _compile(job: CompileJob) -> CompileResult:
+    """In a worker: compile one config for ``job.target`` into Triton's disk cache."""
     from triton.runtime.driver import driver
 
-    if _started_queue is not None:
-        _started_queue.put((index, time.time(), os.getpid()))  # the parent's watchdog times each compile from here
     driver.set_active(_StubDriver(job.target))
     start = time.perf_counter()
     try:
@@ -120,22 +107,17 @@ def _compile(index: int, job: CompileJob) -> CompileResult:
     return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
 
 
-def _kill_process_tree(pid: int) -> None:
-    """SIGKILL a worker and the processes it started (the compiler's ptxas), on Linux via /proc."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    for child in children:
-        _kill_process_tree(int(child))
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def serve_compiles(connection: Any) -> None:
+    """A compile worker's loop: say it is ready (Triton imported), then compile what it is sent."""
+    import triton  # noqa: F401 - paid before the first compile is timed
 
-
-def _ready(_index: int = 0) -> bool:
-    return True
+    send(connection, "ready")
+    while True:
+        message = receive(connection)
+        if message is None:
+            return
+        index, job = message
+        send(connection, (index, _compile(job)))
 
 
 def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileJob | None:
@@ -162,7 +144,7 @@ Timeout = float | None | Callable[[], float | None]
 
 
 class CompilePool:
-    """A pool of spawn-started compile workers, created on first use and kept for reuse.
+    """A pool of compile worker processes, started on first use and kept for reuse.
 
     Args:
         workers: number of worker processes.
@@ -174,16 +156,27 @@ class CompilePool:
             raise ValueError(f"The 'workers' parameter of CompilePool must be an int >= 1. Got {workers} instead.")
         self.workers = workers
         self.timeout = timeout
-        self._pool: Any = None
+        self._idle: list[Worker] = []
+        self._starting: list[Worker] = []
 
-    def _ensure(self) -> Any:
-        if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            self._started = context.Queue()
-            self._pool = context.Pool(self.workers, initializer=_init_worker, initargs=(self._started,))
-            # start every worker and pay its imports before any compile is timed
-            self._pool.map(_ready, range(self.workers), chunksize=1)
-        return self._pool
+    def _ensure(self) -> None:
+        """Start the workers and wait until each has imported Triton, so no compile is timed with it."""
+        while len(self._idle) + len(self._starting) < self.workers:
+            self._starting.append(Worker("tunekit.compiler:serve_compiles"))
+        while self._starting:
+            for worker in ready(self._starting, None):
+                self._take_ready(worker)
+
+    def _take_ready(self, worker: Worker) -> None:
+        self._starting.remove(worker)
+        try:
+            worker.receive()
+        except (EOFError, OSError):
+            reason = exit_reason(worker.wait())
+            worker.kill()
+            raise RuntimeError(f"a compile worker exited while starting ({reason}); its error is printed "
+                               "above") from None
+        self._idle.append(worker)
 
     def compile(self, jobs: Sequence[CompileJob], timeout: Timeout = None) -> list[CompileResult]:
         """Compile ``jobs`` in parallel; results in order (see :meth:`as_completed`)."""
@@ -196,51 +189,65 @@ class CompilePool:
                      deadline: float | None = None) -> Iterator[tuple[int, CompileResult]]:
         """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
 
-        All jobs are queued at once and the workers take the next one as they finish, so one
-        slow compile does not hold the others back, and the caller can time a finished kernel
-        while the rest compile. A job still compiling ``timeout`` seconds after a worker started
-        it is a ``timeout`` result: that worker (and the compiler it runs) is killed, the only
-        way to stop a compile in flight, and the pool starts a new one in its place. ``timeout``
-        may be a callable, asked again as compiles finish (an adaptive timeout). At
-        ``deadline`` (``time.time()`` seconds) the pool is stopped and the jobs not yet yielded
-        are left out: they were not measured, they did not fail.
+        Each idle worker takes the next job, so one slow compile does not hold the others back,
+        and the caller can time a finished kernel while the rest compile. A job still compiling
+        ``timeout`` seconds after its worker took it is a ``timeout`` result: that worker (and
+        the compiler it runs) is killed, the only way to stop a compile in flight, and a new one
+        takes its place. ``timeout`` may be a callable, asked again as compiles finish (an
+        adaptive timeout). At ``deadline`` (``time.time()`` seconds) the compiles in flight are
+        stopped and the jobs not yet yielded are left out: they were not measured, they did not
+        fail. A worker that dies (a crashing compiler) fails its own job only.
         """
         timeout = self.timeout if timeout is None else timeout
-        pool = self._ensure()
-        handles = {i: pool.apply_async(_compile, (i, jobs[i])) for i in range(len(jobs))}
-        started: dict[int, tuple[float, int]] = {}
-        while handles:
-            while not self._started.empty():
-                index, when, pid = self._started.get_nowait()
-                started[index] = (when, pid)
-            for i in [i for i, handle in handles.items() if handle.ready()]:
-                try:
-                    result = handles.pop(i).get()
-                except Exception as error:  # the result did not unpickle
-                    result = CompileResult(Status.COMPILE_ERROR, 0.0, repr(error))
-                yield i, result
-            now = time.time()
-            if deadline is not None and now >= deadline:
-                logger.info("compile deadline reached with %d compiles unfinished: stopping the workers", len(handles))
-                self.close()
-                return
-            limit = timeout() if callable(timeout) else timeout
-            for i in [i for i in handles if limit is not None and i in started and now - started[i][0] > limit]:
-                if handles[i].ready():  # it finished just now: its result is taken next round
-                    continue
-                del handles[i]
-                _kill_process_tree(started[i][1])
-                logger.info("a compile exceeded %.1f s: its worker was killed and replaced", limit)
-                yield i, CompileResult(Status.TIMEOUT, now - started[i][0], f"compile exceeded {limit:.1f} s")
-            if handles:
-                time.sleep(0.02)
+        self._ensure()
+        pending = deque(range(len(jobs)))
+        running: dict[Worker, tuple[int, float]] = {}
+        try:
+            while pending or running:
+                while self._idle and pending:
+                    worker, index = self._idle.pop(), pending.popleft()
+                    worker.send((index, jobs[index]))
+                    running[worker] = (index, time.time())
+                for worker in ready([*running, *self._starting], 0.02):
+                    if worker in self._starting:  # a replacement finished starting
+                        self._take_ready(worker)
+                        continue
+                    index, started = running.pop(worker)
+                    try:
+                        _, result = worker.receive()
+                        self._idle.append(worker)
+                    except (EOFError, OSError):
+                        reason = exit_reason(worker.wait())
+                        self._replace(worker)
+                        result = CompileResult(Status.COMPILE_ERROR, time.time() - started,
+                                               f"the compile worker died compiling it ({reason})")
+                    yield index, result
+                now = time.time()
+                if deadline is not None and now >= deadline:
+                    logger.info("compile deadline reached with %d compiles unfinished: stopping them",
+                                len(running) + len(pending))
+                    return
+                limit = timeout() if callable(timeout) else timeout
+                for worker, (index, started) in list(running.items()):
+                    if limit is None or now - started <= limit or worker.poll(0):
+                        continue  # in time, or it finished just now: its result is taken next round
+                    del running[worker]
+                    self._replace(worker)
+                    logger.info("a compile exceeded %.1f s: its worker was killed and replaced", limit)
+                    yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
+        finally:  # the deadline, or a caller that stopped early: the compiles in flight are abandoned
+            for worker in running:
+                self._replace(worker)
+
+    def _replace(self, worker: Worker) -> None:
+        worker.kill()
+        self._starting.append(Worker("tunekit.compiler:serve_compiles"))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
-            self._started.close()
+        """Stop every worker."""
+        for worker in [*self._idle, *self._starting]:
+            worker.stop()
+        self._idle, self._starting = [], []
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         try:

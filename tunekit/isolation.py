@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,9 +23,10 @@ from typing import Any
 
 import torch
 
-from .compiler import _kill_process_tree, unwrap_jit
+from .compiler import unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .trial import Status, Timing, Trial
+from .workers import Worker, exit_reason, receive, send
 
 logger = logging.getLogger(__name__)
 
@@ -143,12 +142,9 @@ def _broken_device() -> bool:
         return True
 
 
-def _worker_main(fd: int) -> None:
-    """Entry point of a worker process (``python -c``): read the set-up, then serve requests."""
-    from multiprocessing.connection import Connection
-
-    connection = Connection(fd)
-    _serve(connection, *_recv(connection))
+def serve_benchmarks(connection: Any) -> None:
+    """A benchmark worker's entry point (``tunekit.workers``): read the set-up, then serve requests."""
+    _serve(connection, *receive(connection))
 
 
 def _serve(connection: Any, module: str, qualname: str, chain: list[str], options: dict[str, Any], args: tuple,
@@ -170,9 +166,9 @@ def _serve(connection: Any, module: str, qualname: str, chain: list[str], option
     if runner.check is not None and expected is not None:
         runner.check.expected = {name: land(t) for name, t in expected.items()}
         runner.check.reference_config = reference_config
-    _send(connection, ("ready", None))
+    send(connection, ("ready", None))
     while True:
-        request = _recv(connection)
+        request = receive(connection)
         if request is None:
             return
         params, pre_hook, grid, key, check_this = request
@@ -189,7 +185,7 @@ def _serve(connection: Any, module: str, qualname: str, chain: list[str], option
             reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
             reply["reference_config"] = runner.check.reference_config
         reply["exiting"] = not trial.ok and _broken_device()
-        _send(connection, ("trial", reply))
+        send(connection, ("trial", reply))
         if reply["exiting"]:
             return  # the context is poisoned: exit, and the parent starts a fresh worker
 
@@ -228,42 +224,29 @@ class IsolatedRunner:
         self.expected: dict | None = None
         self.reference_config: str | None = None
         self.workers_started = 0
-        self._process: Any = None
-        self._connection: Any = None
+        self._worker: Worker | None = None
         self._ready = False
         self._start()
 
     def _start(self) -> None:
-        # a fresh interpreter, not multiprocessing's spawn: that would re-run the caller's
-        # __main__ script in the worker (and tune again there) when it lacks a main guard
-        import socket
-        import sys
-        from multiprocessing.connection import Connection
-
-        ours, theirs = socket.socketpair()
-        # this process's import path, before anything is imported: `python -c` would put the
-        # working directory first, where a source checkout's tunekit/ may shadow the installed one
-        bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
-                     f"from tunekit.isolation import _worker_main; _worker_main({theirs.fileno()})")
-        self._process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()])
-        theirs.close()
-        self._connection = Connection(ours.detach())
-        _send(self._connection, (*self.address, self.options, self.args, self.kwargs, self.check, self.expected,
-                                 self.reference_config, self.device_index))
+        self._worker = Worker("tunekit.isolation:serve_benchmarks")
+        self._worker.send((*self.address, self.options, self.args, self.kwargs, self.check, self.expected,
+                           self.reference_config, self.device_index))
         self._ready = False
         self.workers_started += 1
 
     def _wait_ready(self) -> None:
         if self._ready:
             return
-        if not self._connection.poll(START_TIMEOUT):
+        assert self._worker is not None
+        if not self._worker.poll(START_TIMEOUT):
             self._stop()
             raise IsolationError(f"the benchmark worker did not start within {START_TIMEOUT:.0f} s")
         try:
-            _recv(self._connection)
+            self._worker.receive()
         except EOFError:
-            code = _wait(self._process)
-            raise IsolationError(f"the benchmark worker exited while starting ({_exit_reason(code)}); its error "
+            code = self._worker.wait()
+            raise IsolationError(f"the benchmark worker exited while starting ({exit_reason(code)}); its error "
                                  "is printed above") from None
         self._ready = True
 
@@ -276,12 +259,12 @@ class IsolatedRunner:
                                  "define it at the top level of a module, or pass isolate=False") from None
         request = (json.loads(config_json(config)), config.pre_hook, self._grid_of(config), key, check)
         for attempt in range(2):
-            if self._process is None or self._process.poll() is not None:
+            if self._worker is None or not self._worker.alive():
                 self._start()
             self._wait_ready()
             start = time.perf_counter()
             try:
-                _send(self._connection, request)
+                self._worker.send(request)
                 break
             except OSError:  # it died between two configs: this one never ran there
                 self._stop()
@@ -289,10 +272,10 @@ class IsolatedRunner:
                     raise IsolationError("the benchmark worker died twice before it could run a config") from None
         limit = self.timeout() if callable(self.timeout) else self.timeout
         try:
-            answered = self._connection.poll(limit)
-            kind, reply = _recv(self._connection) if answered else (None, None)
+            answered = self._worker.poll(limit)
+            kind, reply = self._worker.receive() if answered else (None, None)
         except (EOFError, ConnectionError):
-            reason = _exit_reason(_wait(self._process))
+            reason = exit_reason(self._worker.wait())
             self._stop()
             logger.warning("config %s killed its benchmark worker (%s); starting another", config, reason)
             return Trial(config, Status.RUNTIME_ERROR, error=f"the benchmark worker died running it ({reason})",
@@ -313,41 +296,17 @@ class IsolatedRunner:
         """The caller's tensors were never touched: nothing to restore."""
 
     def _stop(self) -> None:
-        if self._process is not None:
-            if self._process.poll() is None:
-                _kill_process_tree(self._process.pid)
-            _wait(self._process)
-            self._connection.close()
-        self._process = None
+        if self._worker is not None:
+            self._worker.kill()
+        self._worker = None
         self._ready = False
 
     def close(self) -> None:
         """Stop the worker: ask it to exit, and kill it if it does not."""
-        if self._process is not None and self._process.poll() is None:
-            try:
-                _send(self._connection, None)
-                self._process.wait(10)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
-        self._stop()
-
-
-def _wait(process: Any, seconds: float = 5.0) -> int | None:
-    """The exit code of ``process`` once it ended (negative: the signal that ended it), None if it did not."""
-    try:
-        return process.wait(seconds)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def _send(connection: Any, message: Any) -> None:
-    # plain pickle: multiprocessing's pickler would pass tensors as shared-memory handles,
-    # which a process that multiprocessing did not start cannot open
-    connection.send_bytes(pickle.dumps(message))
-
-
-def _recv(connection: Any) -> Any:
-    return pickle.loads(connection.recv_bytes())
+        if self._worker is not None:
+            self._worker.stop()
+        self._worker = None
+        self._ready = False
 
 
 def _grid_for(autotuner: Any, grid: Any, args: tuple, kwargs: dict, config: Config) -> Any:
@@ -356,14 +315,3 @@ def _grid_for(autotuner: Any, grid: Any, args: tuple, kwargs: dict, config: Conf
         return grid
     call = autotuner._jit_kwargs(args, dict(kwargs, **config.all_kwargs()))
     return tuple(grid({**dict(zip(autotuner.arg_names, args)), **call}))
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
