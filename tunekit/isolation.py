@@ -17,13 +17,12 @@ import json
 import logging
 import pickle
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .compiler import unwrap_jit
+from .compiler import Timeout, unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .trial import Status, Timing, Trial
 from .workers import Worker, exit_reason, receive, send
@@ -190,19 +189,16 @@ def _serve(connection: Any, module: str, qualname: str, chain: list[str], option
             return  # the context is poisoned: exit, and the parent starts a fresh worker
 
 
-#: Seconds one check-and-time may take: a number, None for no limit, or a callable giving either.
-Timeout = float | None | Callable[[], float | None]
-
-
 class IsolatedRunner:
-    """A ``LocalRunner`` in a spawn-started worker process, restarted after any crash or hang.
+    """A ``LocalRunner`` in a worker process (``tunekit.workers``), restarted after any crash or hang.
 
     Args:
         autotuner: the tuning Autotuner: its kernel is found again by module and name in the
             worker, its hooks, timer and check options are sent there (they must pickle).
         args, kwargs: the launch arguments; tensors are copied, never shared.
         check: whether the worker checks outputs (with the kernel's own check options).
-        timeout: seconds one config may take in the worker (see ``Timeout``).
+        timeout: seconds one config's check and benchmark may take in the worker: a number,
+            None for no limit, or a callable asked before each config.
     """
 
     def __init__(self, autotuner: Any, args: tuple, kwargs: dict, *, check: bool, timeout: Timeout = None) -> None:

@@ -36,6 +36,17 @@ def _hang() -> None:  # called from the interpreted kernel body: Python runs it
 
 
 @triton.jit
+def _store(out_ptr, offsets, value, mask, n, BLOCK: tl.constexpr):
+    """The sum's store: far out of bounds for ``SEGFAULT_BLOCK``, without the last tile for ``WRONG_BLOCK``."""
+    if BLOCK == _SEGFAULT:
+        tl.store(out_ptr + offsets + (1 << 40), value)
+    elif BLOCK == _WRONG:
+        tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
+    else:
+        tl.store(out_ptr + offsets, value, mask=mask)
+
+
+@triton.jit
 def faulty_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
@@ -43,12 +54,7 @@ def faulty_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     if BLOCK == _HANG:
         _hang()
     value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
-    if BLOCK == _SEGFAULT:
-        tl.store(out_ptr + offsets + (1 << 40), value)
-    elif BLOCK == _WRONG:
-        tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
-    else:
-        tl.store(out_ptr + offsets, value, mask=mask)
+    _store(out_ptr, offsets, value, mask, n, BLOCK)
 
 
 @triton.jit
@@ -61,9 +67,4 @@ def faulty_add_gpu(x_ptr, y_ptr, out_ptr, flag_ptr, n, BLOCK: tl.constexpr):
     if BLOCK == _HANG:
         while tl.load(flag_ptr, volatile=True) == 0:
             pass
-    if BLOCK == _SEGFAULT:
-        tl.store(out_ptr + offsets + (1 << 40), value)
-    elif BLOCK == _WRONG:
-        tl.store(out_ptr + offsets, value, mask=offsets < n - BLOCK)
-    else:
-        tl.store(out_ptr + offsets, value, mask=mask)
+    _store(out_ptr, offsets, value, mask, n, BLOCK)
