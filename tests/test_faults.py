@@ -339,3 +339,18 @@ def test_isolated_tuning_from_a_script_without_a_main_guard(tmp_path):
                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("script body ran") == 1
+
+
+def test_tensors_passed_by_name_are_restored_too():
+    """The in-place kernel with its tensors passed as keyword arguments: x == x0 + y afterwards."""
+    def three_runs(kernel_call, quantiles=None):
+        for _ in range(3):
+            kernel_call()
+        return [1.0, 1.0, 1.0]
+
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
+                              do_bench=three_runs, store=None)(accumulate)
+    x, y, _ = vector_add.inputs(N)
+    x0 = x.clone()
+    kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x_ptr=x, y_ptr=y, n=N)
+    assert torch.equal(x, x0 + y)

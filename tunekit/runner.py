@@ -34,12 +34,13 @@ class LocalRunner:
         self.args = args
         self.kwargs = kwargs
         self.check = check
-        self.nargs = dict(zip(autotuner.arg_names, args))
+        # the kernel's arguments, positional or named (kwargs also holds launch options: grid ...)
+        self.nargs = {**dict(zip(autotuner.arg_names, args)),
+                      **{name: value for name, value in kwargs.items() if name in autotuner.arg_names}}
         if check is not None:
             check.snapshot(self.nargs)
             if check.reference is not None:
-                names = set(autotuner.arg_names)
-                check.compute_reference({k: v for k, v in {**self.nargs, **kwargs}.items() if k in names})
+                check.compute_reference(self.nargs)
 
     def measure(self, config: Config, key: tuple, *, check: bool = True) -> Trial:
         """One config: checked (unless ``check`` is False or the runner has no check), then timed."""
