@@ -354,3 +354,12 @@ def test_tensors_passed_by_name_are_restored_too():
     x0 = x.clone()
     kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x_ptr=x, y_ptr=y, n=N)
     assert torch.equal(x, x0 + y)
+
+
+def test_isolation_reports_what_it_cost():
+    """An isolated tuning says how long it waited for its worker to start and spent messaging it."""
+    kernel = tunekit.autotune(space=Space(BLOCK=[64, 2048]), key=["n"], store=None, isolate=True)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    vector_add.launch(kernel, x, y, out)
+    assert kernel.isolation_seconds["starting"] > 0 and kernel.isolation_seconds["messaging"] > 0
+    assert all(t.extra["check_seconds"] > 0 for t in kernel.trials)

@@ -161,8 +161,10 @@ class Autotuner(_TritonAutotuner):
         self._clock: Clock | None = None
         self.trials: list[Trial] = []
         self.run_id: str | None = None
-        #: Benchmark worker processes the last tuning started (0: it ran in this process).
+        #: Benchmark worker processes the last tuning started (0: it ran in this process), and
+        #: the seconds it waited for them to start and spent messaging them.
         self.benchmark_workers_started = 0
+        self.isolation_seconds = {"starting": 0.0, "messaging": 0.0}
         settings.configure_logging()
 
     # -- what code outside tunekit sees as the config list ------------------------------------
@@ -367,6 +369,8 @@ class Autotuner(_TritonAutotuner):
             self._runner.finish()
             self._runner.close()
             self.benchmark_workers_started = getattr(self._runner, "workers_started", 0)
+            self.isolation_seconds = {"starting": getattr(self._runner, "seconds_starting", 0.0),
+                                      "messaging": getattr(self._runner, "seconds_messaging", 0.0)}
             self._runner = None
         elapsed = clock.seconds()
         self.bench_time = elapsed

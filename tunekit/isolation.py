@@ -220,6 +220,10 @@ class IsolatedRunner:
         self.expected: dict | None = None
         self.reference_config: str | None = None
         self.workers_started = 0
+        #: Seconds spent waiting for workers to start, and on everything around the worker's own
+        #: check and benchmark of each config (sending, receiving): what isolation costs.
+        self.seconds_starting = 0.0
+        self.seconds_messaging = 0.0
         self._worker: Worker | None = None
         self._ready = False
         self._start()
@@ -235,6 +239,7 @@ class IsolatedRunner:
         if self._ready:
             return
         assert self._worker is not None
+        waited = time.perf_counter()
         if not self._worker.poll(START_TIMEOUT):
             self._stop()
             raise IsolationError(f"the benchmark worker did not start within {START_TIMEOUT:.0f} s")
@@ -245,6 +250,7 @@ class IsolatedRunner:
             raise IsolationError(f"the benchmark worker exited while starting ({exit_reason(code)}); its error "
                                  "is printed above") from None
         self._ready = True
+        self.seconds_starting += time.perf_counter() - waited
 
     def measure(self, config: Config, key: tuple, *, check: bool = True) -> Trial:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
@@ -285,6 +291,8 @@ class IsolatedRunner:
             self._stop()
         if "expected" in reply:
             self.expected, self.reference_config = reply["expected"], reply["reference_config"]
+        in_worker = reply["extra"].get("bench_seconds", 0.0) + reply["extra"].get("check_seconds", 0.0)
+        self.seconds_messaging += max(0.0, time.perf_counter() - start - in_worker)
         timing = Timing(*reply["timing"]) if reply["timing"] is not None else None
         return Trial(config, Status(reply["status"]), timing, error=reply["error"], key=key, extra=reply["extra"])
 

@@ -46,10 +46,11 @@ class LocalRunner:
         """One config: checked (unless ``check`` is False or the runner has no check), then timed."""
         extra: dict[str, Any] = {}
         if check and self.check is not None:
+            start = time.perf_counter()
             verdict_or_failure = self._check(config, key)
             if isinstance(verdict_or_failure, Trial):
                 return verdict_or_failure
-            extra["relative_error"] = verdict_or_failure
+            extra.update(relative_error=verdict_or_failure, check_seconds=time.perf_counter() - start)
         trial = self.autotuner.benchmarker.measure(config, self.autotuner._kernel_call(config, self.args, self.kwargs),
                                                    key)
         return Trial(trial.config, trial.status, trial.timing, trial.compile_seconds, trial.error, key,
