@@ -113,10 +113,10 @@ def serve_compiles(connection: Any) -> None:
 
     send(connection, "ready")
     while True:
-        message = receive(connection)
-        if message is None:
+        try:
+            index, job = receive(connection)
+        except EOFError:  # the pool was closed (or its process is gone)
             return
-        index, job = message
         send(connection, (index, _compile(job)))
 
 
@@ -246,7 +246,7 @@ class CompilePool:
     def close(self) -> None:
         """Stop every worker."""
         for worker in [*self._idle, *self._starting]:
-            worker.stop()
+            worker.kill()
         self._idle, self._starting = [], []
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit

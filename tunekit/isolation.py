@@ -167,8 +167,9 @@ def _serve(connection: Any, module: str, qualname: str, chain: list[str], option
         runner.check.reference_config = reference_config
     send(connection, ("ready", None))
     while True:
-        request = receive(connection)
-        if request is None:
+        try:
+            request = receive(connection)
+        except EOFError:  # the tuning is over (or its process is gone)
             return
         params, pre_hook, grid, key, check_this = request
         config = config_from_dict(params, pre_hook=pre_hook)
@@ -306,11 +307,8 @@ class IsolatedRunner:
         self._ready = False
 
     def close(self) -> None:
-        """Stop the worker: ask it to exit, and kill it if it does not."""
-        if self._worker is not None:
-            self._worker.stop()
-        self._worker = None
-        self._ready = False
+        """Stop the worker."""
+        self._stop()
 
 
 def _grid_for(autotuner: Any, grid: Any, args: tuple, kwargs: dict, config: Config) -> Any:

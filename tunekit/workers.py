@@ -108,21 +108,13 @@ class Worker:
             return None
 
     def kill(self) -> None:
-        """Kill it and its children, and close the connection."""
+        """Kill it and its children, and close the connection. Also how an idle worker is
+        stopped: it holds nothing unsaved, and a worker with a CUDA context can take seconds to
+        exit on its own."""
         if self.alive():
             kill_process_tree(self.pid)
         self.wait()
         self.connection.close()
-
-    def stop(self, seconds: float = 10.0) -> None:
-        """Ask it to exit (a ``None`` message), and kill it if it does not."""
-        if self.alive():
-            try:
-                self.send(None)
-                self.process.wait(seconds)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
 
 
 def ready(workers: Sequence[Worker], timeout: float) -> list[Worker]:
