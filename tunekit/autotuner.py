@@ -361,6 +361,7 @@ class Autotuner(_TritonAutotuner):
                     bar.close()
             trials = result.trials
             self.trials = trials
+            self._clock = None  # re-timing the finalists is not cut short by the budget's end
             winner = self._choose(trials, key, store, identity, text, run_id)
         finally:  # close the run in the store even when every config failed; give back the inputs
             store.finish_run(identity, text, run_id=run_id, winner=winner,
