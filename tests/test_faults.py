@@ -363,3 +363,23 @@ def test_isolation_reports_what_it_cost():
     vector_add.launch(kernel, x, y, out)
     assert kernel.isolation_seconds["starting"] > 0 and kernel.isolation_seconds["messaging"] > 0
     assert all(t.extra["check_seconds"] > 0 for t in kernel.trials)
+
+
+@pytest.mark.interpreter_loops
+def test_split_k_sums_in_other_orders_pass_the_check():
+    """Split-K GEMM (atomic adds into a zeroed float32 output) with SPLIT_K 1, 4 and 16: each
+    config sums K in another order, so outputs differ in their last bits; none is `wrong`."""
+    from tunekit.kernels import matmul_splitk
+
+    by_split: dict[int, tunekit.Config] = {}
+    for config in matmul_splitk.space().configs():
+        by_split.setdefault(config.kwargs["SPLIT_K"], config)
+    configs = [by_split[s] for s in (1, 4, 16)]
+    kernel = tunekit.autotune(configs, key=["M", "N", "K"], reset_to_zero=["c_ptr"],
+                              store=None)(matmul_splitk.matmul_splitk_kernel)
+    a, b, c = matmul_splitk.inputs(8, 40, 300, dtype=torch.float32)
+    matmul_splitk.launch(kernel, a, b, c)
+    assert [t.status for t in kernel.trials] == [Status.OK] * 3
+    errors = [t.extra["relative_error"] for t in kernel.trials]
+    assert errors[0] == 0.0 and 0 < max(errors) < default_tolerance(torch.float32)
+    torch.testing.assert_close(c, matmul_splitk.reference(a, b), rtol=1e-4, atol=1e-3)
