@@ -383,3 +383,25 @@ def test_split_k_sums_in_other_orders_pass_the_check():
     errors = [t.extra["relative_error"] for t in kernel.trials]
     assert errors[0] == 0.0 and 0 < max(errors) < default_tolerance(torch.float32)
     torch.testing.assert_close(c, matmul_splitk.reference(a, b), rtol=1e-4, atol=1e-3)
+
+
+def accumulate_product(a_ptr, b_ptr, c_ptr, **_):
+    c_ptr += a_ptr.float() @ b_ptr.float()
+
+
+@pytest.mark.interpreter_loops
+def test_a_reference_sees_reset_to_zero_outputs_zeroed_as_the_kernel_does():
+    """Split-K accumulates into c (reset_to_zero); the caller's c holds NaN. A reference that
+    accumulates too must start from zero, as every launch does: no config is `wrong`."""
+    from tunekit.kernels import matmul_splitk
+
+    by_split: dict[int, tunekit.Config] = {}
+    for config in matmul_splitk.space().configs():
+        by_split.setdefault(config.kwargs["SPLIT_K"], config)
+    kernel = tunekit.autotune([by_split[1], by_split[4]], key=["M", "N", "K"], reset_to_zero=["c_ptr"], store=None,
+                              reference=accumulate_product)(matmul_splitk.matmul_splitk_kernel)
+    a, b, c = matmul_splitk.inputs(8, 40, 300, dtype=torch.float32)
+    c.fill_(float("nan"))
+    matmul_splitk.launch(kernel, a, b, c)
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.OK]
+    torch.testing.assert_close(c, matmul_splitk.reference(a, b), rtol=1e-4, atol=1e-3)

@@ -422,7 +422,7 @@ class Autotuner(_TritonAutotuner):
     def output_check(self) -> OutputCheck:
         """A new OutputCheck with this kernel's check options (one per tuning)."""
         return OutputCheck(self.check_outputs, self.reference, self.tolerance,
-                           declared=[*self.reset_to_zero, *self.restore_value])
+                           declared=[*self.reset_to_zero, *self.restore_value], zeroed=self.reset_to_zero)
 
     def _isolated(self, history: Sequence[Trial]) -> bool:
         """``isolate`` if given; else on a GPU when the kernel is first tuned (nothing of it in the

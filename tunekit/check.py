@@ -95,6 +95,8 @@ class OutputCheck:
         reference: see ``Reference``; by default the first config that runs is the reference.
         tolerance: a float for every output, or ``{argument name: float}``; else by dtype.
         declared: the ``reset_to_zero`` and ``restore_value`` names.
+        zeroed: the ``reset_to_zero`` names: zeroed before every launch, and before the
+            reference function runs, as Triton does.
     """
 
     def __init__(
@@ -103,11 +105,13 @@ class OutputCheck:
         reference: Reference | None = None,
         tolerance: float | Mapping[str, float] | None = None,
         declared: Sequence[str] = (),
+        zeroed: Sequence[str] = (),
     ) -> None:
         self.outputs = list(outputs) if outputs is not None else None
         self.reference = reference
         self.tolerance = tolerance
         self.declared = list(declared)
+        self.zeroed = list(zeroed)
         self.pristine: dict[str, torch.Tensor] = {}
         self.expected: dict[str, torch.Tensor] | None = None
         self.reference_config: str | None = None
@@ -136,6 +140,9 @@ class OutputCheck:
         assert self.reference is not None
         copies = {name: (self.pristine[name].clone() if name in self.pristine else value)
                   for name, value in nargs.items()}
+        for name in self.zeroed:
+            if isinstance(copies.get(name), torch.Tensor):
+                copies[name].zero_()
         returned = self.reference(**copies)
         if returned is not None and not isinstance(returned, Mapping):
             raise TypeError("reference must write into its output arguments or return {argument name: tensor}. "
