@@ -31,6 +31,7 @@ def test_show_prints_a_runs_trials(tuned_store, capsys):
     assert main(["store", "show", kernel.run_id[:8], "--store", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.count("measured") == 3 and '"BLOCK"' in out
+    assert "rel_error" in out and "0.0e+00" in out  # the output check's error of each measured config
 
 
 def test_export_trials_and_winners(tuned_store, tmp_path):

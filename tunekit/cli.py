@@ -70,11 +70,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                 r["id"], _short(r["config"], 70), r["status"], r["source"],
                 f"{r['median_ms']:.4f}" if r["median_ms"] is not None else "-",
                 f"{r['compile_seconds']:.2f}" if r["compile_seconds"] is not None else "-",
+                f"{r['relative_error']:.1e}" if r["relative_error"] is not None else "-",
                 _short((r["error"] or "").splitlines()[0] if r["error"] else "", 50),
             )
             for r in rows
         ],
-        ("id", "config", "status", "source", "median_ms", "compile_s", "error"),
+        ("id", "config", "status", "source", "median_ms", "compile_s", "rel_error", "error"),
     )
     return 0
 
