@@ -36,12 +36,18 @@ def test_a_store_persists_across_opens(store_path):
     assert len(ResultsStore(store_path).history(IDENTITY)) == 1
 
 
+def assert_refused_and_untouched(path, match: str) -> None:
+    """Opening ``path`` as a store fails with an error matching ``match``; not a byte of it changes."""
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=match):
+        ResultsStore(path)
+    assert path.read_bytes() == before
+
+
 def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(tmp_path):
     path = tmp_path / "notes.db"
     path.write_bytes(b"my precious notes\n" * 100)
-    with pytest.raises(StoreError, match="not a tunekit store .*left untouched"):
-        ResultsStore(path)
-    assert path.read_bytes() == b"my precious notes\n" * 100
+    assert_refused_and_untouched(path, "not a tunekit store .*left untouched")
 
 
 def test_another_programs_sqlite_database_is_refused_and_left_untouched(tmp_path):
@@ -51,10 +57,7 @@ def test_another_programs_sqlite_database_is_refused_and_left_untouched(tmp_path
     connection.execute("INSERT INTO accounts VALUES (1, 10.0)")
     connection.commit()
     connection.close()
-    before = path.read_bytes()
-    with pytest.raises(StoreError, match="not a tunekit store .*accounts"):
-        ResultsStore(path)
-    assert path.read_bytes() == before
+    assert_refused_and_untouched(path, "not a tunekit store .*accounts")
 
 
 def test_missing_directory_and_directory_paths_are_refused(tmp_path):
@@ -123,10 +126,7 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_untouched(store_path):
     connection.execute("UPDATE tunekit_meta SET value='99' WHERE name='schema_version'")
     connection.commit()
     connection.close()
-    before = store_path.read_bytes()
-    with pytest.raises(StoreError, match="schema version 99, newer than this tunekit's 2: upgrade tunekit"):
-        ResultsStore(store_path)
-    assert store_path.read_bytes() == before
+    assert_refused_and_untouched(store_path, "schema version 99, newer than this tunekit's 2: upgrade tunekit")
 
 
 def test_a_truncated_store_is_refused_and_left_untouched(store_path):
@@ -137,13 +137,10 @@ def test_a_truncated_store_is_refused_and_left_untouched(store_path):
         store.record(IDENTITY, KEY, ok_trial(i, 1.0), strategy="s", run_id="r")
     store.close()
     sqlite3.connect(store_path).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()
-    truncated = store_path.read_bytes()[:8192]
-    store_path.write_bytes(truncated)
+    store_path.write_bytes(store_path.read_bytes()[:8192])
     for suffix in ("-wal", "-shm"):
         Path(f"{store_path}{suffix}").unlink(missing_ok=True)
-    with pytest.raises(StoreError, match=f"{store_path.name}.*(malformed|not a database|could not be opened)"):
-        ResultsStore(store_path).rows()
-    assert store_path.read_bytes() == truncated
+    assert_refused_and_untouched(store_path, f"{store_path.name}.*(malformed|not a database|could not be opened)")
 
 
 def test_export_writes_csv_and_jsonl_and_never_overwrites(tmp_path):

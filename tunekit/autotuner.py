@@ -28,9 +28,9 @@ from . import settings
 from .benchmark import Benchmarker, classify, describe
 from .budget import Budget
 from .check import OutputCheck
-from .compiler import CompilePool, compile_job_for, unwrap_jit
+from .compiler import CompilePool, compile_job_for, kernel_address, unwrap_jit
 from .config import Config, config_from_dict, config_json
-from .isolation import IsolatedRunner, IsolationError, kernel_address
+from .isolation import IsolatedRunner, IsolationError
 from .keys import Bucket, key_json, nearest_key, resolve_buckets
 from .runner import LocalRunner
 from .search import Clock, run_search
@@ -369,9 +369,9 @@ class Autotuner(_TritonAutotuner):
                              space_hash=self.space_hash)
             self._runner.finish()
             self._runner.close()
-            self.benchmark_workers_started = getattr(self._runner, "workers_started", 0)
-            self.isolation_seconds = {"starting": getattr(self._runner, "seconds_starting", 0.0),
-                                      "messaging": getattr(self._runner, "seconds_messaging", 0.0)}
+            self.benchmark_workers_started = self._runner.workers_started
+            self.isolation_seconds = {"starting": self._runner.seconds_starting,
+                                      "messaging": self._runner.seconds_messaging}
             self._runner = None
         elapsed = clock.seconds()
         self.bench_time = elapsed
@@ -455,11 +455,9 @@ class Autotuner(_TritonAutotuner):
     def _adaptive_run_timeout(self) -> float:
         """With no ``run_timeout`` given: generous until a few configs ran, then a multiple of
         their median check-and-benchmark seconds, not under a floor."""
-        seen = self._bench_seconds_seen
-        if len(seen) < settings.DEFAULTS.run_timeout_after:
-            return settings.DEFAULTS.run_timeout_initial
-        median = sorted(seen)[len(seen) // 2]
-        return max(settings.DEFAULTS.run_timeout_floor, settings.DEFAULTS.run_timeout_factor * median)
+        defaults = settings.DEFAULTS
+        return _multiple_of_median(self._bench_seconds_seen, defaults.run_timeout_after, defaults.run_timeout_initial,
+                                   defaults.run_timeout_factor, defaults.run_timeout_floor)
 
     def _workers(self) -> int:
         return self.compile_workers if self.compile_workers is not None else settings.compile_workers()
@@ -573,11 +571,9 @@ class Autotuner(_TritonAutotuner):
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen
         (in the store, or in this tuning as they finish), then a multiple of their median, not
         under a floor. On the H200 GEMM space the median compile is 0.4 s and 1 % take two minutes."""
-        seen = self._compile_seconds_seen
-        if len(seen) < settings.DEFAULTS.compile_timeout_after:
-            return None
-        median = sorted(seen)[len(seen) // 2]
-        return max(settings.DEFAULTS.compile_timeout_floor, settings.DEFAULTS.compile_timeout_factor * median)
+        defaults = settings.DEFAULTS
+        return _multiple_of_median(self._compile_seconds_seen, defaults.compile_timeout_after, None,
+                                   defaults.compile_timeout_factor, defaults.compile_timeout_floor)
 
     def _jit_kwargs(self, args: tuple, kwargs: dict) -> dict:
         """The keyword arguments the JITFunction will see: heuristics applied, launch-only ones dropped."""
@@ -599,6 +595,15 @@ class _WithConfigs:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._autotuner, name)
+
+
+def _multiple_of_median(seen: Sequence[float], after: int, before: float | None, factor: float,
+                        floor: float) -> float | None:
+    """An adaptive limit: ``before`` until ``after`` values were seen, then ``factor`` times
+    their median, but never under ``floor``."""
+    if len(seen) < after:
+        return before
+    return max(floor, factor * sorted(seen)[len(seen) // 2])
 
 
 def _space_hash(space: Space) -> str:

@@ -83,11 +83,23 @@ def unwrap_jit(fn: Any) -> Any:
     return fn
 
 
-def _resolve(module: str, qualname: str) -> Any:
-    obj: Any = importlib.import_module(module)
+def kernel_address(fn: Any) -> tuple[str, str] | None:
+    """(module, name) where a worker process finds this kernel again, or None when it cannot
+    (defined in ``__main__`` or inside a function)."""
+    jit = unwrap_jit(fn)
+    function = getattr(jit, "fn", jit)
+    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if not module or module == "__main__" or "<locals>" in qualname:
+        return None
+    return module, qualname
+
+
+def import_kernel(module: str, qualname: str) -> Any:
+    """In a worker: the object ``kernel_address`` named (the module's kernel, however decorated)."""
+    found: Any = importlib.import_module(module)
     for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return unwrap_jit(obj)
+        found = getattr(found, part)
+    return found
 
 
 def _compile(job: CompileJob) -> CompileResult:
@@ -97,7 +109,7 @@ def _compile(job: CompileJob) -> CompileResult:
     driver.set_active(_StubDriver(job.target))
     start = time.perf_counter()
     try:
-        fn = _resolve(job.module, job.qualname)
+        fn = unwrap_jit(import_kernel(job.module, job.qualname))
         kernel = fn.warmup(*job.args, grid=(1,), **job.kwargs)
     except Exception as error:
         from .benchmark import describe
@@ -123,15 +135,14 @@ def serve_compiles(connection: Any) -> None:
 def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileJob | None:
     """A picklable job for this launch, or None when a worker cannot rebuild the kernel
     (defined in ``__main__`` or inside a function, or arguments that do not pickle)."""
-    jit = unwrap_jit(fn)
-    module, qualname = getattr(jit, "module", None) or jit.fn.__module__, jit.fn.__qualname__
-    if module == "__main__" or "<locals>" in qualname:
+    address = kernel_address(fn)
+    if address is None:
         return None
     spec_args = tuple(
         TensorSpec(arg.dtype, arg.data_ptr() % 16 == 0) if hasattr(arg, "data_ptr") and hasattr(arg, "dtype") else arg
         for arg in args
     )
-    job = CompileJob(module, qualname, target, spec_args, dict(kwargs))
+    job = CompileJob(*address, target, spec_args, dict(kwargs))
     try:
         pickle.dumps(job)
     except Exception:

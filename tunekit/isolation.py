@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .compiler import Timeout, unwrap_jit
+from .compiler import Timeout, import_kernel, kernel_address, unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .trial import Status, Timing, Trial
 from .workers import Worker, exit_reason, receive, send
@@ -70,16 +70,6 @@ def land(value: Any, device: str | None = None) -> Any:
     return torch.as_strided(buffer, value.size, value.stride, offset)
 
 
-def kernel_address(fn: Any) -> tuple[str, str] | None:
-    """(module, name) where a worker finds this kernel, or None if it cannot (``__main__``, a closure)."""
-    jit = unwrap_jit(fn)
-    function = getattr(jit, "fn", jit)
-    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
-    if not module or module == "__main__" or "<locals>" in qualname:
-        return None
-    return module, qualname
-
-
 def _chain(fn: Any) -> list[str]:
     """The decorators between the Autotuner and the JIT function, by type name (Heuristics ...)."""
     names = []
@@ -91,13 +81,9 @@ def _chain(fn: Any) -> list[str]:
 
 def _resolve_kernel(module: str, qualname: str, chain: list[str]) -> Any:
     """The kernel in the worker, as the parent's Autotuner wraps it (Heuristics included)."""
-    import importlib
-
     from triton.runtime.autotuner import Autotuner
 
-    found: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part)
+    found = import_kernel(module, qualname)
     if isinstance(found, Autotuner):
         found = found.fn
     if _chain(found) != chain:

@@ -29,6 +29,11 @@ class LocalRunner:
         check: the tuning's ``OutputCheck``, or None to time without checking outputs.
     """
 
+    #: What isolation cost (``IsolatedRunner`` has the same): nothing here.
+    workers_started = 0
+    seconds_starting = 0.0
+    seconds_messaging = 0.0
+
     def __init__(self, autotuner: "Autotuner", args: tuple, kwargs: dict, check: OutputCheck | None) -> None:
         self.autotuner = autotuner
         self.args = args
