@@ -17,11 +17,10 @@ from __future__ import annotations
 import csv
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -29,41 +28,13 @@ import numpy as np
 
 from . import metrics
 from .budget import Budget
-from .metrics import SpaceStats
+from .metrics import THRESHOLDS, Comparison, Run, SpaceStats
+from .plots import plot_comparison, slug  # noqa: F401 - slug re-exported: tunekit.compare.slug
 from .recorded import RecordedSpace, read_space
 from .replay import ReplayEvaluator
-from .search import SimulatedClock, run_search
+from .deadline import SimulatedClock
+from .search import run_search
 from .strategy import SearchContext, derive_seed, make_strategy
-
-THRESHOLDS = (1.02, 1.05)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One replayed tuning: the time of each evaluation (inf when it failed) and the clock after it."""
-
-    space: str
-    strategy: str
-    seed: int
-    budget: int
-    times_ms: np.ndarray
-    seconds: np.ndarray
-
-
-@dataclass
-class Comparison:
-    spaces: dict[str, RecordedSpace]
-    stats: dict[str, SpaceStats]
-    budgets: dict[str, int]
-    strategies: list[str]
-    seeds: int
-    runs: list[Run] = field(default_factory=list)
-    thresholds: tuple[float, ...] = THRESHOLDS
-    _tables: dict = field(default_factory=dict, repr=False)
-
-    def runs_of(self, space: str, strategy: str) -> list[Run]:
-        return sorted((r for r in self.runs if r.space == space and r.strategy == strategy), key=lambda r: r.seed)
-
 
 def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None,
            history: Sequence[RecordedSpace] = ()) -> Run:
@@ -72,7 +43,7 @@ def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, second
     earlier = tuple(trial for other in history for trial in other.trials())
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
                             derive_seed(seed, recorded.name), earlier)
-    result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded, seconds), clock=SimulatedClock())
+    result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
     return Run(recorded.name, strategy, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
                np.array([step.seconds for step in result.steps], dtype=float))
@@ -271,8 +242,6 @@ def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str =
                "curves": _write_csv(out / "curves.csv", curve_rows(comparison))}
     written["report"] = out / "report.md"
     written["report"].write_text(report(comparison, command))
-    from .plots import plot_comparison
-
     written.update(plot_comparison(comparison, out))
     return written
 
@@ -362,6 +331,3 @@ def report(comparison: Comparison, command: str = "") -> str:
                      f"{_fmt(float(stats.random_curve([budget])[0]) / stats.optimum)} | 0 | | 0 |")
     return "\n".join(lines) + "\n"
 
-
-def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")

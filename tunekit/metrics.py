@@ -36,6 +36,8 @@ from .recorded import RecordedSpace
 
 SCORE_RANGE = (0.5, 0.96)
 SECONDS_POINTS = 200
+#: Ratios to the optimum whose evaluations-to-reach every comparison reports (1.02 = within 2 %).
+THRESHOLDS = (1.02, 1.05)
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,40 @@ class SpaceStats:
     def _score_range(self) -> tuple[float, float]:
         low, high = (self.random_evaluations_reaching(self.cutoff(p)) for p in SCORE_RANGE)
         return low, max(low, high)
+
+
+# -- the replayed tunings these statistics are computed on (``tunekit compare`` makes them,
+# -- ``tunekit.plots`` draws them) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One replayed tuning: the time of each evaluation (inf when it failed) and the clock after it."""
+
+    space: str
+    strategy: str
+    seed: int
+    budget: int
+    times_ms: np.ndarray
+    seconds: np.ndarray
+
+
+@dataclass
+class Comparison:
+    """Every replayed tuning of a comparison, with the spaces, their statistics and budgets;
+    ``_tables`` caches score tables (``tunekit.compare``)."""
+
+    spaces: dict[str, RecordedSpace]
+    stats: dict[str, SpaceStats]
+    budgets: dict[str, int]
+    strategies: list[str]
+    seeds: int
+    runs: list[Run] = field(default_factory=list)
+    thresholds: tuple[float, ...] = THRESHOLDS
+    _tables: dict = field(default_factory=dict, repr=False)
+
+    def runs_of(self, space: str, strategy: str) -> list[Run]:
+        return sorted((r for r in self.runs if r.space == space and r.strategy == strategy), key=lambda r: r.seed)
 
 
 def best_so_far(times_ms: Sequence[float], worst: float) -> np.ndarray:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import metrics
+from .metrics import Comparison
 
-if TYPE_CHECKING:
-    from .compare import Comparison
+
+def slug(name: str) -> str:
+    """A space's name made safe for a file name (``curves-<slug>.png``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
 
 
 def _band(ax, x, curves: np.ndarray, label: str, color) -> None:
@@ -33,7 +36,7 @@ def _style(ax, xlabel: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _space_curves(comparison: "Comparison", space: str, strategy: str, points: np.ndarray, seconds: bool):
+def _space_curves(comparison: Comparison, space: str, strategy: str, points: np.ndarray, seconds: bool):
     stats = comparison.stats[space]
     curves = []
     for run in comparison.runs_of(space, strategy):
@@ -45,14 +48,12 @@ def _space_curves(comparison: "Comparison", space: str, strategy: str, points: n
     return np.array(curves) / stats.optimum
 
 
-def plot_comparison(comparison: "Comparison", out: Path) -> dict[str, Path]:
+def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
     """``curves.png`` over all spaces and ``curves-<space>.png`` for each space."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .compare import slug
 
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     written = {}

@@ -121,9 +121,12 @@ def _load_entry_points() -> None:
 
 
 def available() -> list[str]:
-    """Names of every registered strategy, built-in and from installed plugins."""
-    from . import strategies  # noqa: F401 - registers the built-in ones
+    """Names of every registered strategy, built-in and from installed plugins.
 
+    This module is the interface and never imports its plugins: the built-in ones register
+    themselves when ``tunekit.strategies`` is imported, which ``import tunekit`` does (and
+    importing this module imports the ``tunekit`` package first); others come from entry points.
+    """
     _load_entry_points()
     return sorted(_REGISTRY)
 
