@@ -255,7 +255,7 @@ def test_a_benchmark_worker_killed_between_configs_is_replaced():
 
     kernel = tunekit.autotune(space=vector_add.space(), key=["n"], store=None)(vector_add.add_kernel)
     x, y, out = vector_add.inputs(N)
-    runner = IsolatedRunner(kernel, (x, y, out, N), {"grid": vector_add.grid(N), "warmup": False}, check=True,
+    runner = IsolatedRunner(kernel.launch, (x, y, out, N), {"grid": vector_add.grid(N), "warmup": False}, check=True,
                             timeout=60)
     try:
         first, second = vector_add.space().configs()[:2]

@@ -109,7 +109,7 @@ def test_a_store_of_schema_1_is_migrated_and_keeps_every_trial(tmp_path):
     before = sqlite3.connect(path).execute("SELECT id, config, status, median_ms FROM trials ORDER BY id").fetchall()
     store = ResultsStore(path)
     assert sqlite3.connect(path).execute("SELECT value FROM tunekit_meta WHERE name='schema_version'").fetchone() \
-        == ("2",)
+        == ("3",)
     rows = store.rows()
     assert [(r["id"], r["config"], r["status"], r["median_ms"]) for r in rows] == before
     assert len(before) == 3 and all(r["relative_error"] is None for r in rows)
@@ -126,7 +126,7 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_untouched(store_path):
     connection.execute("UPDATE tunekit_meta SET value='99' WHERE name='schema_version'")
     connection.commit()
     connection.close()
-    assert_refused_and_untouched(store_path, "schema version 99, newer than this tunekit's 2: upgrade tunekit")
+    assert_refused_and_untouched(store_path, "schema version 99, newer than this tunekit's 3: upgrade tunekit")
 
 
 def test_a_truncated_store_is_refused_and_left_untouched(store_path):

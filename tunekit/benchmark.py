@@ -107,12 +107,16 @@ class Benchmarker:
             return "cuda_graph"
         return "cuda_event"
 
-    def time(self, kernel_call: KernelCall) -> Timing:
+    def time(self, kernel_call: KernelCall, short: bool = False) -> Timing:
+        """Time statistics of ``kernel_call``. ``short``: a quicker timing, for re-timing configs
+        already measured (the finalists, over interleaved rounds): a quarter of the repetitions."""
         quantiles = (0.5, 0.2, 0.8)
         if self.do_bench is not None:
             return Timing.from_bench(self.do_bench(kernel_call, quantiles=quantiles))
         if settings.interpreting():
-            return Timing.from_bench(host_clock_bench(kernel_call, quantiles))
+            defaults = settings.DEFAULTS
+            return Timing.from_bench(host_clock_bench(kernel_call, quantiles, min_reps=1 if short else None,
+                                                      rep_ms=defaults.host_rep_ms / 4 if short else None))
         import triton.testing
 
         if self.use_cuda_graph:
@@ -120,13 +124,16 @@ class Benchmarker:
             return Timing.from_bench(triton.testing.do_bench_cudagraph(kernel_call, rep=rep, quantiles=quantiles))
         warmup = self.warmup if self.warmup is not None else 25
         rep = self.rep if self.rep is not None else 100
+        if short:
+            warmup, rep = warmup / 4, rep / 4
         return Timing.from_bench(triton.testing.do_bench(kernel_call, warmup=warmup, rep=rep, quantiles=quantiles))
 
-    def measure(self, config: Config, kernel_call: KernelCall, key: tuple = ()) -> Trial:
-        """Time one config; any failure becomes a Trial with its status and error text."""
+    def measure(self, config: Config, kernel_call: KernelCall, key: tuple = (), short: bool = False) -> Trial:
+        """Time one config (``short``: see ``time``); any failure becomes a Trial with its status
+        and error text."""
         start = time.perf_counter()
         try:
-            timing = self.time(kernel_call)
+            timing = self.time(kernel_call, short)
         except Exception as error:  # every failure is data, not a crash
             status = classify(error)
             logger.debug("config %s failed: %s", config, error)

@@ -1,11 +1,14 @@
-"""Parallel compilation of candidate configs in worker processes (``tunekit.workers``).
+"""Parallel compilation of candidate configs, in worker processes (``tunekit.workers``) and
+in threads of the calling process while those start.
 
-Compiling is most of the cost of tuning (design.md), so a batch of candidates is compiled in
-a pool of worker processes before any of them is timed. A worker compiles through the JIT's
-own path (``JITFunction.warmup``) against an explicit ``GPUTarget`` with a stub driver, so it
-never touches the GPU and needs none: the binary lands in Triton's on-disk cache, where the
-launch in the user's process finds it. Workers are killable: a compile that outlives its
-timeout is cut off by killing its worker, and the config becomes a ``timeout`` trial.
+Compiling is most of the cost of tuning (design.md), so candidates are compiled in parallel
+and each is timed as soon as it is compiled. A worker compiles through the JIT's own path
+(``JITFunction.warmup``) against an explicit ``GPUTarget`` with a stub driver, so it never
+touches the GPU and needs none: the binary lands in Triton's on-disk cache, where the launch
+in the user's process finds it. Workers are killable: a compile that outlives its timeout is
+cut off by killing its worker, and the config becomes a ``timeout`` trial. A thread of the
+caller needs no start-up (Triton's compiler releases the GIL for most of its work), which is
+what a short config list wants; a compile there cannot be killed, only left behind.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import importlib
 import inspect
 import logging
 import pickle
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +27,7 @@ from typing import Any
 
 from .benchmark import classify
 from .trial import Status
-from .workers import Worker, exit_reason, ready, receive, send
+from .workers import Worker, Zygote, exit_reason, ready, receive, send
 
 logger = logging.getLogger(__name__)
 
@@ -152,31 +157,43 @@ def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str,
 
 #: Seconds one compile may take: a number, None for no limit, or a callable giving either.
 Timeout = float | None | Callable[[], float | None]
+#: Compiles one job in this process (a thread of the caller): what runs while workers start.
+LocalCompile = Callable[[int], CompileResult]
+#: The zygote to fork compile workers from, asked at each start; None: fresh interpreters.
+ZygoteSource = Callable[[], Zygote | None]
+
+ENTRY = "tunekit.compiler:serve_compiles"
+#: Workers that die while starting, in a row, before the pool stops starting them.
+MAX_FAILED_STARTS = 3
 
 
 class CompilePool:
-    """A pool of compile worker processes, started on first use and kept for reuse.
+    """Compile worker processes, started on demand and kept for reuse, and compiles in this
+    process's threads while they start.
 
     Args:
-        workers: number of worker processes.
+        workers: at most this many compiles at once (workers and threads together).
         timeout: seconds one compile may take; None for no limit.
+        zygote: where new workers are forked from (fast) instead of started as fresh
+            interpreters (seconds: they import the kernel's module, torch with it).
     """
 
-    def __init__(self, workers: int, timeout: float | None = None) -> None:
+    def __init__(self, workers: int, timeout: float | None = None, zygote: ZygoteSource | None = None) -> None:
         if workers < 1:
             raise ValueError(f"The 'workers' parameter of CompilePool must be an int >= 1. Got {workers} instead.")
         self.workers = workers
         self.timeout = timeout
+        self._zygote = zygote or (lambda: None)
         self._idle: list[Worker] = []
         self._starting: list[Worker] = []
+        #: Workers started, and seconds from a start until the worker was ready (summed).
+        self.started = 0
+        self.seconds_starting = 0.0
+        self._failed_starts = 0  # in a row: after a few, no more are started
 
-    def _ensure(self) -> None:
-        """Start the workers and wait until each has imported Triton, so no compile is timed with it."""
-        while len(self._idle) + len(self._starting) < self.workers:
-            self._starting.append(Worker("tunekit.compiler:serve_compiles"))
-        while self._starting:
-            for worker in ready(self._starting, None):
-                self._take_ready(worker)
+    def _start(self) -> None:
+        self._starting.append(Worker(ENTRY, self._zygote()))
+        self.started += 1
 
     def _take_ready(self, worker: Worker) -> None:
         self._starting.remove(worker)
@@ -185,8 +202,11 @@ class CompilePool:
         except (EOFError, OSError):
             reason = exit_reason(worker.wait())
             worker.kill()
-            raise RuntimeError(f"a compile worker exited while starting ({reason}); its error is printed "
-                               "above") from None
+            self._failed_starts += 1
+            logger.warning("a compile worker exited while starting (%s); its error is printed above", reason)
+            return
+        self._failed_starts = 0
+        self.seconds_starting += time.perf_counter() - worker.started_at
         self._idle.append(worker)
 
     def compile(self, jobs: Sequence[CompileJob], timeout: Timeout = None) -> list[CompileResult]:
@@ -196,31 +216,63 @@ class CompilePool:
             results[index] = result
         return [r for r in results if r is not None]
 
-    def as_completed(self, jobs: Sequence[CompileJob], timeout: Timeout = None,
-                     deadline: float | None = None) -> Iterator[tuple[int, CompileResult]]:
+    def as_completed(self, jobs: Sequence[CompileJob | None], timeout: Timeout = None,
+                     deadline: float | None = None, local: LocalCompile | None = None,
+                     start_workers: bool = True) -> Iterator[tuple[int, CompileResult]]:
         """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
 
-        Each idle worker takes the next job, so one slow compile does not hold the others back,
-        and the caller can time a finished kernel while the rest compile. A job still compiling
-        ``timeout`` seconds after its worker took it is a ``timeout`` result: that worker (and
-        the compiler it runs) is killed, the only way to stop a compile in flight, and a new one
-        takes its place. ``timeout`` may be a callable, asked again as compiles finish (an
-        adaptive timeout). At ``deadline`` (``time.time()`` seconds) the compiles in flight are
-        stopped and the jobs not yet yielded are left out: they were not measured, they did not
-        fail. A worker that dies (a crashing compiler) fails its own job only.
+        Workers are started as needed, never more than the jobs waiting, without waiting for
+        them: while they start, ``local`` (if given) compiles jobs in threads of this process,
+        and each job goes to whichever is free first. A job that is None (a kernel a worker
+        cannot import) is compiled by ``local`` only; ``start_workers=False`` uses only the
+        workers already running and ``local``. A job still compiling ``timeout`` seconds after
+        it started is a ``timeout`` result: its worker (and the compiler it runs) is killed, the
+        only way to stop a compile in flight, or its thread is abandoned. ``timeout`` may be a
+        callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
+        (``time.time()`` seconds) the compiles in flight are stopped and the jobs not yet yielded
+        are left out: they were not measured, they did not fail. A worker that dies (a crashing
+        compiler) fails its own job only.
         """
         timeout = self.timeout if timeout is None else timeout
-        self._ensure()
         pending = deque(range(len(jobs)))
         running: dict[Worker, tuple[int, float]] = {}
+        threads: dict[int, float] = {}  # job index -> start, compiling in this process
+        finished: queue.SimpleQueue[tuple[int, CompileResult]] = queue.SimpleQueue()
+
+        def compile_here(index: int) -> None:
+            finished.put((index, local(index)))  # type: ignore[misc]
+
         try:
-            while pending or running:
-                while self._idle and pending:
-                    worker, index = self._idle.pop(), pending.popleft()
+            while pending or running or threads:
+                poolable = sum(1 for i in pending if jobs[i] is not None)
+                wanted = min(self.workers, poolable) - len(self._idle) - len(self._starting) - len(running)
+                can_start = start_workers and self._failed_starts < MAX_FAILED_STARTS
+                for _ in range(max(0, wanted) if can_start else 0):
+                    self._start()
+                for _ in range(len(pending)):  # idle workers take what they can
+                    if not self._idle:
+                        break
+                    index = pending.popleft()
+                    if jobs[index] is None:
+                        pending.append(index)
+                        continue
+                    worker = self._idle.pop()
                     worker.send((index, jobs[index]))
                     running[worker] = (index, time.time())
-                for worker in ready([*running, *self._starting], 0.02):
-                    if worker in self._starting:  # a replacement finished starting
+                while local is not None and pending and len(running) + len(threads) < self.workers:
+                    index = pending.popleft()
+                    threads[index] = time.time()
+                    threading.Thread(target=compile_here, args=(index,), name="tunekit-compile", daemon=True).start()
+                if pending and not threads and not running and not self._idle and not self._starting:
+                    for index in list(pending):  # nothing is left that could compile these
+                        pending.remove(index)
+                        yield index, CompileResult(Status.COMPILE_ERROR, 0.0, "no compile worker could be started")
+                while not finished.empty():
+                    index, result = finished.get()
+                    if threads.pop(index, None) is not None:
+                        yield index, result
+                for worker in ready([*running, *self._starting], 0.01 if threads else 0.05):
+                    if worker in self._starting:  # a worker finished starting
                         self._take_ready(worker)
                         continue
                     index, started = running.pop(worker)
@@ -229,39 +281,36 @@ class CompilePool:
                         self._idle.append(worker)
                     except (EOFError, OSError):
                         reason = exit_reason(worker.wait())
-                        self._replace(worker)
+                        worker.kill()
                         result = CompileResult(Status.COMPILE_ERROR, time.time() - started,
                                                f"the compile worker died compiling it ({reason})")
                     yield index, result
                 now = time.time()
                 if deadline is not None and now >= deadline:
                     logger.info("compile deadline reached with %d compiles unfinished: stopping them",
-                                len(running) + len(pending))
+                                len(running) + len(threads) + len(pending))
                     return
                 limit = timeout() if callable(timeout) else timeout
+                if limit is None:
+                    continue
                 for worker, (index, started) in list(running.items()):
-                    if limit is None or now - started <= limit or worker.poll(0):
+                    if now - started <= limit or worker.poll(0):
                         continue  # in time, or it finished just now: its result is taken next round
                     del running[worker]
-                    self._replace(worker)
-                    logger.info("a compile exceeded %.1f s: its worker was killed and replaced", limit)
+                    worker.kill()
+                    logger.info("a compile exceeded %.1f s: its worker was killed", limit)
                     yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
+                for index, started in list(threads.items()):
+                    if now - started > limit:
+                        del threads[index]  # the thread runs on; its result is dropped
+                        logger.info("a compile exceeded %.1f s in this process: left behind", limit)
+                        yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
         finally:  # the deadline, or a caller that stopped early: the compiles in flight are abandoned
             for worker in running:
-                self._replace(worker)
-
-    def _replace(self, worker: Worker) -> None:
-        worker.kill()
-        self._starting.append(Worker("tunekit.compiler:serve_compiles"))
+                worker.kill()
 
     def close(self) -> None:
         """Stop every worker."""
         for worker in [*self._idle, *self._starting]:
             worker.kill()
         self._idle, self._starting = [], []
-
-    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -17,13 +17,17 @@ import json
 import logging
 import pickle
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from .compiler import Timeout, import_kernel, kernel_address, unwrap_jit
 from .config import Config, config_from_dict, config_json
+from .launch import Launch
+from .runner import LocalRunner
+from .service import service
 from .trial import Status, Timing, Trial
 from .workers import Worker, exit_reason, receive, send
 
@@ -93,26 +97,17 @@ def _resolve_kernel(module: str, qualname: str, chain: list[str]) -> Any:
     return found
 
 
-def worker_options(autotuner: Any) -> dict[str, Any]:
-    """What the worker's own Autotuner needs: hooks, timer and check options. Must pickle."""
-    options = {
-        "arg_names": list(autotuner.arg_names),
-        "reset_to_zero": list(autotuner.reset_to_zero),
-        "restore_value": list(autotuner.restore_value),
-        "pre_hook": autotuner.pre_hook if getattr(autotuner, "user_defined_pre_hook", False) else None,
-        "post_hook": autotuner.post_hook if getattr(autotuner, "user_defined_post_hook", False) else None,
-        "benchmarker": autotuner.benchmarker,
-        "check_outputs": autotuner.check_outputs,
-        "reference": autotuner.reference,
-        "tolerance": autotuner.tolerance,
-    }
-    for name, value in options.items():
+def _shippable(launch: Launch) -> Launch:
+    """``launch`` without its function, checked to pickle: what a worker is sent."""
+    shipped = launch.without_fn()
+    for name in ("user_pre_hook", "user_post_hook", "benchmarker", "reference", "tolerance"):
         try:
-            pickle.dumps(value)
+            pickle.dumps(getattr(shipped, name))
         except Exception as error:
-            raise IsolationError(f"{name} of {autotuner.kernel_name} cannot be sent to a benchmark worker ({error}); "
+            what = name.removeprefix("user_")
+            raise IsolationError(f"{what} of {launch.kernel_name} cannot be sent to a benchmark worker ({error}); "
                                  "define it at the top level of a module, or pass isolate=False") from None
-    return options
+    return shipped
 
 
 def _broken_device() -> bool:
@@ -128,87 +123,101 @@ def _broken_device() -> bool:
 
 
 def serve_benchmarks(connection: Any) -> None:
-    """A benchmark worker's entry point (``tunekit.workers``): read the set-up, then serve requests."""
-    _serve(connection, *receive(connection))
-
-
-def _serve(connection: Any, module: str, qualname: str, chain: list[str], options: dict[str, Any], args: tuple,
-           kwargs: dict, check: bool, expected: dict | None, reference_config: str | None,
-           device_index: int | None) -> None:
-    """The worker: rebuild the kernel and its arguments, then check and time configs on request."""
-    from .autotuner import Autotuner
-    from .runner import LocalRunner
-
-    if device_index is not None:
-        torch.cuda.set_device(device_index)
-    benchmarker = options.pop("benchmarker")
-    autotuner = Autotuner(_resolve_kernel(module, qualname, chain), options.pop("arg_names"), None, [], store=None,
-                          **options)
-    autotuner.benchmarker = benchmarker
-    args = tuple(land(a) for a in args)
-    kwargs = {name: land(v) for name, v in kwargs.items()}
-    runner = LocalRunner(autotuner, args, kwargs, autotuner.output_check() if check else None)
-    if runner.check is not None and expected is not None:
-        runner.check.expected = {name: land(t) for name, t in expected.items()}
-        runner.check.reference_config = reference_config
-    send(connection, ("ready", None))
+    """A benchmark worker's loop (``tunekit.workers``): take a tuning's set-up (and say when it is
+    ready), then check and time configs for it, tuning after tuning, until the connection closes."""
+    runner: LocalRunner | None = None
     while True:
-        try:
-            request = receive(connection)
-        except EOFError:  # the tuning is over (or its process is gone)
-            return
-        params, pre_hook, grid, key, check_this = request
-        config = config_from_dict(params, pre_hook=pre_hook)
-        runner.kwargs["grid"] = grid
-        had_reference = runner.check is None or runner.check.expected is not None
-        trial = runner.measure(config, key, check=check_this)
-        reply: dict[str, Any] = {
-            "status": trial.status.value, "error": trial.error, "extra": trial.extra,
-            "timing": None if trial.timing is None else (trial.timing.median_ms, trial.timing.p20_ms,
-                                                         trial.timing.p80_ms),
-        }
-        if not had_reference and runner.check is not None and runner.check.expected is not None:
-            reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
-            reply["reference_config"] = runner.check.reference_config
-        reply["exiting"] = not trial.ok and _broken_device()
+        kind, message = receive(connection)
+        if kind == "setup":
+            runner = _set_up(*message)
+            send(connection, ("ready", None))
+            continue
+        if kind == "release":  # kept warm between tunings: without the last one's tensors
+            runner = None
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+            continue
+        assert runner is not None, "a measure request before any set-up"
+        reply = _measure(runner, *message)
         send(connection, ("trial", reply))
         if reply["exiting"]:
             return  # the context is poisoned: exit, and the parent starts a fresh worker
 
 
+def _set_up(address: tuple[str, str, list[str]], launch: Launch, args: tuple, kwargs: dict, check: bool,
+            expected: dict | None, reference_config: str | None, device_index: int | None) -> LocalRunner:
+    """The worker's runner for one tuning: the kernel imported again, copies of the arguments."""
+    if device_index is not None:
+        torch.cuda.set_device(device_index)
+    launch = replace(launch, fn=_resolve_kernel(*address))
+    args = tuple(land(a) for a in args)
+    kwargs = {name: land(v) for name, v in kwargs.items()}
+    runner = LocalRunner(launch, args, kwargs, launch.output_check() if check else None)
+    if runner.check is not None and expected is not None:
+        runner.check.expected = {name: land(t) for name, t in expected.items()}
+        runner.check.reference_config = reference_config
+    return runner
+
+
+def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: tuple, retiming: bool) -> dict:
+    """One config checked and timed in the worker, as a reply the parent turns into a Trial."""
+    config = config_from_dict(params, pre_hook=pre_hook)
+    runner.kwargs["grid"] = grid
+    had_reference = runner.check is None or runner.check.expected is not None
+    trial = runner.measure(config, key, retiming=retiming)
+    reply: dict[str, Any] = {
+        "status": trial.status.value, "error": trial.error, "extra": trial.extra,
+        "timing": None if trial.timing is None else (trial.timing.median_ms, trial.timing.p20_ms,
+                                                     trial.timing.p80_ms),
+    }
+    if not had_reference and runner.check is not None and runner.check.expected is not None:
+        reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
+        reply["reference_config"] = runner.check.reference_config
+    reply["exiting"] = not trial.ok and _broken_device()
+    return reply
+
+
 class IsolatedRunner:
-    """A ``LocalRunner`` in a worker process (``tunekit.workers``), restarted after any crash or hang.
+    """A ``LocalRunner`` in a benchmark worker process, replaced after any crash or hang.
+
+    Workers come from the process's worker service (``tunekit.service``): one kept warm from an
+    earlier tuning, or a new one, which starts while the first configs compile.
 
     Args:
-        autotuner: the tuning Autotuner: its kernel is found again by module and name in the
-            worker, its hooks, timer and check options are sent there (they must pickle).
+        launch: how the kernel is launched: its function is found again by module and name in
+            the worker, its hooks, timer and check options are sent there (they must pickle).
         args, kwargs: the launch arguments; tensors are copied, never shared.
-        check: whether the worker checks outputs (with the kernel's own check options).
+        check: whether the worker checks outputs (with the launch's check options).
         timeout: seconds one config's check and benchmark may take in the worker: a number,
             None for no limit, or a callable asked before each config.
+        time_left: seconds left to the tuning's deadline (None: no deadline), so that waiting
+            for a worker to start does not outlast it.
     """
 
-    def __init__(self, autotuner: Any, args: tuple, kwargs: dict, *, check: bool, timeout: Timeout = None) -> None:
-        address = kernel_address(autotuner.fn)
+    def __init__(self, launch: Launch, args: tuple, kwargs: dict, *, check: bool, timeout: Timeout = None,
+                 time_left: Callable[[], float | None] | None = None) -> None:
+        address = kernel_address(launch.fn)
         if address is None:
-            raise IsolationError(f"{autotuner.kernel_name} is defined in __main__ or inside a function, so a "
+            raise IsolationError(f"{launch.kernel_name} is defined in __main__ or inside a function, so a "
                                  "benchmark worker cannot import it; define it at the top level of a module, or "
                                  "pass isolate=False")
-        self.address = (*address, _chain(autotuner.fn))
-        self.options = worker_options(autotuner)
+        self.launch = launch
+        self.address = (*address, _chain(launch.fn))
+        self.shipped = _shippable(launch)
         self.args = tuple(ship(a) for a in args)
         self.kwargs = {name: ship(v) for name, v in kwargs.items() if name != "grid"}
-        self._grid = kwargs.get("grid")  # often a closure: evaluated here, per config
-        self._grid_of = lambda config: _grid_for(autotuner, self._grid, args, kwargs, config)
+        self._caller_args, self._caller_kwargs = args, kwargs  # the grid is evaluated here, per config
         cuda = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.is_cuda]
         self.device_index = cuda[0].device.index if cuda else None
         self.check = check
         self.timeout = timeout
+        self.time_left = time_left
         self.expected: dict | None = None
         self.reference_config: str | None = None
         self.workers_started = 0
-        #: Seconds spent waiting for workers to start, and on everything around the worker's own
-        #: check and benchmark of each config (sending, receiving): what isolation costs.
+        #: Workers started (a warm one taken from the service is not counted).
+        #: Seconds spent waiting for workers to be ready, and on everything around the worker's
+        #: own check and benchmark of each config (sending, receiving): what isolation costs.
         self.seconds_starting = 0.0
         self.seconds_messaging = 0.0
         self._worker: Worker | None = None
@@ -216,41 +225,52 @@ class IsolatedRunner:
         self._start()
 
     def _start(self) -> None:
-        self._worker = Worker("tunekit.isolation:serve_benchmarks")
-        self._worker.send((*self.address, self.options, self.args, self.kwargs, self.check, self.expected,
-                           self.reference_config, self.device_index))
+        self._worker, new = service().benchmark_worker(self.device_index)
+        self._worker.send(("setup", (self.address, self.shipped, self.args, self.kwargs, self.check, self.expected,
+                                     self.reference_config, self.device_index)))
         self._ready = False
-        self.workers_started += 1
+        self.workers_started += new
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, limit: float | None = None) -> bool:
+        """Wait until the worker is ready: False if that takes more than ``limit`` seconds (it
+        goes on starting, for the next config)."""
         if self._ready:
-            return
+            return True
         assert self._worker is not None
         waited = time.perf_counter()
-        if not self._worker.poll(START_TIMEOUT):
+        if not self._worker.poll(START_TIMEOUT if limit is None else min(limit, START_TIMEOUT)):
+            if limit is not None and limit < START_TIMEOUT:
+                self.seconds_starting += time.perf_counter() - waited
+                return False
             self._stop()
             raise IsolationError(f"the benchmark worker did not start within {START_TIMEOUT:.0f} s")
         try:
             self._worker.receive()
-        except EOFError:
+        except (EOFError, OSError):
             code = self._worker.wait()
+            self._stop()
             raise IsolationError(f"the benchmark worker exited while starting ({exit_reason(code)}); its error "
                                  "is printed above") from None
         self._ready = True
         self.seconds_starting += time.perf_counter() - waited
+        return True
 
-    def measure(self, config: Config, key: tuple, *, check: bool = True) -> Trial:
+    def measure(self, config: Config, key: tuple, *, retiming: bool = False) -> Trial:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
         try:
             pickle.dumps(config.pre_hook)
         except Exception as error:
             raise IsolationError(f"the pre_hook of config {config} cannot be sent to a benchmark worker ({error}); "
                                  "define it at the top level of a module, or pass isolate=False") from None
-        request = (json.loads(config_json(config)), config.pre_hook, self._grid_of(config), key, check)
+        grid = self.launch.grid_of(config, self._caller_args, self._caller_kwargs)
+        request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, retiming))
         for attempt in range(2):
             if self._worker is None or not self._worker.alive():
                 self._start()
-            self._wait_ready()
+            left = self.time_left() if self.time_left is not None else None
+            if not self._wait_ready(left):  # the budget ends first: the config is left unmeasured
+                return Trial(config, Status.TIMEOUT, error=f"the benchmark worker was not ready within {left:.1f} s",
+                             key=key)
             start = time.perf_counter()
             try:
                 self._worker.send(request)
@@ -293,13 +313,14 @@ class IsolatedRunner:
         self._ready = False
 
     def close(self) -> None:
-        """Stop the worker."""
-        self._stop()
-
-
-def _grid_for(autotuner: Any, grid: Any, args: tuple, kwargs: dict, config: Config) -> Any:
-    """The launch grid of ``config`` as a tuple, as the JIT would compute it from the grid function."""
-    if not callable(grid):
-        return grid
-    call = autotuner._jit_kwargs(args, dict(kwargs, **config.all_kwargs()))
-    return tuple(grid({**dict(zip(autotuner.arg_names, args)), **call}))
+        """Give a healthy worker back to the service, warm for the next tuning."""
+        if self._worker is not None and self._ready and self._worker.alive():
+            try:
+                self._worker.send(("release", None))
+                service().give_back(self._worker, self.device_index)
+            except OSError:
+                self._worker.kill()
+        elif self._worker is not None:
+            self._worker.kill()
+        self._worker = None
+        self._ready = False

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import triton
@@ -45,6 +47,37 @@ def resolve_buckets(key: Sequence[str], buckets: Mapping[str, Bucket | str] | st
             raise ValueError(f"key_buckets[{name!r}] must be a callable or a bucket name. Got {bucket!r} instead.")
         resolved[name] = bucket
     return resolved
+
+
+@dataclass(frozen=True)
+class TuningKey:
+    """What a winner is cached and stored by: the ``key`` arguments present in the call (their
+    values after bucketing), then the dtype of every argument that has one, as Triton keys.
+
+    ``json`` is the store's form, ``as_dict()`` what strategies see, ``triton_key`` the tuple
+    stock ``triton.autotune`` caches by.
+    """
+
+    names: tuple[str, ...]
+    values: tuple
+    dtypes: tuple[str, ...]
+
+    @classmethod
+    def from_call(cls, names: Sequence[str], key: tuple) -> "TuningKey":
+        """From the Autotuner's cache key of a call: the values of ``names``, then dtypes."""
+        return cls(tuple(names), tuple(key[: len(names)]), tuple(str(d) for d in key[len(names):]))
+
+    @cached_property
+    def json(self) -> str:
+        return key_json(self.names, self.values + self.dtypes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return json.loads(self.json)
+
+    @property
+    def triton_key(self) -> tuple:
+        """The key as one tuple of plain values (also a trial's ``key``)."""
+        return self.values + self.dtypes
 
 
 def key_json(names: Sequence[str], key: tuple) -> str:

@@ -2,7 +2,7 @@
 
 A ``LocalRunner`` holds one tuning's launch arguments. For each config it launches the kernel
 once from the pristine inputs and has the ``OutputCheck`` judge the outputs (a wrong config
-is a ``wrong`` trial and is not timed), then times it with the Autotuner's ``Benchmarker``
+is a ``wrong`` trial and is not timed), then times it with the launch's ``Benchmarker``
 under Triton's hook semantics (``reset_to_zero``, ``restore_value``, pre/post hooks). When the
 tuning ends, ``finish`` puts the pristine inputs back, so that the launch that follows sees
 the caller's original values. ``tunekit.isolation`` runs the same runner in a worker process.
@@ -11,19 +11,17 @@ the caller's original values. ``tunekit.isolation`` runs the same runner in a wo
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .benchmark import classify, describe
 from .check import OutputCheck
 from .config import Config
+from .launch import Launch
 from .trial import Status, Trial
-
-if TYPE_CHECKING:
-    from .autotuner import Autotuner
 
 
 class LocalRunner:
-    """Checks and times configs of ``autotuner`` on ``args``/``kwargs`` in this process.
+    """Checks and times configs of ``launch`` on ``args``/``kwargs`` in this process.
 
     Args:
         check: the tuning's ``OutputCheck``, or None to time without checking outputs.
@@ -34,45 +32,40 @@ class LocalRunner:
     seconds_starting = 0.0
     seconds_messaging = 0.0
 
-    def __init__(self, autotuner: "Autotuner", args: tuple, kwargs: dict, check: OutputCheck | None) -> None:
-        self.autotuner = autotuner
+    def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None) -> None:
+        self.launch = launch
         self.args = args
         self.kwargs = kwargs
         self.check = check
-        # the kernel's arguments, positional or named (kwargs also holds launch options: grid ...)
-        self.nargs = {**dict(zip(autotuner.arg_names, args)),
-                      **{name: value for name, value in kwargs.items() if name in autotuner.arg_names}}
+        self.nargs = launch.named(args, kwargs)
         if check is not None:
             check.snapshot(self.nargs)
             if check.reference is not None:
                 check.compute_reference(self.nargs)
 
-    def measure(self, config: Config, key: tuple, *, check: bool = True) -> Trial:
-        """One config: checked (unless ``check`` is False or the runner has no check), then timed."""
+    def measure(self, config: Config, key: tuple, *, retiming: bool = False) -> Trial:
+        """One config: checked (unless the runner has no check), then timed. A ``retiming`` of a
+        config measured before is not checked again and uses the benchmarker's shorter timing."""
         extra: dict[str, Any] = {}
-        if check and self.check is not None:
+        if not retiming and self.check is not None:
             start = time.perf_counter()
             verdict_or_failure = self._check(config, key)
             if isinstance(verdict_or_failure, Trial):
                 return verdict_or_failure
             extra.update(relative_error=verdict_or_failure, check_seconds=time.perf_counter() - start)
-        trial = self.autotuner.benchmarker.measure(config, self.autotuner._kernel_call(config, self.args, self.kwargs),
-                                                   key)
+        trial = self.launch.benchmarker.measure(config, self.launch.call(config, self.args, self.kwargs), key,
+                                                short=retiming)
         return Trial(trial.config, trial.status, trial.timing, trial.compile_seconds, trial.error, key,
                      extra={**trial.extra, **extra})
 
     def _check(self, config: Config, key: tuple) -> Trial | float:
         """Launch once from the pristine inputs and judge; a Trial if the config failed or is wrong."""
         assert self.check is not None
-        call = dict(self.kwargs, **config.all_kwargs())
-        full = {**self.nargs, **call}
+        full = {**self.nargs, **self.kwargs, **config.all_kwargs()}
         start = time.perf_counter()
         self.check.restore(full)
         try:
-            if config.pre_hook:
-                config.pre_hook(full)
-            self.autotuner.pre_hook(full, reset_only=True)
-            self.autotuner.fn.run(*self.args, **call)
+            self.launch.launch_once(config, self.args, self.kwargs, full)
             _synchronize(full)
             verdict = self.check.judge(full, str(config))
         except Exception as error:

@@ -17,39 +17,14 @@ from dataclasses import dataclass, field
 
 from . import settings
 from .config import Config, config_json
+from .deadline import Clock, Deadline
 from .strategy import SearchContext, Strategy
 from .trial import Trial
 
 logger = logging.getLogger(__name__)
 
-#: evaluate(configs, clock) yields (config, trial), trial None when the seconds budget ran out first.
-Evaluate = Callable[[list[Config], "Clock"], Iterable[tuple[Config, "Trial | None"]]]
-
-
-class Clock:
-    """Wall-clock seconds since the search started."""
-
-    def __init__(self) -> None:
-        self._start = time.perf_counter()
-
-    def seconds(self) -> float:
-        return time.perf_counter() - self._start
-
-    def advance(self, seconds: float) -> None:
-        """Account for work done outside the clock; a wall clock already saw it."""
-
-
-class SimulatedClock(Clock):
-    """Seconds that a replayed tuning would have taken: what ``advance`` is told, nothing else."""
-
-    def __init__(self) -> None:
-        self._seconds = 0.0
-
-    def seconds(self) -> float:
-        return self._seconds
-
-    def advance(self, seconds: float) -> None:
-        self._seconds += seconds
+#: evaluate(configs, deadline) yields (config, trial), trial None when the deadline came first.
+Evaluate = Callable[[list[Config], Deadline], Iterable[tuple[Config, "Trial | None"]]]
 
 
 @dataclass(frozen=True)
@@ -78,6 +53,7 @@ def run_search(
     *,
     known: Mapping[str, Trial] | None = None,
     clock: Clock | None = None,
+    deadline: Deadline | None = None,
     batch: int = 1,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> SearchResult:
@@ -85,9 +61,13 @@ def run_search(
 
     ``known`` maps config ids to trials measured earlier (the store): such configs are told to
     the strategy without an evaluation. ``on_trial`` sees every new trial as soon as it exists
-    (the Autotuner commits it to the store there).
+    (the tuning session commits it to the store there). The search stops at ``deadline``
+    (default: the budget's seconds on ``clock``), which a live tuning sets earlier than the
+    budget's end to leave time for re-timing the finalists.
     """
-    clock = clock or Clock()
+    if deadline is None:
+        deadline = Deadline(clock or Clock(), context.budget.seconds)
+    clock = deadline.clock
     known = known or {}
     budget, space = context.budget, context.space
     result = SearchResult()
@@ -103,7 +83,7 @@ def run_search(
 
     timed(strategy.start, context)
     while True:
-        if budget.exhausted(result.evaluations, clock.seconds()):
+        if budget.evals_left(result.evaluations) == 0 or deadline.expired():
             result.stopped_because = "budget"
             break
         left = budget.evals_left(result.evaluations)
@@ -139,8 +119,8 @@ def run_search(
             continue
         fruitless = 0
         measured = []
-        for config, trial in evaluate(new, clock):
-            if trial is None:  # the seconds budget ran out before this config
+        for config, trial in evaluate(new, deadline):
+            if trial is None:  # the deadline came before this config
                 seen.discard(config_json(config))
                 continue
             result.evaluations += 1

@@ -18,8 +18,10 @@ ENV_STORE = "TUNEKIT_STORE"
 ENV_MODE = "TUNEKIT_MODE"
 ENV_LOG = "TUNEKIT_LOG"
 ENV_COMPILE_WORKERS = "TUNEKIT_COMPILE_WORKERS"
+ENV_WORKERS = "TUNEKIT_WORKERS"
 
 MODES = ("online", "offline")
+WORKER_STARTS = ("zygote", "spawn")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Defaults:
     run_timeout_floor: float = 10.0
     #: Consecutive proposals that bring nothing new before a strategy is taken as exhausted.
     max_fruitless_proposals: int = 1000
+    #: Seconds a worker (compile or benchmark) may sit idle before the worker service stops it.
+    worker_idle_seconds: float = 60.0
     #: Host-clock timer (interpreter): at least this many timed calls ...
     host_min_reps: int = 3
     #: ... and more until this many milliseconds are spent.
@@ -67,6 +71,15 @@ def mode() -> str:
     value = os.environ.get(ENV_MODE, "online").strip().lower() or "online"
     if value not in MODES:
         raise ValueError(f"{ENV_MODE} must be one of {', '.join(MODES)}. Got {value!r} instead.")
+    return value
+
+
+def worker_start() -> str:
+    """How new workers start: ``zygote`` (forked from a pre-imported process, the default) or
+    ``spawn`` (each a fresh interpreter; ``$TUNEKIT_WORKERS=spawn``)."""
+    value = os.environ.get(ENV_WORKERS, "zygote").strip().lower() or "zygote"
+    if value not in WORKER_STARTS:
+        raise ValueError(f"{ENV_WORKERS} must be one of {', '.join(WORKER_STARTS)}. Got {value!r} instead.")
     return value
 
 

@@ -41,7 +41,8 @@ from .trial import Status, Timing, Trial
 logger = logging.getLogger(__name__)
 
 #: 1: the first release. 2: trials.relative_error (the output check's largest relative error).
-SCHEMA_VERSION = 2
+#: 3: runs.costs (what starting and messaging workers cost the run, JSON).
+SCHEMA_VERSION = 3
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -127,6 +128,7 @@ class _RunRow(_Base):
     evaluations: Mapped[int | None] = mapped_column(Integer, nullable=True)
     winner: Mapped[str | None] = mapped_column(Text, nullable=True)
     tuning_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    costs: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 def _add_relative_error(operations: Any) -> None:
@@ -134,7 +136,11 @@ def _add_relative_error(operations: Any) -> None:
 
 
 #: _MIGRATIONS[v] turns a store of schema v into one of schema v + 1.
-_MIGRATIONS = {1: _add_relative_error}
+def _add_run_costs(operations: Any) -> None:
+    operations.add_column("runs", Column("costs", Text, nullable=True))
+
+
+_MIGRATIONS = {1: _add_relative_error, 2: _add_run_costs}
 
 
 def new_run_id() -> str:
@@ -352,8 +358,10 @@ class ResultsStore:
         evaluations: int,
         tuning_seconds: float,
         space_hash: str,
+        costs: dict[str, float] | None = None,
     ) -> None:
-        """Close a run and, when it found one, make its winner the key's stored winner."""
+        """Close a run and, when it found one, make its winner the key's stored winner.
+        ``costs``: what the run spent besides its evaluations (starting workers, messaging)."""
         now = time.time()
         with self._session() as session:
             run = session.get(_RunRow, run_id)
@@ -362,6 +370,7 @@ class ResultsStore:
                 run.evaluations = evaluations
                 run.tuning_seconds = tuning_seconds
                 run.winner = winner.config_id if winner else None
+                run.costs = json.dumps(costs, sort_keys=True) if costs else None
             if winner is None:
                 return
             primary = (identity.source_hash, identity.triton_version, identity.device, identity.timing_method, key_json)

@@ -1,10 +1,18 @@
-"""Worker processes: a fresh Python interpreter per worker, talking over a socket pair.
+"""Worker processes: how they start, talk, and die with the process that started them.
 
-Both the compile pool and the benchmark workers use these instead of ``multiprocessing``:
-its spawn start method re-runs the caller's ``__main__`` script in every child, which tunes
-again (and starts children of its own) when the script has no ``if __name__ == "__main__"``
-guard, and a pool then restarts the dying children forever. A worker here imports only what
-its entry point needs, with the caller's import path, and can be killed with its children.
+A worker runs one entry point (``"module:function"``, given a connection) and talks over a
+socket pair. It starts one of two ways:
+
+- forked from a *zygote*: a process that already imported torch, Triton and tunekit but holds
+  no CUDA context, so a new worker is ready in a fraction of a second (a fresh interpreter
+  needs seconds to import torch). The zygote is forked from the user's process before CUDA
+  is initialised there (``Zygote.fork``) or, failing that, started as a fresh interpreter.
+- as a fresh interpreter (``python -c``) with the caller's import path. Not multiprocessing's
+  spawn, which re-runs the caller's ``__main__`` script in every child.
+
+Every worker and zygote watches its parent and exits (killing its own children, a compiler's
+ptxas) as soon as the parent is gone, however it died; workers ignore the terminal's Ctrl-C
+(the parent decides) and leave quietly when their connection closes.
 """
 
 from __future__ import annotations
@@ -12,16 +20,24 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+#: Set in every worker's environment: a worker never starts a zygote of its own.
+IN_WORKER = "TUNEKIT_IN_WORKER"
+#: How often a worker looks whether its parent is still there, in seconds.
+PARENT_CHECK_SECONDS = 0.1
 
 
 def send(connection: Connection, message: Any) -> None:
@@ -34,26 +50,21 @@ def receive(connection: Connection) -> Any:
     return pickle.loads(connection.recv_bytes())
 
 
-def serve(fd: int, entry: str) -> None:
-    """What a worker runs (``python -c``): its entry point ``module:function`` gets the connection."""
-    import importlib
-
-    module, function = entry.split(":")
-    getattr(importlib.import_module(module), function)(Connection(fd))
-
-
 def kill_process_tree(pid: int) -> None:
     """SIGKILL a process and the processes it started (a compiler's ptxas), on Linux via /proc."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    for child in children:
-        kill_process_tree(int(child))
+    for child in _children(pid):
+        kill_process_tree(child)
     try:
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def exit_reason(code: int | None) -> str:
@@ -68,20 +79,98 @@ def exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
-class Worker:
-    """One worker process running ``entry`` (``"module:function"``, given the connection).
+def _exit_code(status: int) -> int:
+    """A ``waitpid`` status as ``subprocess`` reports it: the exit code, or minus the signal."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
-    It starts with this process's import path and environment; ``sys.path`` is set before
-    anything is imported, because ``python -c`` would put the working directory first, where a
-    source checkout's ``tunekit/`` may shadow the installed one.
+
+def _become_worker(parent: int, watch: bool = True) -> None:
+    """In a new worker or zygote: ignore Ctrl-C, and (``watch``) exit when ``parent`` is gone."""
+    os.environ[IN_WORKER] = "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if watch:
+        def watch_parent() -> None:
+            while os.getppid() == parent:
+                time.sleep(PARENT_CHECK_SECONDS)
+            _exit_orphaned()
+
+        threading.Thread(target=watch_parent, name="tunekit-parent-watch", daemon=True).start()
+
+
+def _exit_orphaned() -> None:
+    """The parent is gone: take this process's own children along, and exit."""
+    for child in _children(os.getpid()):
+        kill_process_tree(child)
+    os._exit(0)
+
+
+def serve(fd: int, entry: str, parent: int) -> None:
+    """What a worker runs: its entry point ``module:function`` gets the connection. A closed
+    connection (the tuning is over, or its process is gone) ends it quietly."""
+    import importlib
+
+    _become_worker(parent)
+    module, function = entry.split(":")
+    try:
+        getattr(importlib.import_module(module), function)(Connection(fd))
+    except (EOFError, OSError) as error:
+        if not isinstance(error, (EOFError, BrokenPipeError, ConnectionError)):
+            raise
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+class _ForkedProcess:
+    """A worker that a zygote forked: not this process's child, so its exit code comes from the zygote."""
+
+    def __init__(self, pid: int, zygote: "Zygote") -> None:
+        self.pid = pid
+        self._zygote = zygote
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._zygote.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, seconds: float) -> int:
+        end = time.monotonic() + seconds
+        while self.poll() is None:
+            if time.monotonic() > end:
+                raise subprocess.TimeoutExpired("worker", seconds)
+            time.sleep(0.005)
+        return self.returncode  # type: ignore[return-value]
+
+
+class Worker:
+    """One worker process running ``entry`` (``"module:function"``, given the connection),
+    forked from ``zygote`` when one is given, else a fresh interpreter.
+
+    A fresh interpreter starts with this process's import path and environment; ``sys.path``
+    is set before anything is imported, because ``python -c`` would put the working directory
+    first, where a source checkout's ``tunekit/`` may shadow the installed one.
     """
 
-    def __init__(self, entry: str) -> None:
+    def __init__(self, entry: str, zygote: "Zygote | None" = None) -> None:
         ours, theirs = socket.socketpair()
-        bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
-                     f"from tunekit.workers import serve; serve({theirs.fileno()}, {entry!r})")
-        self.process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()])
+        self.started_at = time.perf_counter()
+        pid = None
+        if zygote is not None:
+            try:
+                pid = zygote.start(entry, theirs)
+            except OSError as error:  # the zygote is gone: a fresh interpreter instead
+                logger.debug("the worker zygote could not fork a worker (%s)", error)
+                zygote = None
+        if zygote is not None and pid is not None:
+            self.process: Any = _ForkedProcess(pid, zygote)
+        else:
+            bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
+                         f"from tunekit.workers import serve; serve({theirs.fileno()}, {entry!r}, {os.getpid()})")
+            self.process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()],
+                                            stdin=subprocess.DEVNULL, env={**os.environ, IN_WORKER: "1"})
         theirs.close()
+        self.forked = zygote is not None
         self.connection = Connection(ours.detach())
 
     @property
@@ -117,7 +206,188 @@ class Worker:
         self.connection.close()
 
 
-def ready(workers: Sequence[Worker], timeout: float) -> list[Worker]:
+def ready(workers: Sequence[Worker], timeout: float | None) -> list[Worker]:
     """The workers with a message (or an end of file) waiting, within ``timeout`` seconds."""
     by_connection = {worker.connection: worker for worker in workers}
     return [by_connection[c] for c in wait(list(by_connection), timeout)]
+
+
+class Zygote:
+    """A process with torch, Triton and tunekit imported and no CUDA context, that forks workers.
+
+    Build one with ``Zygote.fork()`` (from this process, while it holds no CUDA context: the
+    worker then starts with everything this process imported) or ``Zygote.spawn()`` (a fresh
+    interpreter that imports torch and Triton: seconds, but off the caller's path).
+    """
+
+    def __init__(self, pid: int, connection: socket.socket, process: subprocess.Popen | None = None) -> None:
+        self.pid = pid
+        self._socket = connection
+        self._process = process
+        self._lock = threading.Lock()
+        self._said_ready = False
+        self._broken = False  # it stopped answering: the service replaces it
+
+    @classmethod
+    def fork(cls) -> "Zygote":
+        """Fork the zygote from this process now. The caller checks that this is safe: no CUDA
+        context yet, and no other thread (a fork copies only the calling thread)."""
+        ours, theirs = socket.socketpair()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the zygote's side, which never returns
+            try:
+                ours.close()
+                _forget_modules_being_imported()
+                _become_worker(parent, watch=False)  # single-threaded: it forks workers
+                _zygote_loop(theirs, parent)
+            finally:
+                os._exit(0)
+        theirs.close()
+        return cls(pid, ours)
+
+    @classmethod
+    def spawn(cls, preload: Sequence[str]) -> "Zygote":
+        """Start the zygote as a fresh interpreter that imports the modules ``preload`` names."""
+        ours, theirs = socket.socketpair()
+        bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; from tunekit.workers import run_zygote; "
+                     f"run_zygote({theirs.fileno()}, {os.getpid()}, {list(preload)!r})")
+        process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()],
+                                   stdin=subprocess.DEVNULL, env={**os.environ, IN_WORKER: "1"})
+        theirs.close()
+        return cls(process.pid, ours, process)
+
+    def ready(self, timeout: float | None = 0) -> bool:
+        """Whether it has finished importing (a spawned one says so once)."""
+        with self._lock:
+            return self._ready_locked(timeout)
+
+    def _ready_locked(self, timeout: float | None) -> bool:
+        if self._process is None or self._said_ready:
+            return True
+        if not select.select([self._socket], [], [], timeout)[0]:
+            return False
+        if self._socket.recv(16) != b"ready":
+            raise OSError("the worker zygote exited while starting")
+        self._said_ready = True
+        return True
+
+    def alive(self) -> bool:
+        if self._broken:
+            return False
+        if self._process is not None:
+            return self._process.poll() is None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        return pid == 0
+
+    def start(self, entry: str, connection: socket.socket) -> int:
+        """Fork a worker running ``entry`` with ``connection`` (its end of a socket pair); its pid."""
+        with self._lock:
+            caller = {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd()}
+            try:
+                self._ready_locked(None)
+                socket.send_fds(self._socket, [pickle.dumps(("start", (entry, caller)))], [connection.fileno()])
+                return pickle.loads(self._socket.recv(4096))
+            except (OSError, EOFError, pickle.UnpicklingError) as error:
+                self._broken = True
+                raise OSError(f"the worker zygote stopped answering ({error})") from None
+
+    def exit_code(self, pid: int) -> int | None:
+        """The exit code of a worker it forked, None while that runs."""
+        with self._lock:
+            try:
+                self._socket.sendall(pickle.dumps(("status", pid)))
+                return pickle.loads(self._socket.recv(4096))
+            except (OSError, EOFError, pickle.UnpicklingError):  # the zygote is gone, and so is the worker
+                self._broken = True
+                return -signal.SIGKILL
+
+    def close(self) -> None:
+        """Stop it (its workers see it go and exit)."""
+        self._socket.close()
+        kill_process_tree(self.pid)
+        try:
+            if self._process is not None:
+                self._process.wait(5)
+            else:
+                os.waitpid(self.pid, 0)
+        except (ChildProcessError, subprocess.TimeoutExpired):
+            pass
+
+
+def _forget_modules_being_imported() -> None:
+    """In a zygote forked mid-import (a kernel decorated at the top of its module): drop the
+    half-executed modules, so that a worker imports them afresh."""
+    for name, module in list(sys.modules.items()):
+        if getattr(getattr(module, "__spec__", None), "_initializing", False):
+            del sys.modules[name]
+
+
+def _take_callers_context(caller: dict[str, Any]) -> None:
+    """In a forked worker: the environment, import path and directory the caller has now (the
+    zygote has those of when it started), as a fresh interpreter would have them."""
+    os.environ.clear()
+    os.environ.update(caller["environ"])
+    sys.path[:] = caller["path"]
+    try:
+        os.chdir(caller["cwd"])
+    except OSError:
+        pass
+
+
+def run_zygote(fd: int, parent: int, preload: Sequence[str]) -> None:
+    """A spawned zygote's entry point: import what workers need (torch: the seconds a fresh
+    interpreter costs, paid once here), say so, then serve."""
+    import importlib
+
+    _become_worker(parent, watch=False)
+    for module in preload:
+        importlib.import_module(module)
+
+    connection = socket.socket(fileno=fd)
+    connection.sendall(b"ready")
+    try:
+        _zygote_loop(connection, parent)
+    finally:
+        os._exit(0)
+
+
+def _zygote_loop(connection: socket.socket, parent: int) -> None:
+    """Fork a worker for each ``start`` request; report workers' exit codes on ``status``."""
+    exited: dict[int, int] = {}
+    zygote = os.getpid()
+    while True:
+        if not select.select([connection], [], [], PARENT_CHECK_SECONDS)[0]:
+            if os.getppid() != parent:
+                _exit_orphaned()
+            continue
+        message, fds, _, _ = socket.recv_fds(connection, 4096, 1)
+        if not message:
+            return  # the service closed it
+        while True:  # reap finished workers, keeping their exit codes
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            exited[pid] = _exit_code(status)
+        kind, value = pickle.loads(message)
+        if kind == "status":
+            connection.sendall(pickle.dumps(exited.pop(value, None)))
+            continue
+        entry, caller = value
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the worker's side
+            try:
+                connection.close()
+                _take_callers_context(caller)
+                serve(fds[0], entry, zygote)
+            finally:
+                os._exit(0)
+        os.close(fds[0])
+        connection.sendall(pickle.dumps(pid))

@@ -16,7 +16,8 @@ import math
 
 from tunekit.budget import Budget
 from tunekit.config import config_json, config_to_dict
-from tunekit.search import SimulatedClock, run_search
+from tunekit.deadline import SimulatedClock
+from tunekit.search import run_search
 from tunekit.space import Space
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Status, Timing, Trial
@@ -48,9 +49,9 @@ def drive(strategy: Strategy, space: Space, evals: int, seed: int = 0, batch: in
     """Run the Autotuner's search loop with ``toy_trial`` as the benchmark: the distinct configs
     evaluated, in order."""
 
-    def evaluate(configs, clock):
+    def evaluate(configs, deadline):
         for config in configs:
-            clock.advance(1.0)
+            deadline.clock.advance(1.0)
             yield config, toy_trial(config)
 
     context = SearchContext(space, Budget(evals=evals), {"args": {"M": 1}, "dtypes": []}, seed)

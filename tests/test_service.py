@@ -1,0 +1,254 @@
+"""The worker service: one per process, shared by kernels and keys; budgets that hold; workers that
+die with their parent, however it dies, and leave nothing on stderr.
+
+Real compiles for a Hopper target run in compile workers on this CPU-only machine; benchmark
+workers run kernels under the Triton interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import tunekit
+from tunekit import Space, Status
+from tunekit.kernels import vector_add
+from tunekit.service import service
+from tunekit.store import ResultsStore
+from tunekit.testing import faults
+
+N = 4096
+TESTS = Path(__file__).parent
+
+
+def descendants(pid: int) -> list[int]:
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+    return children + [d for c in children for d in descendants(c)]
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+# -- one service for every kernel and key ------------------------------------------------------
+
+
+def test_one_warm_benchmark_worker_serves_every_kernel_and_key(store_path):
+    """Three isolated tunings in one process (two keys of one kernel, then another kernel): the
+    first starts a benchmark worker, the others reuse it, and each run's costs are in the store."""
+    service().shutdown(keep_zygote=True)
+    first = tunekit.autotune(space=Space(BLOCK=[64, 2048]), key=["n"], store=store_path, isolate=True)(faults.faulty_add)
+    other = tunekit.autotune(space=Space(BLOCK=[128, 1024]), key=["n"], store=store_path,
+                             isolate=True)(vector_add.add_kernel)
+    started = []
+    for kernel, n in ((first, N), (first, 2 * N), (other, N)):
+        x, y, out = vector_add.inputs(n)
+        vector_add.launch(kernel, x, y, out)
+        assert torch.equal(out, x + y)
+        started.append(kernel.tuning_report.benchmark_workers_started)
+    assert started == [1, 0, 0]
+    costs = [json.loads(run["costs"]) for run in ResultsStore(store_path).runs()]
+    assert [c["benchmark_workers_started"] for c in costs] == [1, 0, 0]
+    assert costs[0]["seconds_starting_workers"] > costs[1]["seconds_starting_workers"]
+
+
+# -- budgets ----------------------------------------------------------------------------------------
+
+
+def test_a_seconds_budget_holds_with_the_finalists_retimed(store_path):
+    """Injected: a config that never returns, third of five, under a 6 s budget, with a store (so
+    three finalists are re-timed). Survives: the call returns within the budget plus 1 s; the
+    hanging config is left unmeasured; the winner is a correct config."""
+    kernel = tunekit.autotune(space=Space(BLOCK=[64, 2048, faults.HANG_BLOCK, 1024, 4096], num_warps=[4]),
+                              key=["n"], strategy="exhaustive", budget=tunekit.Budget(seconds=6),
+                              store=store_path, isolate=True)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    start = time.perf_counter()
+    vector_add.launch(kernel, x, y, out)
+    elapsed = time.perf_counter() - start
+    assert elapsed <= 6 + 1, elapsed
+    assert faults.HANG_BLOCK not in [t.config.kwargs["BLOCK"] for t in kernel.trials]
+    assert kernel.best_config.kwargs["BLOCK"] in (64, 2048) and torch.equal(out, x + y)
+
+
+def test_a_budget_that_ends_before_any_measurement_falls_back_with_a_warning(store_path):
+    """Injected: the first config hangs and the budget is 3 s. Survives: no TuningError; the
+    default config is used, with a warning that says so; nothing is stored as the winner."""
+    kernel = tunekit.autotune(space=Space(BLOCK=[faults.HANG_BLOCK, 64], num_warps=[4]), key=["n"],
+                              strategy="exhaustive", budget=tunekit.Budget(seconds=3), store=store_path,
+                              isolate=True, default_config=tunekit.Config({"BLOCK": 2048}, num_warps=4))(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vector_add.launch(kernel, x, y, out)
+    assert time.perf_counter() - start <= 3 + 1
+    assert any("ended before any config was measured" in str(w.message) and "BLOCK: 2048" in str(w.message)
+               for w in caught)
+    assert kernel.best_config.kwargs["BLOCK"] == 2048 and torch.equal(out, x + y)
+    assert kernel.tuning_report.fallback and ResultsStore(store_path).winner_rows() == []
+
+
+# -- the Autotuner's compile path for a GPU target ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(tmp_path, monkeypatch):
+    """The tuning session's compile step, as the Autotuner runs it on a GPU, for a Hopper target on
+    this CPU-only machine: configs compile in threads of this process at once and in compile
+    workers once they are ready; shared memory is reported; an impossible config fails alone."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    from tunekit.compiler import _StubDriver
+    from tunekit.deadline import Clock, Deadline
+    from tunekit.keys import TuningKey
+    from tunekit.session import TuningSession
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(TESTS))
+    import importlib
+
+    import gpu_target_kernels
+
+    module = importlib.reload(gpu_target_kernels)  # decorated again, now as a real JITFunction
+    kernel = tunekit.autotune(space=Space(STEPS=[1, 2, 3, 4, 5, 6, 7, 8]), key=[], store=None,
+                              compile_workers=2)(module.slow_to_compile)
+    driver.set_active(_StubDriver(GPUTarget("cuda", 90, 32)))
+    try:
+        session = TuningSession(kernel.launch, kernel.space, kernel.options, kernel.store, kernel.identity,
+                                TuningKey((), (), ("torch.float32",)), kernel.space_hash)
+        x = torch.zeros(4)
+        configs = kernel.space.configs()
+        results = dict(session.compile(configs, (x,), {}, Deadline(Clock(), None)))
+    finally:
+        driver.reset_active()
+    assert sorted(results) == list(range(len(configs)))
+    assert all(r.status is Status.OK and r.seconds > 0 and r.shared_bytes is not None for r in results.values())
+    assert any(p.name.endswith(".cubin") for p in (tmp_path / "cache").rglob("*"))
+
+
+# -- lifetime -------------------------------------------------------------------------------------
+
+COMPILING_CHILD = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "0"
+sys.path.insert(0, {tests!r})
+import torch
+from triton.backends.compiler import GPUTarget
+from tunekit.compiler import CompileJob, TensorSpec
+from tunekit.service import service
+job = CompileJob("gpu_target_kernels", "slow_to_compile", GPUTarget("cuda", 90, 32), (TensorSpec(torch.float32),),
+                 {{"STEPS": 200_000}})
+print("compiling", flush=True)
+for index, result in service().compile_pool(2).as_completed([job, job]):
+    print(index, result, flush=True)
+"""
+
+TUNING_CHILD = """
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import tunekit
+from tunekit import Space
+from tunekit.kernels import vector_add
+from tunekit.testing import faults
+kernel = tunekit.autotune(space=Space(BLOCK=[faults.HANG_BLOCK, 64]), key=["n"], strategy="exhaustive", store=None,
+                          isolate=True, run_timeout=600)(faults.faulty_add)
+x, y, out = vector_add.inputs(4096)
+print("tuning", flush=True)
+vector_add.launch(kernel, x, y, out)
+"""
+
+
+def start_child(code: str, tmp_path: Path) -> subprocess.Popen:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(code))
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def workers_of(child: subprocess.Popen, word: str, at_least: int) -> list[int]:
+    """Wait for the child to say ``word`` and to have ``at_least`` processes under it at work."""
+    assert child.stdout.readline().strip() == word
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        found = descendants(child.pid)
+        if len(found) >= at_least:
+            time.sleep(2.0)  # let them get to work (a compile under way, a kernel running)
+            return descendants(child.pid)
+        time.sleep(0.2)
+    pytest.fail(f"the child started {descendants(child.pid)} only")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_compile_workers_die_with_a_killed_parent(tmp_path, how):
+    """Injected: a process compiling two minutes-long kernels for Hopper in two compile workers is
+    killed. Survives: nothing; every worker and compiler under it is gone within seconds, and no
+    traceback reaches stderr."""
+    child = start_child(COMPILING_CHILD.format(tests=str(TESTS)), tmp_path)
+    workers = workers_of(child, "compiling", at_least=2)
+    child.send_signal(how)
+    _, stderr = child.communicate(timeout=60)
+    end = time.monotonic() + 10
+    while any(running(pid) for pid in workers) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if running(pid)], workers
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_benchmark_worker_dies_with_a_killed_parent(tmp_path, how):
+    """Injected: a process whose isolated tuning is stuck in a hanging config is killed. Survives:
+    nothing: its benchmark worker is gone within seconds, and no traceback reaches stderr."""
+    child = start_child(TUNING_CHILD, tmp_path)
+    workers = workers_of(child, "tuning", at_least=1)
+    child.send_signal(how)
+    _, stderr = child.communicate(timeout=60)
+    end = time.monotonic() + 10
+    while any(running(pid) for pid in workers) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if running(pid)], workers
+    assert "Traceback" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_tuning_that_ends_normally_leaves_no_worker_and_a_clean_stderr(tmp_path):
+    """A script tunes isolated (workers started, kept warm) and exits: its workers go with it, and
+    its stderr holds nothing."""
+    code = TUNING_CHILD.replace("faults.HANG_BLOCK, 64", "64, 2048").replace("run_timeout=600", "run_timeout=60")
+    code += "import os\nprint(os.getpid(), flush=True)\n"
+    child = start_child(code, tmp_path)
+    assert child.stdout.readline().strip() == "tuning"
+    stdout, stderr = child.communicate(timeout=300)
+    assert child.returncode == 0 and stderr == "", stderr[-2000:]
+    time.sleep(1.0)
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and running(int(p.name))
+                 and f"serve(" in _cmdline(int(p.name)) and str(child.pid) in _cmdline(int(p.name))]
+    assert leftovers == []
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

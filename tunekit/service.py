@@ -1,0 +1,169 @@
+"""The worker service: one per process, shared by every tunekit kernel and every key.
+
+It owns the compile pool and an idle benchmark worker per device, starts them lazily, keeps
+them warm between tunings, stops them when they have been idle a while and when the process
+exits. New workers fork from a zygote (``tunekit.workers``): one forked from this process
+when the first kernel is decorated, if that is safe then (a GPU machine, no CUDA context yet,
+a single thread), else a fresh interpreter started at the first tuning that needs a worker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+
+from . import settings
+from .compiler import CompilePool
+from .workers import IN_WORKER, Worker, Zygote
+
+logger = logging.getLogger(__name__)
+
+BENCHMARK_ENTRY = "tunekit.isolation:serve_benchmarks"
+#: What a spawned zygote imports before it forks workers: what both kinds of worker need.
+PRELOAD = ("torch", "triton", "tunekit.compiler", "tunekit.isolation")
+
+
+class WorkerService:
+    """Compile workers and benchmark workers for this process (``service()`` is the one instance)."""
+
+    def __init__(self) -> None:
+        self._owner = os.getpid()  # a forked child must not stop its parent's workers
+        self._lock = threading.RLock()
+        self._zygote: Zygote | None = None
+        self._pool: CompilePool | None = None
+        self._benchmark_workers: dict[int | None, Worker] = {}  # idle, by device index
+        self._last_used = time.monotonic()
+        self._reaper: threading.Timer | None = None
+
+    # -- the zygote ------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """At decoration: fork the zygote now if this is a GPU process that may fork safely."""
+        with self._lock:
+            if self._zygote is None and _may_fork_zygote():
+                started = time.perf_counter()
+                self._zygote = Zygote.fork()
+                logger.debug("forked the worker zygote (pid %d) in %.3f s", self._zygote.pid,
+                             time.perf_counter() - started)
+
+    def zygote(self) -> Zygote | None:
+        """The zygote to fork workers from, if one is ready (a spawned one is started here if
+        needed, and used once it has imported torch); None: start a fresh interpreter."""
+        with self._lock:
+            if settings.worker_start() != "zygote" or os.environ.get(IN_WORKER):
+                return None
+            if self._zygote is not None and not self._zygote.alive():
+                self._zygote = None
+            if self._zygote is None:
+                self._zygote = Zygote.spawn(PRELOAD)
+                logger.debug("started a worker zygote (pid %d)", self._zygote.pid)
+            try:
+                return self._zygote if self._zygote.ready(0) else None
+            except OSError:
+                self._zygote = None
+                return None
+
+    # -- compile workers ---------------------------------------------------------------------
+
+    def compile_pool(self, workers: int) -> CompilePool:
+        """The process's compile pool, allowed ``workers`` compiles at once from now on."""
+        with self._lock:
+            self._touch()
+            if self._pool is None:
+                self._pool = CompilePool(workers, zygote=self.zygote)
+            self._pool.workers = workers
+            return self._pool
+
+    # -- benchmark workers -------------------------------------------------------------------
+
+    def benchmark_worker(self, device: int | None) -> tuple[Worker, bool]:
+        """An idle benchmark worker for ``device`` (kept from an earlier tuning), or a new one;
+        and whether it is new."""
+        with self._lock:
+            self._touch()
+            worker = self._benchmark_workers.pop(device, None)
+            if worker is not None and worker.alive():
+                return worker, False
+            return Worker(BENCHMARK_ENTRY, self.zygote()), True
+
+    def give_back(self, worker: Worker, device: int | None) -> None:
+        """Keep a healthy benchmark worker warm for the next tuning on ``device``."""
+        with self._lock:
+            self._touch()
+            if not worker.alive() or device in self._benchmark_workers:
+                worker.kill()
+                return
+            self._benchmark_workers[device] = worker
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def _touch(self) -> None:
+        """Note a use, and stop idle workers once nothing used them for a while."""
+        self._last_used = time.monotonic()
+        if self._reaper is None:
+            self._reaper = threading.Timer(settings.DEFAULTS.worker_idle_seconds, self._reap)
+            self._reaper.daemon = True
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        with self._lock:
+            self._reaper = None
+            idle = time.monotonic() - self._last_used
+            if idle >= settings.DEFAULTS.worker_idle_seconds:
+                logger.debug("workers idle for %.0f s: stopping them", idle)
+                self.shutdown(keep_zygote=True)
+            else:
+                self._touch()
+                self._last_used -= idle  # _touch reset it: keep the real last use
+
+    def shutdown(self, keep_zygote: bool = False) -> None:
+        """Stop every worker (and the zygote unless ``keep_zygote``)."""
+        if os.getpid() != self._owner:
+            return
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+            for worker in self._benchmark_workers.values():
+                worker.kill()
+            self._benchmark_workers = {}
+            if self._zygote is not None and not keep_zygote:
+                self._zygote.close()
+                self._zygote = None
+
+
+def _may_fork_zygote() -> bool:
+    """Forking this process is safe and useful now: workers will be wanted (a GPU build of
+    torch on a machine with an NVIDIA device, not the interpreter), no CUDA context exists yet
+    (a forked child could not use it), only one thread runs, and this is no worker itself."""
+    if settings.worker_start() != "zygote" or settings.interpreting() or os.environ.get(IN_WORKER):
+        return False
+    if not hasattr(os, "fork") or threading.active_count() != 1 or not os.path.exists("/dev/nvidiactl"):
+        return False
+    import torch
+
+    return torch.version.cuda is not None and not torch.cuda.is_initialized()
+
+
+_service: WorkerService | None = None
+_service_lock = threading.Lock()
+
+
+def service() -> WorkerService:
+    """The process's worker service."""
+    global _service
+    with _service_lock:
+        if _service is None:
+            _service = WorkerService()
+            atexit.register(_service.shutdown)
+        return _service
+
+
+def _forget_after_fork() -> None:  # a forked child (a zygote, a user's fork) starts with no workers
+    global _service
+    _service = None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

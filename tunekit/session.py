@@ -1,0 +1,389 @@
+"""One tuning: one kernel, one key, from the first proposal to the chosen winner.
+
+The Autotuner (the Triton-facing decorator object) creates a ``TuningSession`` on a cache miss
+and keeps nothing of it but the result. The session owns the run: run id, deadline, the
+runner that checks and times configs (here or in a benchmark worker), the compile requests to
+the process's worker service, adaptive timeouts, the progress bar, and the choice of the
+winner by interleaved re-timing of the finalists, all within the budget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import settings
+from .benchmark import classify, describe
+from .budget import Budget
+from .compiler import CompileResult, compile_job_for, kernel_address, unwrap_jit
+from .config import Config
+from .deadline import Clock, Deadline
+from .isolation import IsolatedRunner, IsolationError
+from .keys import TuningKey
+from .launch import Launch
+from .runner import LocalRunner
+from .search import SearchResult, run_search
+from .service import service
+from .space import Space
+from .store import KernelIdentity, ResultsStore, new_run_id
+from .strategy import SearchContext, Strategy, derive_seed
+from .trial import Status, Timing, Trial
+
+logger = logging.getLogger(__name__)
+
+
+class TuningError(RuntimeError):
+    """Every config failed: the message names the kernel, the key and the failure counts."""
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How a kernel is tuned: the Autotuner's tuning arguments, resolved once at decoration."""
+
+    strategy: Strategy
+    budget: Budget
+    seed: int | None
+    finalists: int
+    compile_workers: int | None = None
+    compile_timeout: float | None = None
+    check: bool = True
+    isolate: bool | None = None
+    run_timeout: float | None = None
+    progress: bool | None = None
+    default_config: Config | None = None
+
+
+@dataclass
+class TuningReport:
+    """What one tuning did and what it cost (``Autotuner.tuning_report``)."""
+
+    run_id: str
+    key: str
+    winner: Config
+    evaluations: int
+    seconds: float
+    stopped_because: str
+    #: Compile workers and benchmark workers started for this tuning, and the seconds it waited
+    #: for them to be ready and spent messaging the benchmark worker: what workers cost.
+    compile_workers_started: int = 0
+    benchmark_workers_started: int = 0
+    seconds_starting_workers: float = 0.0
+    seconds_messaging: float = 0.0
+    fallback: bool = False
+
+
+class TuningSession:
+    """Tunes ``space`` for one key of one kernel; ``run()`` returns the winner.
+
+    Args:
+        launch: how the kernel is launched and checked.
+        space: the configs to search (after Triton's pruning, if any).
+        options: the kernel's tuning options.
+        store, identity: the results store and the kernel's identity in it.
+        key: the tuning key of this call.
+        space_hash: identifies the Space a stored winner was chosen from.
+    """
+
+    def __init__(self, launch: Launch, space: Space, options: TuningOptions, store: ResultsStore,
+                 identity: KernelIdentity, key: TuningKey, space_hash: str) -> None:
+        self.launch = launch
+        self.space = space
+        self.options = options
+        self.store = store
+        self.identity = identity
+        self.key = key
+        self.space_hash = space_hash
+        self.run_id = new_run_id()
+        self.clock = Clock()
+        self.deadline = Deadline(self.clock, options.budget.seconds)
+        #: The search's deadline (earlier, leaving time for the finalists), then the budget's.
+        self._active_deadline = self.deadline
+        self.trials: list[Trial] = []
+        self._compile_seconds_seen: list[float] = []  # successful compiles: the adaptive timeout's base
+        self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
+        self._runner: LocalRunner | IsolatedRunner | None = None
+        self._compile_workers_started = 0
+        self._seconds_starting_compilers = 0.0
+        self._first_compiled: Config | None = None  # what a budget that ends before any timing falls back to
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self, args: tuple, kwargs: dict) -> tuple[Config, TuningReport]:
+        """Search, choose the winner, record everything; the winner and what it cost."""
+        store, identity, text = self.store, self.identity, self.key.json
+        history = store.history(identity)
+        self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
+        self._bench_seconds_seen = [t.extra["bench_seconds"] for t in history if t.ok and t.extra.get("bench_seconds")]
+        known = {t.config_id: t for t in history if t.extra.get("key_json") == text}
+        strategy = self.options.strategy.clone()
+        context = SearchContext(self.space, self.options.budget, self.key.as_dict(), derive_seed(self.options.seed, text),
+                                tuple(history))
+        strategy_name = strategy.name or type(strategy).__name__
+        store.start_run(identity, text, strategy=strategy_name, budget=self.options.budget, run_id=self.run_id)
+        bar = self._progress_bar()
+
+        def on_trial(trial: Trial) -> None:
+            store.record(identity, text, trial, strategy=strategy_name, run_id=self.run_id)
+            logger.info("%s %s: %s", self.launch.kernel_name, text, trial)
+            if bar is not None:
+                bar.update(1)
+
+        def evaluate(configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
+            return self._evaluate(configs, args, kwargs, deadline)
+
+        runner = self._runner = self._make_runner(args, kwargs, history)
+        result: SearchResult | None = None
+        winner: Trial | None = None
+        try:
+            try:
+                self._active_deadline = self.deadline.earlier(self._finalists_reserve())
+                result = run_search(strategy, context, evaluate, known=known, deadline=self._active_deadline,
+                                    batch=self._batch_size(strategy), on_trial=on_trial)
+            finally:
+                self._active_deadline = self.deadline
+                if bar is not None:
+                    bar.close()
+            self.trials = result.trials
+            winner = self._choose(result)
+        finally:  # close the run in the store even when every config failed; give back the inputs
+            runner.finish()
+            runner.close()
+            costs = {"compile_workers_started": self._compile_workers_started,
+                     "benchmark_workers_started": runner.workers_started,
+                     "seconds_starting_workers": self._seconds_starting_compilers + runner.seconds_starting,
+                     "seconds_messaging": runner.seconds_messaging}
+            store.finish_run(identity, text, run_id=self.run_id, winner=winner,
+                             evaluations=result.evaluations if result else 0, tuning_seconds=self.clock.seconds(),
+                             space_hash=self.space_hash, costs=costs)
+        config = winner.config if winner is not None else self._fallback_config()
+        report = TuningReport(self.run_id, text, config, result.evaluations, self.clock.seconds(),
+                              result.stopped_because, fallback=winner is None, **costs)
+        logger.info("%s %s: %d evaluations in %.2f s (%s); workers started: %d compile, %d benchmark, "
+                    "%.2f s waiting for them", self.launch.kernel_name, text, report.evaluations, report.seconds,
+                    report.stopped_because, report.compile_workers_started, report.benchmark_workers_started,
+                    report.seconds_starting_workers)
+        return config, report
+
+    def _fallback_config(self) -> Config:
+        """The budget ended before any config was measured: ``default_config``, else the first
+        config that compiled, else the first config of the Space; with a warning."""
+        config = self.options.default_config or self._first_compiled or self.space.configs()[0]
+        warnings.warn(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended before any config "
+                      f"was measured; using {config}", RuntimeWarning, stacklevel=6)
+        return config
+
+    # -- the winner ------------------------------------------------------------------------------
+
+    def _choose(self, result: SearchResult) -> Trial | None:
+        """The fastest correct trial, after the best few are re-timed interleaved (as long as the
+        budget allows). None when the budget ended before anything was measured."""
+        trials = result.trials
+        ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
+        if not ok:
+            budget = self.options.budget
+            if result.stopped_because == "budget" and (budget.evals is None or result.evaluations < budget.evals):
+                return None  # not every config failed: the seconds ran out before one was measured
+            counts: dict[str, int] = {}
+            for t in trials:
+                counts[t.status.value] = counts.get(t.status.value, 0) + 1
+            first = next((t.error for t in trials if t.error), "")
+            raise TuningError(
+                f"Every config of {self.launch.kernel_name} failed for key {self.key.json} "
+                f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'none measured'}); first error: {first}"
+            )
+        finalists = ok[: self.options.finalists]
+        if len(finalists) < 2:
+            return finalists[0]
+        rounds: dict[str, list[float]] = {t.config_id: [] for t in finalists}
+        for _ in range(settings.DEFAULTS.finalist_rounds):
+            for t in finalists:  # interleaved: every finalist once per round
+                if self.deadline.expired():
+                    break
+                retimed = self._runner.measure(t.config, self.key.triton_key, retiming=True)
+                if retimed.ok:
+                    rounds[t.config_id].append(retimed.time_ms)
+        if any(len(times) < len(rounds[finalists[0].config_id]) for times in rounds.values()):
+            return finalists[0]  # the deadline cut a round short: the finalists were not timed alike
+        best, best_ms = finalists[0], float("inf")
+        for t in finalists:
+            times = sorted(rounds[t.config_id])
+            if not times:
+                continue
+            median = times[len(times) // 2]
+            timing = Timing(median, times[0], times[-1])
+            self.store.record(self.identity, self.key.json, Trial(t.config, Status.OK, timing, key=t.key,
+                                                                  source="retimed"),
+                              strategy="finalists", run_id=self.run_id)
+            if median < best_ms:
+                best, best_ms = Trial(t.config, Status.OK, timing, t.compile_seconds, key=t.key,
+                                      source="retimed"), median
+        return best
+
+    def _finalists_reserve(self) -> float:
+        """Seconds the search leaves at the end of a seconds budget for re-timing the finalists:
+        what their re-timing costs by the kernel's median benchmark, at most a tenth of the budget."""
+        if self.deadline.seconds is None or self.options.finalists < 2:
+            return 0.0
+        seen = sorted(self._bench_seconds_seen)
+        median = seen[len(seen) // 2] if seen else 0.2
+        retimings = self.options.finalists * settings.DEFAULTS.finalist_rounds
+        return min(0.1 * self.deadline.seconds, retimings * median)
+
+    # -- checking and timing ------------------------------------------------------------------
+
+    def _isolated(self, history: Sequence[Trial]) -> bool:
+        """``isolate`` if given; else on a GPU when the kernel is first tuned (nothing of it in the
+        store) or when one of its configs ever crashed or hung, and the kernel is importable."""
+        if self.options.isolate is not None:
+            return self.options.isolate
+        if settings.interpreting() or kernel_address(self.launch.fn) is None:
+            return False
+        return not history or any(t.status in (Status.RUNTIME_ERROR, Status.TIMEOUT) for t in history)
+
+    def _make_runner(self, args: tuple, kwargs: dict, history: Sequence[Trial]) -> LocalRunner | IsolatedRunner:
+        name = self.launch.kernel_name
+        if self._isolated(history):
+            logger.info("%s: checking and timing configs in a benchmark worker process", name)
+            try:
+                return IsolatedRunner(self.launch, args, kwargs, check=self.options.check, timeout=self._run_timeout,
+                                      time_left=lambda: self._active_deadline.remaining())
+            except IsolationError as error:
+                if self.options.isolate:
+                    raise
+                logger.warning("%s: tuning in this process, not isolated: %s", name, error)
+        return LocalRunner(self.launch, args, kwargs, self.launch.output_check() if self.options.check else None)
+
+    def _run_timeout(self) -> float | None:
+        """Seconds the config about to run in a benchmark worker may take: ``run_timeout`` or the
+        adaptive one, but never past the budget's end (then at least one second)."""
+        limit = self.options.run_timeout if self.options.run_timeout is not None else _multiple_of_median(
+            self._bench_seconds_seen, settings.DEFAULTS.run_timeout_after, settings.DEFAULTS.run_timeout_initial,
+            settings.DEFAULTS.run_timeout_factor, settings.DEFAULTS.run_timeout_floor)
+        return self._active_deadline.cap(limit, floor=1.0)
+
+    def _evaluate(self, configs: list[Config], args: tuple, kwargs: dict,
+                  deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
+        """Compile ``configs`` in parallel (on a GPU) and time each one as soon as it is compiled,
+        while the others compile. Yields (config, trial), trial None for configs the deadline left
+        unmeasured."""
+        assert self._runner is not None
+        compiled = self.compile(configs, args, kwargs, deadline)
+        unanswered = set(range(len(configs)))
+        key = self.key.triton_key
+        for index, result in compiled:
+            config = configs[index]
+            unanswered.discard(index)
+            extra = {"shared_bytes": result.shared_bytes} if result.shared_bytes is not None else {}
+            if result.status is not Status.OK:
+                yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
+                                    key=key, extra=extra)
+                continue
+            self._first_compiled = self._first_compiled or config
+            if deadline.expired():
+                compiled.close()  # drops the compiles still queued: nothing will time them
+                for left in sorted(unanswered | {index}):
+                    yield configs[left], None
+                return
+            trial = self._runner.measure(config, key)
+            if trial.status is Status.TIMEOUT and deadline.expired():
+                yield config, None  # cut off by the deadline, not failed: a later tuning tries it again
+                continue
+            if trial.ok and trial.extra.get("bench_seconds"):
+                self._bench_seconds_seen.append(trial.extra["bench_seconds"])
+            yield config, Trial(trial.config, trial.status, trial.timing, result.seconds, trial.error, key,
+                                extra={**trial.extra, **extra})
+        for left in sorted(unanswered):  # the deadline stopped their compiles
+            yield configs[left], None
+
+    # -- compiling ----------------------------------------------------------------------------
+
+    def compile(self, configs: list[Config], args: tuple, kwargs: dict,
+                 deadline: Deadline) -> Iterator[tuple[int, CompileResult]]:
+        """Yields (index, result) per config as each is compiled: in this process's threads at
+        once, and in the worker service's compile workers as they become ready; under the
+        interpreter nothing is compiled."""
+        if settings.interpreting():
+            yield from ((i, CompileResult(Status.OK, 0.0)) for i in range(len(configs)))
+            return
+        from triton.runtime.driver import driver
+
+        target = driver.active.get_current_target()
+        jit = unwrap_jit(self.launch.fn)
+        calls = [self.launch.jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in configs]
+        workers = self._workers()
+        jobs = [compile_job_for(jit, target, args, call) for call in calls] if workers > 1 else [None] * len(calls)
+
+        def compile_here(index: int) -> CompileResult:
+            begin = time.perf_counter()
+            try:
+                kernel = jit.warmup(*args, grid=(1,), **calls[index])
+                shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+                return CompileResult(Status.OK, time.perf_counter() - begin, shared_bytes=shared)
+            except Exception as error:
+                return CompileResult(classify(error), time.perf_counter() - begin, describe(error))
+
+        pool = service().compile_pool(workers)
+        started, starting = pool.started, pool.seconds_starting
+        timeout = self.options.compile_timeout if self.options.compile_timeout is not None else \
+            self._adaptive_compile_timeout
+        try:
+            for index, result in pool.as_completed(jobs, timeout, deadline.wall_time(), local=compile_here,
+                                                   start_workers=len(configs) > workers // 2):
+                if result.status is Status.OK:
+                    self._compile_seconds_seen.append(result.seconds)
+                yield index, result
+        finally:
+            self._compile_workers_started += pool.started - started
+            self._seconds_starting_compilers += pool.seconds_starting - starting
+
+    def _adaptive_compile_timeout(self) -> float | None:
+        """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen
+        (in the store, or in this tuning as they finish), then a multiple of their median, not
+        under a floor. On the H200 GEMM space the median compile is 0.4 s and 1 % take two minutes."""
+        defaults = settings.DEFAULTS
+        return _multiple_of_median(self._compile_seconds_seen, defaults.compile_timeout_after, None,
+                                   defaults.compile_timeout_factor, defaults.compile_timeout_floor)
+
+    def _workers(self) -> int:
+        return self.options.compile_workers if self.options.compile_workers is not None else settings.compile_workers()
+
+    def _batch_size(self, strategy: Strategy) -> int:
+        """Configs asked for at a time: one under the interpreter (nothing to compile), else
+        enough to keep every compile worker busy while the slowest compile of the batch runs;
+        more for a strategy that learns nothing from the answers."""
+        if settings.interpreting():
+            return 1
+        return (2 if strategy.adaptive else 16) * self._workers()
+
+    def _progress_bar(self) -> Any:
+        show = self.options.progress if self.options.progress is not None else sys.stderr.isatty()
+        if not show:
+            return None
+        from tqdm.auto import tqdm
+
+        budget = self.options.budget
+        total = min(len(self.space), budget.evals) if budget.evals else len(self.space)
+        return tqdm(total=total, desc=f"tuning {self.launch.kernel_name}", unit="config", leave=False)
+
+
+def _multiple_of_median(seen: Sequence[float], after: int, before: float | None, factor: float,
+                        floor: float) -> float | None:
+    """An adaptive limit: ``before`` until ``after`` values were seen, then ``factor`` times
+    their median, but never under ``floor``."""
+    if len(seen) < after:
+        return before
+    return max(floor, factor * sorted(seen)[len(seen) // 2])
+
+
+def stored_winner(text: str, winners: dict, space: Space, space_hash: str) -> Config | None:
+    """The stored winner of key ``text`` if it was chosen from this Space."""
+    stored = winners.get(text)
+    if stored is not None and stored[2] == space_hash:
+        return space.canonical(json.loads(stored[0]))
+    return None
