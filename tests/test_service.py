@@ -108,40 +108,49 @@ def test_a_budget_that_ends_before_any_measurement_falls_back_with_a_warning(sto
 # -- the Autotuner's compile path for a GPU target ---------------------------------------------------
 
 
+HOPPER_COMPILE_CHILD = """
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "0"
+sys.path.insert(0, {tests!r})
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+import tunekit
+from tunekit.compiler import _StubDriver
+from tunekit.deadline import Clock, Deadline
+from tunekit.keys import TuningKey
+from tunekit.session import TuningSession
+import gpu_target_kernels
+
+kernel = tunekit.autotune(space=tunekit.Space(STEPS=[1, 2, 3, 4, 5, 6, 7, 8, 100_000]), key=[], store=None,
+                          compile_workers=2, compile_timeout=20)(gpu_target_kernels.slow_to_compile)
+driver.set_active(_StubDriver(GPUTarget("cuda", 90, 32)))
+session = TuningSession(kernel.launch, kernel.space, kernel.options, kernel.store, kernel.identity,
+                        TuningKey((), (), ("torch.float32",)), kernel.space_hash)
+results = dict(session.compile(kernel.space.configs(), (torch.zeros(4),), {{}}, Deadline(Clock(), None)))
+print(json.dumps({{"results": {{i: [r.status.value, r.seconds, r.shared_bytes] for i, r in results.items()}},
+                  "workers_started": session._compile_workers_started}}))
+"""
+
+
 @pytest.mark.slow
-def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(tmp_path, monkeypatch):
+def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(tmp_path):
     """The tuning session's compile step, as the Autotuner runs it on a GPU, for a Hopper target on
-    this CPU-only machine: configs compile in threads of this process at once and in compile
-    workers once they are ready; shared memory is reported; an impossible config fails alone."""
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime.driver import driver
-
-    from tunekit.compiler import _StubDriver
-    from tunekit.deadline import Clock, Deadline
-    from tunekit.keys import TuningKey
-    from tunekit.session import TuningSession
-
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.syspath_prepend(str(TESTS))
-    import importlib
-
-    import gpu_target_kernels
-
-    module = importlib.reload(gpu_target_kernels)  # decorated again, now as a real JITFunction
-    kernel = tunekit.autotune(space=Space(STEPS=[1, 2, 3, 4, 5, 6, 7, 8]), key=[], store=None,
-                              compile_workers=2)(module.slow_to_compile)
-    driver.set_active(_StubDriver(GPUTarget("cuda", 90, 32)))
-    try:
-        session = TuningSession(kernel.launch, kernel.space, kernel.options, kernel.store, kernel.identity,
-                                TuningKey((), (), ("torch.float32",)), kernel.space_hash)
-        x = torch.zeros(4)
-        configs = kernel.space.configs()
-        results = dict(session.compile(configs, (x,), {}, Deadline(Clock(), None)))
-    finally:
-        driver.reset_active()
-    assert sorted(results) == list(range(len(configs)))
-    assert all(r.status is Status.OK and r.seconds > 0 and r.shared_bytes is not None for r in results.values())
+    this CPU-only machine (a fresh process: Triton imported for real compiles): nine configs, one
+    of which compiles for minutes; they compile in threads of the process at once and in compile
+    workers once those are ready; shared memory is reported; the slow one is cut off at the
+    compile timeout (20 s) alone."""
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(HOPPER_COMPILE_CHILD.format(tests=str(TESTS))))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    results = {int(i): r for i, r in report["results"].items()}
+    assert sorted(results) == list(range(9))
+    assert all(status == "ok" and seconds > 0 and shared is not None for status, seconds, shared in
+               (results[i] for i in range(8)))
+    assert results[8][0] == "timeout" and report["workers_started"] >= 1
     assert any(p.name.endswith(".cubin") for p in (tmp_path / "cache").rglob("*"))
 
 

@@ -163,6 +163,7 @@ LocalCompile = Callable[[int], CompileResult]
 ZygoteSource = Callable[[], Zygote | None]
 
 ENTRY = "tunekit.compiler:serve_compiles"
+_first_local_compile = threading.Event()
 #: Workers that die while starting, in a row, before the pool stops starting them.
 MAX_FAILED_STARTS = 3
 
@@ -240,7 +241,10 @@ class CompilePool:
         finished: queue.SimpleQueue[tuple[int, CompileResult]] = queue.SimpleQueue()
 
         def compile_here(index: int) -> None:
-            finished.put((index, local(index)))  # type: ignore[misc]
+            try:
+                finished.put((index, local(index)))  # type: ignore[misc]
+            finally:
+                _first_local_compile.set()
 
         try:
             while pending or running or threads:
@@ -259,7 +263,11 @@ class CompilePool:
                     worker = self._idle.pop()
                     worker.send((index, jobs[index]))
                     running[worker] = (index, time.time())
-                while local is not None and pending and len(running) + len(threads) < self.workers:
+                # the first compile in this process runs alone: Triton imports parts of itself lazily on
+                # its first compile, and threads doing that at once race (seen: AssertionError, KeyError)
+                local_limit = self.workers if _first_local_compile.is_set() else 1
+                while local is not None and pending and len(running) + len(threads) < self.workers \
+                        and len(threads) < local_limit:
                     index = pending.popleft()
                     threads[index] = time.time()
                     threading.Thread(target=compile_here, args=(index,), name="tunekit-compile", daemon=True).start()

@@ -60,6 +60,8 @@ class WorkerService:
             if self._zygote is None:
                 self._zygote = Zygote.spawn(PRELOAD)
                 logger.debug("started a worker zygote (pid %d)", self._zygote.pid)
+            if self._zygote.interpreting != settings.interpreting():
+                return None  # its Triton was imported for the other mode: fresh interpreters for this one
             try:
                 return self._zygote if self._zygote.ready(0) else None
             except OSError:

@@ -227,6 +227,8 @@ class Zygote:
         self._lock = threading.Lock()
         self._said_ready = False
         self._broken = False  # it stopped answering: the service replaces it
+        #: Whether its Triton was imported for the interpreter: it serves only workers of that mode.
+        self.interpreting = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
     @classmethod
     def fork(cls) -> "Zygote":
@@ -349,9 +351,11 @@ def run_zygote(fd: int, parent: int, preload: Sequence[str]) -> None:
         importlib.import_module(module)
 
     connection = socket.socket(fileno=fd)
-    connection.sendall(b"ready")
     try:
+        connection.sendall(b"ready")
         _zygote_loop(connection, parent)
+    except OSError:
+        pass  # its parent is gone, or closed it: nothing to say
     finally:
         os._exit(0)
 
