@@ -106,8 +106,8 @@ def main() -> None:
     same = config_json(ours_config) == config_json(stock_config)
     # does the shared memory a worker compiled for predict which configs run out of resources?
     limit = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())["max_shared_mem"]
-    measured = [t for t in ours.trials if t.extra.get("shared_bytes") is not None]
-    predicted = sum((t.extra["shared_bytes"] > limit) == (t.status.value == "out_of_resources") for t in measured)
+    measured = [t for t in ours.trials if t.shared_bytes is not None]
+    predicted = sum((t.shared_bytes > limit) == (t.status.value == "out_of_resources") for t in measured)
 
     print(f"GEMM {m}x{n}x{k} bf16, {len(configs)} configs, {torch.cuda.get_device_name()}, triton {triton.__version__}")
     print(f"  tunekit: {ours_wall:7.1f} s wall (parallel compile, {compile_cpu_seconds:.0f} compile-seconds), "
@@ -133,7 +133,7 @@ def main() -> None:
                 "max_shared_mem": limit, "shared_memory_predicts_oor": [predicted, len(measured)],
                 "trials": [{"config": t.config_id, "status": t.status.value, "ms": t.time_ms,
                             "compile_s": t.compile_seconds, "source": t.source,
-                            "shared_bytes": t.extra.get("shared_bytes"),
+                            "shared_bytes": t.shared_bytes,
                             "error": (t.error or "")[:300]} for t in ours.trials],
             }, handle, indent=1)
 

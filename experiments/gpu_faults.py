@@ -123,10 +123,10 @@ def gemm(isolate: str, budget: int) -> None:
         "isolate": isolate, "seconds": seconds, "statuses": statuses, "winner": str(kernel.best_config),
         "workers_started": kernel.benchmark_workers_started, "isolation_seconds": kernel.isolation_seconds,
         "compile_seconds": sum(t.compile_seconds or 0.0 for t in kernel.trials),
-        "bench_seconds": sum(t.extra.get("bench_seconds") or 0.0 for t in kernel.trials),
-        "check_seconds": sum(t.extra.get("check_seconds") or 0.0 for t in kernel.trials),
+        "bench_seconds": sum(t.bench_seconds or 0.0 for t in kernel.trials),
+        "check_seconds": sum(t.check_seconds or 0.0 for t in kernel.trials),
         "winner_relative_error": ((c.float() - expected).norm() / expected.norm()).item(),
-        "largest_check_error": max((t.extra.get("relative_error") or 0.0) for t in kernel.trials),
+        "largest_check_error": max((t.relative_error or 0.0) for t in kernel.trials),
         "times_ms": {config_json(t.config): t.time_ms for t in kernel.trials if t.ok},
     }), flush=True)
 

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from tunekit.config import Config, config_from_dict
+from tunekit.keys import TuningKey
 from tunekit.space import Space
 from tunekit.trial import Status, Timing, Trial
 
@@ -26,8 +27,7 @@ Key = Mapping[str, Any]  # {"args": {name: value}, "dtypes": [...]}, as SearchCo
 
 def key_of(trial: Trial) -> Key | None:
     """The key a stored trial was measured at (``None`` when it does not say)."""
-    text = trial.extra.get("key_json")
-    return json.loads(text) if text else None
+    return trial.key.as_dict() if trial.key is not None else None
 
 
 def dtype_bytes(name: str) -> float:
@@ -47,7 +47,7 @@ def trials_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Trial]:
         status = Status(row["status"])
         timing = Timing(row["median_ms"], row.get("p20_ms"), row.get("p80_ms")) if row.get("median_ms") else None
         trials.append(Trial(config_from_dict(json.loads(row["config"])), status, timing, row.get("compile_seconds"),
-                            extra={"key_json": row["key"]}))
+                            key=TuningKey.from_json(row["key"])))
     return trials
 
 

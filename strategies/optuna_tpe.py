@@ -97,7 +97,7 @@ class OptunaSearch(Strategy):
         by_key: dict[str, list[Trial]] = {}
         for trial in context.history:
             if trial.ok:
-                by_key.setdefault(str(trial.extra.get("key_json")), []).append(trial)
+                by_key.setdefault(trial.key.json if trial.key else "", []).append(trial)
         ranked = [sorted(trials, key=lambda t: t.time_ms) for trials in by_key.values()]
         chosen: dict[str, Config] = {}
         for position in range(max((len(r) for r in ranked), default=0)):

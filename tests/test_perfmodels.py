@@ -13,6 +13,7 @@ from sklearn.linear_model import Ridge
 
 import tunekit
 from tunekit.config import config_from_dict
+from tunekit.keys import TuningKey
 from tunekit.kernels import shipped
 from tunekit.perfmodels import PerfModel, RandomForest, trials_from_rows
 from tunekit.testing.strategies import toy_space, toy_time, toy_trial
@@ -26,7 +27,7 @@ def key(m: int) -> dict:
 def shaped_trial(config, m: int) -> Trial:
     """toy_time, scaled by the shape: a model that ignores the key cannot fit it."""
     t = toy_time(config) * m / 64
-    return Trial(config, Status.OK, Timing(t, t, t), extra={"key_json": __import__("json").dumps(key(m))})
+    return Trial(config, Status.OK, Timing(t, t, t), key=TuningKey.from_dict(key(m)))
 
 
 def test_forest_ranks_unseen_configs_of_a_smooth_space():
@@ -110,5 +111,5 @@ def test_trials_from_rows_skip_retimed_rows_and_keep_keys():
              "config": '{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}', "key": '{"args": {"M": 1}}'},
             {"source": "retimed", "status": "ok", "median_ms": 2.0, "config": '{"BLOCK_M": 16}', "key": "{}"}]
     (trial,) = trials_from_rows(rows)
-    assert trial.ok and trial.extra["key_json"] == '{"args": {"M": 1}}'
+    assert trial.ok and trial.key.as_dict() == {"args": {"M": 1}, "dtypes": []}
     assert trial.config.kwargs == config_from_dict({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}).kwargs

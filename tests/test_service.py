@@ -65,7 +65,7 @@ def test_one_warm_benchmark_worker_serves_every_kernel_and_key(store_path):
     assert started == [1, 0, 0]
     costs = [json.loads(run["costs"]) for run in ResultsStore(store_path).runs()]
     assert [c["benchmark_workers_started"] for c in costs] == [1, 0, 0]
-    assert costs[0]["seconds_starting_workers"] > costs[1]["seconds_starting_workers"]
+    assert costs[0]["seconds_waiting_for_workers"] > costs[1]["seconds_waiting_for_workers"]
 
 
 # -- budgets ----------------------------------------------------------------------------------------

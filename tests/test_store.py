@@ -115,7 +115,7 @@ def test_a_store_of_schema_1_is_migrated_and_keeps_every_trial(tmp_path):
     assert len(before) == 3 and all(r["relative_error"] is None for r in rows)
     (winner,) = store.winner_rows()
     assert json.loads(winner["config"])["BLOCK"] == 256 and store.runs()[0]["evaluations"] == 3
-    trial = Trial(ok_trial(64, 1.0).config, Status.WRONG, error="differs", extra={"relative_error": 0.5})
+    trial = Trial(ok_trial(64, 1.0).config, Status.WRONG, error="differs", relative_error=0.5)
     store.record(IDENTITY, KEY, trial, strategy="s", run_id="r")
     assert ResultsStore(path).rows(run_id="r")[0]["relative_error"] == 0.5
 

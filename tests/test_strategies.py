@@ -5,6 +5,7 @@ import pytest
 
 import tunekit
 from tunekit.config import config_json
+from tunekit.keys import TuningKey
 from tunekit.strategies import DefaultSearch, Exhaustive, ForestSearch, OptunaSearch, RandomSearch, available
 from tunekit.strategy import make_strategy
 from tunekit.testing.strategies import StrategyConformance, drive, toy_space
@@ -101,7 +102,7 @@ def history_at_another_key(configs) -> tuple:
     """Trials of ``configs`` stored at key M=2, the first the fastest."""
     from tunekit.trial import Status, Timing, Trial
 
-    return tuple(Trial(c, Status.OK, Timing(t, t, t), extra={"key_json": '{"args": {"M": 2}, "dtypes": []}'})
+    return tuple(Trial(c, Status.OK, Timing(t, t, t), key=TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}'))
                  for t, c in enumerate(configs, 1))
 
 

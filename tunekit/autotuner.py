@@ -143,6 +143,8 @@ class Autotuner(_TritonAutotuner):
         self.key_buckets = resolve_buckets(key, key_buckets)
         self.kernel_name = name
         self._key_positions = [arg_names.index(k) for k in key]
+        #: The hot path's bucketing: (argument position, bucket or None) per key argument.
+        self._bucket_plan = [(arg_names.index(k), self.key_buckets.get(k)) for k in key] if self.key_buckets else None
         self._last_key_position = max(self._key_positions, default=-1)
         self._tuned: dict[tuple, tuple[Config, dict[str, Any]]] = {}
         self._lock = threading.RLock()
@@ -172,7 +174,7 @@ class Autotuner(_TritonAutotuner):
     def isolation_seconds(self) -> dict[str, float]:
         """Seconds the last tuning waited for workers to start, and spent messaging them."""
         report = self.tuning_report
-        return {"starting": report.seconds_starting_workers if report else 0.0,
+        return {"starting": report.seconds_waiting_for_workers if report else 0.0,
                 "messaging": report.seconds_messaging if report else 0.0}
 
 
@@ -230,10 +232,11 @@ class Autotuner(_TritonAutotuner):
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         if len(kwargs) == 2 and len(args) > self._last_key_position:  # a kernel[grid](*args) launch
-            values = tuple([args[i] for i in self._key_positions])
-            if self.key_buckets:
-                values = self._bucketed(values)
-            key = values + tuple([a.dtype for a in args if hasattr(a, "dtype")])
+            if self._bucket_plan is None:
+                values = [args[i] for i in self._key_positions]
+            else:
+                values = [args[i] if bucket is None else bucket(args[i]) for i, bucket in self._bucket_plan]
+            key = (*values, *[a.dtype for a in args if hasattr(a, "dtype")])
         else:
             key = self._slow_key(args, kwargs)
         entry = self._tuned.get(key)

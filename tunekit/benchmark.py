@@ -19,6 +19,7 @@ import numpy as np
 
 from . import settings
 from .config import Config
+from .keys import TuningKey
 from .trial import Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
@@ -58,13 +59,16 @@ def describe(error: BaseException) -> str:
 
 
 def host_clock_bench(
-    kernel_call: KernelCall, quantiles=(0.5, 0.2, 0.8), min_reps: int | None = None, rep_ms: float | None = None
+    kernel_call: KernelCall, quantiles=(0.5, 0.2, 0.8), min_reps: int | None = None, rep_ms: float | None = None,
+    warmup: bool = True,
 ) -> list[float]:
-    """Time ``kernel_call`` with the host clock: one warm-up call, then at least ``min_reps``
-    timed calls and more until ``rep_ms`` milliseconds are spent. Returns the quantiles in ms."""
+    """Time ``kernel_call`` with the host clock: one warm-up call (unless ``warmup`` is False: it
+    just ran), then at least ``min_reps`` timed calls and more until ``rep_ms`` milliseconds are
+    spent. Returns the quantiles in ms."""
     min_reps = settings.DEFAULTS.host_min_reps if min_reps is None else min_reps
     rep_ms = settings.DEFAULTS.host_rep_ms if rep_ms is None else rep_ms
-    kernel_call()
+    if warmup:
+        kernel_call()
     times: list[float] = []
     spent = 0.0
     while len(times) < min_reps or spent < rep_ms:
@@ -107,16 +111,19 @@ class Benchmarker:
             return "cuda_graph"
         return "cuda_event"
 
-    def time(self, kernel_call: KernelCall, short: bool = False) -> Timing:
+    def time(self, kernel_call: KernelCall, short: bool = False, warm: bool = False) -> Timing:
         """Time statistics of ``kernel_call``. ``short``: a quicker timing, for re-timing configs
-        already measured (the finalists, over interleaved rounds): a quarter of the repetitions."""
+        already measured (the finalists, over interleaved rounds): a quarter of the repetitions.
+        ``warm``: the config was launched just before (by the output check), so the host clock
+        needs no warm-up call; the GPU timer warms up the device anyway."""
         quantiles = (0.5, 0.2, 0.8)
         if self.do_bench is not None:
             return Timing.from_bench(self.do_bench(kernel_call, quantiles=quantiles))
         if settings.interpreting():
             defaults = settings.DEFAULTS
             return Timing.from_bench(host_clock_bench(kernel_call, quantiles, min_reps=1 if short else None,
-                                                      rep_ms=defaults.host_rep_ms / 4 if short else None))
+                                                      rep_ms=defaults.host_rep_ms / 4 if short else None,
+                                                      warmup=not (warm or short)))
         import triton.testing
 
         if self.use_cuda_graph:
@@ -128,20 +135,20 @@ class Benchmarker:
             warmup, rep = warmup / 4, rep / 4
         return Timing.from_bench(triton.testing.do_bench(kernel_call, warmup=warmup, rep=rep, quantiles=quantiles))
 
-    def measure(self, config: Config, kernel_call: KernelCall, key: tuple = (), short: bool = False) -> Trial:
-        """Time one config (``short``: see ``time``); any failure becomes a Trial with its status
-        and error text."""
+    def measure(self, config: Config, kernel_call: KernelCall, key: TuningKey | None = None, short: bool = False,
+                warm: bool = False) -> Trial:
+        """Time one config (``short``, ``warm``: see ``time``); any failure becomes a Trial with
+        its status and error text."""
         start = time.perf_counter()
         try:
-            timing = self.time(kernel_call, short)
+            timing = self.time(kernel_call, short, warm)
         except Exception as error:  # every failure is data, not a crash
             status = classify(error)
             logger.debug("config %s failed: %s", config, error)
-            return Trial(config, status, error=describe(error), key=key,
-                         extra={"bench_seconds": time.perf_counter() - start})
-        extra = {"bench_seconds": time.perf_counter() - start}
+            return Trial(config, status, error=describe(error), key=key, bench_seconds=time.perf_counter() - start)
+        seconds = time.perf_counter() - start
         if not np.isfinite(timing.median_ms):
             # stock triton.autotune returns inf for configs it could not run
             return Trial(config, Status.RUNTIME_ERROR, error="do_bench returned a non-finite time", key=key,
-                         extra=extra)
-        return Trial(config, Status.OK, timing=timing, key=key, extra=extra)
+                         bench_seconds=seconds)
+        return Trial(config, Status.OK, timing=timing, key=key, bench_seconds=seconds)

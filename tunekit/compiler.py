@@ -27,7 +27,7 @@ from typing import Any
 
 from .benchmark import classify
 from .trial import Status
-from .workers import Worker, Zygote, exit_reason, ready, receive, send
+from .workers import Worker, Zygote, exit_reason, kill_thread_children, ready, receive, send
 
 logger = logging.getLogger(__name__)
 
@@ -187,10 +187,10 @@ class CompilePool:
         self._zygote = zygote or (lambda: None)
         self._idle: list[Worker] = []
         self._starting: list[Worker] = []
-        #: Workers started, and seconds from a start until the worker was ready (summed).
+        #: Workers started so far.
         self.started = 0
-        self.seconds_starting = 0.0
         self._failed_starts = 0  # in a row: after a few, no more are started
+        self._compiling_threads: set[int] = set()  # native ids of this process's threads compiling now
 
     def _start(self) -> None:
         self._starting.append(Worker(ENTRY, self._zygote()))
@@ -207,7 +207,6 @@ class CompilePool:
             logger.warning("a compile worker exited while starting (%s); its error is printed above", reason)
             return
         self._failed_starts = 0
-        self.seconds_starting += time.perf_counter() - worker.started_at
         self._idle.append(worker)
 
     def compile(self, jobs: Sequence[CompileJob], timeout: Timeout = None) -> list[CompileResult]:
@@ -238,13 +237,23 @@ class CompilePool:
         pending = deque(range(len(jobs)))
         running: dict[Worker, tuple[int, float]] = {}
         threads: dict[int, float] = {}  # job index -> start, compiling in this process
+        thread_ids: dict[int, int] = {}  # job index -> native id of the thread compiling it
         finished: queue.SimpleQueue[tuple[int, CompileResult]] = queue.SimpleQueue()
 
         def compile_here(index: int) -> None:
+            thread_ids[index] = threading.get_native_id()
+            self._compiling_threads.add(thread_ids[index])
             try:
                 finished.put((index, local(index)))  # type: ignore[misc]
             finally:
+                self._compiling_threads.discard(thread_ids.pop(index, 0))
                 _first_local_compile.set()
+
+        def leave_behind(index: int) -> None:
+            """A thread's compile that will not be waited for: stop what it runs outside Python."""
+            del threads[index]
+            if index in thread_ids:
+                kill_thread_children(thread_ids[index])
 
         try:
             while pending or running or threads:
@@ -310,15 +319,19 @@ class CompilePool:
                     yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
                 for index, started in list(threads.items()):
                     if now - started > limit:
-                        del threads[index]  # the thread runs on; its result is dropped
+                        leave_behind(index)  # the thread runs on; its result is dropped
                         logger.info("a compile exceeded %.1f s in this process: left behind", limit)
                         yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
         finally:  # the deadline, or a caller that stopped early: the compiles in flight are abandoned
             for worker in running:
                 worker.kill()
+            for index in list(threads):
+                leave_behind(index)
 
     def close(self) -> None:
-        """Stop every worker."""
+        """Stop every worker, and what this process's compile threads run outside Python."""
         for worker in [*self._idle, *self._starting]:
             worker.kill()
         self._idle, self._starting = [], []
+        for thread in list(self._compiling_threads):
+            kill_thread_children(thread)

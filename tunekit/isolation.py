@@ -25,6 +25,7 @@ import torch
 
 from .compiler import Timeout, import_kernel, kernel_address, unwrap_jit
 from .config import Config, config_from_dict, config_json
+from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
 from .service import service
@@ -159,17 +160,13 @@ def _set_up(address: tuple[str, str, list[str]], launch: Launch, args: tuple, kw
     return runner
 
 
-def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: tuple, retiming: bool) -> dict:
+def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, retiming: bool) -> dict:
     """One config checked and timed in the worker, as a reply the parent turns into a Trial."""
     config = config_from_dict(params, pre_hook=pre_hook)
     runner.kwargs["grid"] = grid
     had_reference = runner.check is None or runner.check.expected is not None
     trial = runner.measure(config, key, retiming=retiming)
-    reply: dict[str, Any] = {
-        "status": trial.status.value, "error": trial.error, "extra": trial.extra,
-        "timing": None if trial.timing is None else (trial.timing.median_ms, trial.timing.p20_ms,
-                                                     trial.timing.p80_ms),
-    }
+    reply: dict[str, Any] = {"trial": trial}
     if not had_reference and runner.check is not None and runner.check.expected is not None:
         reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
         reply["reference_config"] = runner.check.reference_config
@@ -255,7 +252,7 @@ class IsolatedRunner:
         self.seconds_starting += time.perf_counter() - waited
         return True
 
-    def measure(self, config: Config, key: tuple, *, retiming: bool = False) -> Trial:
+    def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
         try:
             pickle.dumps(config.pre_hook)
@@ -288,20 +285,20 @@ class IsolatedRunner:
             self._stop()
             logger.warning("config %s killed its benchmark worker (%s); starting another", config, reason)
             return Trial(config, Status.RUNTIME_ERROR, error=f"the benchmark worker died running it ({reason})",
-                         key=key, extra={"bench_seconds": time.perf_counter() - start})
+                         key=key, bench_seconds=time.perf_counter() - start)
         if kind is None:
             self._stop()
             logger.warning("config %s ran past %.1f s: its benchmark worker was killed", config, limit)
             return Trial(config, Status.TIMEOUT, error=f"check and benchmark exceeded {limit:.1f} s", key=key,
-                         extra={"bench_seconds": time.perf_counter() - start})
+                         bench_seconds=time.perf_counter() - start)
         if reply.get("exiting"):  # its device context broke: let it go, the next config gets a new one
             self._stop()
         if "expected" in reply:
             self.expected, self.reference_config = reply["expected"], reply["reference_config"]
-        in_worker = reply["extra"].get("bench_seconds", 0.0) + reply["extra"].get("check_seconds", 0.0)
+        trial = replace(reply["trial"], config=config)
+        in_worker = (trial.bench_seconds or 0.0) + (trial.check_seconds or 0.0)
         self.seconds_messaging += max(0.0, time.perf_counter() - start - in_worker)
-        timing = Timing(*reply["timing"]) if reply["timing"] is not None else None
-        return Trial(config, Status(reply["status"]), timing, error=reply["error"], key=key, extra=reply["extra"])
+        return trial
 
     def finish(self) -> None:
         """The caller's tensors were never touched: nothing to restore."""

@@ -21,7 +21,9 @@ Bucket = Callable[[Any], Any]
 
 def next_power_of_2(value: Any) -> Any:
     """The bucket of a positive int: the smallest power of two >= it (others unchanged)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if type(value) is int and value > 0:  # not bool; on the hot path, so no isinstance chain
+        return 1 << (value - 1).bit_length()
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:  # an int subclass
         return triton.next_power_of_2(value)
     return value
 
@@ -61,6 +63,16 @@ class TuningKey:
     names: tuple[str, ...]
     values: tuple
     dtypes: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, key: Mapping[str, Any]) -> "TuningKey":
+        """From ``{"args": {name: value}, "dtypes": [...]}`` (what strategies see, and the store's JSON)."""
+        args = dict(key.get("args", {}))
+        return cls(tuple(args), tuple(args.values()), tuple(str(d) for d in key.get("dtypes", ())))
+
+    @classmethod
+    def from_json(cls, text: str) -> "TuningKey":
+        return cls.from_dict(json.loads(text))
 
     @classmethod
     def from_call(cls, names: Sequence[str], key: tuple) -> "TuningKey":

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .config import Config, config_from_dict, config_json, config_to_dict
+from .keys import TuningKey
 from .space import Space
 from .trial import Status, Timing, Trial
 
@@ -127,9 +128,9 @@ class RecordedSpace:
 
     def trials(self) -> list[Trial]:
         """Every record as a stored trial at ``key()``: what a store holding this space would give."""
-        key_json = json.dumps(self.key(), sort_keys=True)
+        key = TuningKey.from_dict(self.key())
         return [Trial(self.config(r), r.status, Timing(r.time_ms, r.time_ms, r.time_ms) if r.ok else None,
-                      r.compile_ms / 1e3, source="store", extra={"key_json": key_json}) for r in self.records]
+                      r.compile_ms / 1e3, key=key, source="store") for r in self.records]
 
     def lookup(self, config: Config | Mapping[str, Any]) -> Record | None:
         flat = config_to_dict(config) if isinstance(config, Config) else config_to_dict(config_from_dict(config))

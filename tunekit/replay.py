@@ -39,4 +39,4 @@ class ReplayEvaluator:
             timing = Timing(record.time_ms, record.time_ms, record.time_ms) if record.ok else None
             yield config, Trial(config, record.status, timing, record.compile_ms / 1e3,
                                 None if record.ok else f"recorded as {record.status}",
-                                extra={"bench_seconds": record.benchmark_ms / 1e3})
+                                bench_seconds=record.benchmark_ms / 1e3)

@@ -11,11 +11,12 @@ the caller's original values. ``tunekit.isolation`` runs the same runner in a wo
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import replace
 
 from .benchmark import classify, describe
 from .check import OutputCheck
 from .config import Config
+from .keys import TuningKey
 from .launch import Launch
 from .trial import Status, Trial
 
@@ -43,22 +44,21 @@ class LocalRunner:
             if check.reference is not None:
                 check.compute_reference(self.nargs)
 
-    def measure(self, config: Config, key: tuple, *, retiming: bool = False) -> Trial:
+    def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
         """One config: checked (unless the runner has no check), then timed. A ``retiming`` of a
         config measured before is not checked again and uses the benchmarker's shorter timing."""
-        extra: dict[str, Any] = {}
+        relative_error = check_seconds = None
         if not retiming and self.check is not None:
             start = time.perf_counter()
             verdict_or_failure = self._check(config, key)
             if isinstance(verdict_or_failure, Trial):
                 return verdict_or_failure
-            extra.update(relative_error=verdict_or_failure, check_seconds=time.perf_counter() - start)
+            relative_error, check_seconds = verdict_or_failure, time.perf_counter() - start
         trial = self.launch.benchmarker.measure(config, self.launch.call(config, self.args, self.kwargs), key,
-                                                short=retiming)
-        return Trial(trial.config, trial.status, trial.timing, trial.compile_seconds, trial.error, key,
-                     extra={**trial.extra, **extra})
+                                                short=retiming, warm=relative_error is not None)
+        return replace(trial, relative_error=relative_error, check_seconds=check_seconds)
 
-    def _check(self, config: Config, key: tuple) -> Trial | float:
+    def _check(self, config: Config, key: TuningKey) -> Trial | float:
         """Launch once from the pristine inputs and judge; a Trial if the config failed or is wrong."""
         assert self.check is not None
         full = {**self.nargs, **self.kwargs, **config.all_kwargs()}
@@ -70,15 +70,15 @@ class LocalRunner:
             verdict = self.check.judge(full, str(config))
         except Exception as error:
             return Trial(config, classify(error), error=describe(error), key=key,
-                         extra={"bench_seconds": time.perf_counter() - start})
+                         bench_seconds=time.perf_counter() - start)
         finally:
             try:
                 self.check.restore(full)
             except Exception:  # a broken device context fails here too; the error above says why
                 pass
         if not verdict.correct:
-            return Trial(config, Status.WRONG, error=verdict.message, key=key,
-                         extra={"relative_error": verdict.error, "bench_seconds": time.perf_counter() - start})
+            return Trial(config, Status.WRONG, error=verdict.message, key=key, relative_error=verdict.error,
+                         bench_seconds=time.perf_counter() - start)
         return verdict.error
 
     def finish(self) -> None:

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import settings
 from .config import Config, config_json
@@ -102,9 +102,7 @@ def run_search(
                 continue
             seen.add(cid)
             if cid in known:
-                earlier = known[cid]
-                answered.append(Trial(config, earlier.status, earlier.timing, earlier.compile_seconds, earlier.error,
-                                      earlier.key, source="store", extra=dict(earlier.extra)))
+                answered.append(replace(known[cid], config=config, source="store"))
             else:
                 new.append(config)
         result.trials.extend(answered)

@@ -10,6 +10,7 @@ a single thread), else a fresh interpreter started at the first tuning that need
 from __future__ import annotations
 
 import atexit
+import glob
 import logging
 import os
 import threading
@@ -43,11 +44,15 @@ class WorkerService:
     def prepare(self) -> None:
         """At decoration: fork the zygote now if this is a GPU process that may fork safely."""
         with self._lock:
-            if self._zygote is None and _may_fork_zygote():
-                started = time.perf_counter()
-                self._zygote = Zygote.fork()
-                logger.debug("forked the worker zygote (pid %d) in %.3f s", self._zygote.pid,
-                             time.perf_counter() - started)
+            if self._zygote is not None:
+                return
+            refusal = fork_refusal()
+            if refusal is not None:
+                logger.debug("no worker zygote forked at decoration: %s", refusal)
+                return
+            started = time.perf_counter()
+            self._zygote = Zygote.fork()
+            logger.debug("forked the worker zygote (pid %d) in %.3f s", self._zygote.pid, time.perf_counter() - started)
 
     def zygote(self) -> Zygote | None:
         """The zygote to fork workers from, if one is ready (a spawned one is started here if
@@ -136,17 +141,28 @@ class WorkerService:
                 self._zygote = None
 
 
-def _may_fork_zygote() -> bool:
-    """Forking this process is safe and useful now: workers will be wanted (a GPU build of
-    torch on a machine with an NVIDIA device, not the interpreter), no CUDA context exists yet
-    (a forked child could not use it), only one thread runs, and this is no worker itself."""
-    if settings.worker_start() != "zygote" or settings.interpreting() or os.environ.get(IN_WORKER):
-        return False
-    if not hasattr(os, "fork") or threading.active_count() != 1 or not os.path.exists("/dev/nvidiactl"):
-        return False
+def fork_refusal() -> str | None:
+    """Why this process may not fork the zygote now, or None when it may: workers will be wanted
+    (a GPU build of torch on a machine with a GPU device, not the interpreter), no CUDA context
+    exists yet (a forked child could not use it), only one Python thread runs (a fork copies
+    only the calling one), and this is no worker itself."""
+    if settings.worker_start() != "zygote":
+        return f"{settings.ENV_WORKERS}={settings.worker_start()}"
+    if settings.interpreting() or os.environ.get(IN_WORKER):
+        return "interpreter" if settings.interpreting() else "a worker process"
+    if not hasattr(os, "fork"):
+        return "no fork() on this platform"
+    if threading.active_count() != 1:
+        return f"{threading.active_count()} Python threads run"
+    if not (glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")):
+        return "no GPU device file (/dev/nvidia0, /dev/kfd)"
     import torch
 
-    return torch.version.cuda is not None and not torch.cuda.is_initialized()
+    if torch.version.cuda is None and torch.version.hip is None:
+        return "torch has no GPU build"
+    if torch.cuda.is_initialized():
+        return "CUDA is initialised in this process already"
+    return None
 
 
 _service: WorkerService | None = None

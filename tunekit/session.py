@@ -15,7 +15,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import settings
@@ -69,11 +69,12 @@ class TuningReport:
     evaluations: int
     seconds: float
     stopped_because: str
-    #: Compile workers and benchmark workers started for this tuning, and the seconds it waited
-    #: for them to be ready and spent messaging the benchmark worker: what workers cost.
+    #: Compile workers and benchmark workers started for this tuning, the seconds it waited for a
+    #: benchmark worker to be ready (compiles go on in threads while compile workers start: no
+    #: waiting there), and the seconds spent messaging the benchmark worker: what workers cost.
     compile_workers_started: int = 0
     benchmark_workers_started: int = 0
-    seconds_starting_workers: float = 0.0
+    seconds_waiting_for_workers: float = 0.0
     seconds_messaging: float = 0.0
     fallback: bool = False
 
@@ -109,7 +110,6 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
-        self._seconds_starting_compilers = 0.0
         self._first_compiled: Config | None = None  # what a budget that ends before any timing falls back to
 
     # -- the run ------------------------------------------------------------------------------
@@ -119,8 +119,8 @@ class TuningSession:
         store, identity, text = self.store, self.identity, self.key.json
         history = store.history(identity)
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
-        self._bench_seconds_seen = [t.extra["bench_seconds"] for t in history if t.ok and t.extra.get("bench_seconds")]
-        known = {t.config_id: t for t in history if t.extra.get("key_json") == text}
+        self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
+        known = {t.config_id: t for t in history if t.key is not None and t.key.json == text}
         strategy = self.options.strategy.clone()
         context = SearchContext(self.space, self.options.budget, self.key.as_dict(), derive_seed(self.options.seed, text),
                                 tuple(history))
@@ -156,7 +156,7 @@ class TuningSession:
             runner.close()
             costs = {"compile_workers_started": self._compile_workers_started,
                      "benchmark_workers_started": runner.workers_started,
-                     "seconds_starting_workers": self._seconds_starting_compilers + runner.seconds_starting,
+                     "seconds_waiting_for_workers": runner.seconds_starting,
                      "seconds_messaging": runner.seconds_messaging}
             store.finish_run(identity, text, run_id=self.run_id, winner=winner,
                              evaluations=result.evaluations if result else 0, tuning_seconds=self.clock.seconds(),
@@ -167,7 +167,7 @@ class TuningSession:
         logger.info("%s %s: %d evaluations in %.2f s (%s); workers started: %d compile, %d benchmark, "
                     "%.2f s waiting for them", self.launch.kernel_name, text, report.evaluations, report.seconds,
                     report.stopped_because, report.compile_workers_started, report.benchmark_workers_started,
-                    report.seconds_starting_workers)
+                    report.seconds_waiting_for_workers)
         return config, report
 
     def _fallback_config(self) -> Config:
@@ -205,7 +205,7 @@ class TuningSession:
             for t in finalists:  # interleaved: every finalist once per round
                 if self.deadline.expired():
                     break
-                retimed = self._runner.measure(t.config, self.key.triton_key, retiming=True)
+                retimed = self._runner.measure(t.config, self.key, retiming=True)
                 if retimed.ok:
                     rounds[t.config_id].append(retimed.time_ms)
         if any(len(times) < len(rounds[finalists[0].config_id]) for times in rounds.values()):
@@ -275,14 +275,13 @@ class TuningSession:
         assert self._runner is not None
         compiled = self.compile(configs, args, kwargs, deadline)
         unanswered = set(range(len(configs)))
-        key = self.key.triton_key
+        key = self.key
         for index, result in compiled:
             config = configs[index]
             unanswered.discard(index)
-            extra = {"shared_bytes": result.shared_bytes} if result.shared_bytes is not None else {}
             if result.status is not Status.OK:
                 yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
-                                    key=key, extra=extra)
+                                    key=key, shared_bytes=result.shared_bytes)
                 continue
             self._first_compiled = self._first_compiled or config
             if deadline.expired():
@@ -294,10 +293,9 @@ class TuningSession:
             if trial.status is Status.TIMEOUT and deadline.expired():
                 yield config, None  # cut off by the deadline, not failed: a later tuning tries it again
                 continue
-            if trial.ok and trial.extra.get("bench_seconds"):
-                self._bench_seconds_seen.append(trial.extra["bench_seconds"])
-            yield config, Trial(trial.config, trial.status, trial.timing, result.seconds, trial.error, key,
-                                extra={**trial.extra, **extra})
+            if trial.ok and trial.bench_seconds:
+                self._bench_seconds_seen.append(trial.bench_seconds)
+            yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
         for left in sorted(unanswered):  # the deadline stopped their compiles
             yield configs[left], None
 
@@ -329,7 +327,7 @@ class TuningSession:
                 return CompileResult(classify(error), time.perf_counter() - begin, describe(error))
 
         pool = service().compile_pool(workers)
-        started, starting = pool.started, pool.seconds_starting
+        started = pool.started
         timeout = self.options.compile_timeout if self.options.compile_timeout is not None else \
             self._adaptive_compile_timeout
         try:
@@ -340,7 +338,6 @@ class TuningSession:
                 yield index, result
         finally:
             self._compile_workers_started += pool.started - started
-            self._seconds_starting_compilers += pool.seconds_starting - starting
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen

@@ -36,6 +36,7 @@ from sqlalchemy.pool import StaticPool
 
 from . import settings
 from .config import config_from_dict
+from .keys import TuningKey
 from .trial import Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
@@ -231,11 +232,11 @@ def _trial_from_row(row: _TrialRow) -> Trial:
         timing=timing,
         compile_seconds=row.compile_seconds,
         error=row.error,
-        key=tuple(json.loads(row.key).items()),
+        key=TuningKey.from_json(row.key),
         source="store",
-        extra={"run_id": row.run_id, "strategy": row.strategy, "created_at": row.created_at, "key_json": row.key,
-               "shared_bytes": row.shared_bytes, "bench_seconds": row.bench_seconds,
-               "relative_error": row.relative_error},
+        shared_bytes=row.shared_bytes,
+        bench_seconds=row.bench_seconds,
+        relative_error=row.relative_error,
     )
 
 
@@ -321,9 +322,9 @@ class ResultsStore:
             p20_ms=timing.p20_ms if timing else None,
             p80_ms=timing.p80_ms if timing else None,
             compile_seconds=trial.compile_seconds,
-            shared_bytes=trial.extra.get("shared_bytes"),
-            bench_seconds=trial.extra.get("bench_seconds"),
-            relative_error=trial.extra.get("relative_error"),
+            shared_bytes=trial.shared_bytes,
+            bench_seconds=trial.bench_seconds,
+            relative_error=trial.relative_error,
             source=trial.source,
             strategy=strategy,
             run_id=run_id,

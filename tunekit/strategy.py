@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import copy
 import hashlib
+import importlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,15 +100,32 @@ class Strategy(abc.ABC):
         return f"{type(self).__name__}({options})"
 
 
-_REGISTRY: dict[str, type[Strategy]] = {}
+#: Strategy classes by name, or ``"module:Class"`` to import when the name is first used (the
+#: learned strategies import scikit-learn, seconds that ``import tunekit`` should not cost).
+_REGISTRY: dict[str, type[Strategy] | str] = {}
 ENTRY_POINT_GROUP = "tunekit.strategies"
 
 
-def register_strategy(name: str, cls: type[Strategy]) -> None:
-    """Make ``cls`` available as ``strategy=name``."""
-    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+def register_strategy(name: str, cls: type[Strategy] | str) -> None:
+    """Make ``cls`` available as ``strategy=name``; ``cls`` may be ``"module:Class"``, imported
+    when the name is first used."""
+    if isinstance(cls, str):
+        if ":" not in cls:
+            raise ValueError(f"register_strategy({name!r}, {cls!r}): a lazy strategy is 'module:Class'.")
+    elif not (isinstance(cls, type) and issubclass(cls, Strategy)):
         raise TypeError(f"register_strategy({name!r}, ...) needs a Strategy subclass. Got {cls!r} instead.")
     _REGISTRY[name] = cls
+
+
+def strategy_class(name: str) -> type[Strategy]:
+    """The class registered as ``name``, imported now if it was registered by path."""
+    cls = _REGISTRY[name]
+    if isinstance(cls, str):
+        module, _, attribute = cls.partition(":")
+        loaded = getattr(importlib.import_module(module), attribute)
+        register_strategy(name, loaded)
+        cls = loaded
+    return cls
 
 
 def _load_entry_points() -> None:
@@ -142,4 +160,4 @@ def make_strategy(strategy: str | Strategy, **options: Any) -> Strategy:
     names = available()
     if strategy not in _REGISTRY:
         raise ValueError(f"Unknown strategy {strategy!r}. Valid strategies: {', '.join(names)}.")
-    return _REGISTRY[strategy](**options)
+    return strategy_class(strategy)(**options)

@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from .config import Config, config_json
+from .keys import TuningKey
 
 
 class Status(str, Enum):
@@ -52,7 +53,9 @@ class Trial:
 
     ``source`` says where it came from: ``"measured"`` in this tuning, ``"store"`` when an
     earlier tuning measured it and the store answered, ``"retimed"`` for the interleaved
-    re-measurement of a finalist.
+    re-measurement of a finalist. The fields after it are what the measurement cost and found,
+    where known: compiled shared memory, seconds of the check and of check plus benchmark, and
+    the output check's largest relative error.
     """
 
     config: Config
@@ -60,9 +63,12 @@ class Trial:
     timing: Timing | None = None
     compile_seconds: float | None = None
     error: str | None = None
-    key: tuple = ()
+    key: TuningKey | None = None
     source: str = "measured"
-    extra: dict = field(default_factory=dict, compare=False)
+    shared_bytes: int | None = field(default=None, compare=False)
+    bench_seconds: float | None = field(default=None, compare=False)
+    check_seconds: float | None = field(default=None, compare=False)
+    relative_error: float | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -60,11 +60,18 @@ def kill_process_tree(pid: int) -> None:
         pass
 
 
-def _children(pid: int) -> list[int]:
+def _children(pid: int, thread: int | None = None) -> list[int]:
+    """The processes that ``pid`` started (those started by its ``thread``, if given)."""
     try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [int(c) for c in Path(f"/proc/{pid}/task/{thread or pid}/children").read_text().split()]
     except OSError:
         return []
+
+
+def kill_thread_children(thread: int) -> None:
+    """Kill the processes a thread of this process started (a compile left behind: its ptxas)."""
+    for child in _children(os.getpid(), thread):
+        kill_process_tree(child)
 
 
 def exit_reason(code: int | None) -> str:
@@ -154,7 +161,6 @@ class Worker:
 
     def __init__(self, entry: str, zygote: "Zygote | None" = None) -> None:
         ours, theirs = socket.socketpair()
-        self.started_at = time.perf_counter()
         pid = None
         if zygote is not None:
             try:
