@@ -11,6 +11,7 @@ winner is cached here for the hot path.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -229,6 +230,10 @@ class Autotuner(_TritonAutotuner):
         return Space.from_configs(list(configs) if configs else [Config({}, num_warps=4, num_stages=3, num_ctas=1)])
 
     # -- the hot path --------------------------------------------------------------------------
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        """``kernel[grid](*args)``, as Triton's, without re-packing the arguments in a lambda."""
+        return functools.partial(self.run, grid=grid, warmup=False)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         if len(kwargs) == 2 and len(args) > self._last_key_position:  # a kernel[grid](*args) launch
