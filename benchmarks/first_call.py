@@ -57,6 +57,7 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
 import torch  # noqa: E402
@@ -215,17 +216,30 @@ def run_process(arguments: list[str], timeout: float) -> dict[str, Any]:
         _, stderr = process.communicate()
         return {"error": f"no answer within {timeout:g} s", "stderr_tail": stderr[-3000:]}
     finally:
-        left_processes = True
-        try:
+        time.sleep(0.5)  # what dies with its parent (tunekit's workers check every 0.1 s) has gone by now
+        survivors = processes_in_group(process.pid)
+        left_processes = bool(survivors)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            left_processes = False
     for line in reversed(stdout.splitlines()):
         if line.startswith("{"):
             with contextlib.suppress(json.JSONDecodeError):
-                return {**json.loads(line), "left_processes": left_processes}
+                return {**json.loads(line), "left_processes": left_processes, "survivors": survivors}
     return {"error": f"exit status {process.returncode} without a JSON line", "stderr_tail": stderr[-3000:],
-            "left_processes": left_processes}
+            "left_processes": left_processes, "survivors": survivors}
+
+
+def processes_in_group(group: int) -> list[str]:
+    """Command lines of the live (not zombie) processes of a process group, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == group:
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
+    return found
 
 
 def round_order(variants: list[str], round_index: int) -> list[str]:
