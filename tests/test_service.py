@@ -241,18 +241,25 @@ def test_a_benchmark_worker_dies_with_a_killed_parent(tmp_path, how):
 
 
 @pytest.mark.slow
-def test_a_tuning_that_ends_normally_leaves_no_worker_and_a_clean_stderr(tmp_path):
-    """A script tunes isolated (workers started, kept warm) and exits: its workers go with it, and
-    its stderr holds nothing."""
+@pytest.mark.parametrize("ending", ["returns", "raises"])
+def test_a_script_that_tuned_leaves_no_worker_and_nothing_of_tunekit_on_stderr(tmp_path, ending):
+    """A script tunes isolated (its benchmark worker kept warm afterwards) and then ends, normally or
+    with an exception of its own: its workers go with it, and stderr holds nothing from tunekit
+    (only the script's own traceback when it raised)."""
     code = TUNING_CHILD.replace("faults.HANG_BLOCK, 64", "64, 2048").replace("run_timeout=600", "run_timeout=60")
-    code += "import os\nprint(os.getpid(), flush=True)\n"
+    if ending == "raises":
+        code += "raise RuntimeError('the script failed after tuning')\n"
     child = start_child(code, tmp_path)
     assert child.stdout.readline().strip() == "tuning"
-    stdout, stderr = child.communicate(timeout=300)
-    assert child.returncode == 0 and stderr == "", stderr[-2000:]
+    _, stderr = child.communicate(timeout=300)
+    if ending == "returns":
+        assert child.returncode == 0 and stderr == "", stderr[-2000:]
+    else:
+        assert child.returncode == 1 and stderr.count("Traceback") == 1, stderr[-2000:]
+        assert stderr.rstrip().endswith("RuntimeError: the script failed after tuning")
     time.sleep(1.0)
     leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and running(int(p.name))
-                 and f"serve(" in _cmdline(int(p.name)) and str(child.pid) in _cmdline(int(p.name))]
+                 and "serve(" in _cmdline(int(p.name)) and f", {child.pid}" in _cmdline(int(p.name))]
     assert leftovers == []
 
 

@@ -13,12 +13,13 @@ class Budget:
     An evaluation is one config compiled and timed, or failed, for the first time in this
     tuning. A config answered from the store, a duplicate proposal, a config the Space's
     constraints reject and the final re-timing of finalists are not evaluations. Seconds are
-    the wall-clock seconds of the tuning call, parallel compiles included. ``None`` means no
-    limit on that axis; ``Budget()`` is unlimited.
+    the wall-clock seconds of the tuning call, parallel compiles and the finalists' re-timing
+    included; ``tunekit.deadline.Deadline`` holds them, for everything that must stop in time.
+    ``None`` means no limit on that axis; ``Budget()`` is unlimited.
 
     Example:
-        >>> Budget(evals=60, seconds=120).exhausted(evals=60, seconds=3.0)
-        True
+        >>> Budget(evals=60, seconds=120).evals_left(58)
+        2
     """
 
     evals: int | None = None
@@ -38,12 +39,6 @@ class Budget:
             raise ValueError(
                 f"The 'seconds' parameter of Budget must be a finite number > 0 or None. Got {self.seconds!r} instead."
             )
-
-    def exhausted(self, evals: int, seconds: float) -> bool:
-        """Whether a tuning that spent ``evals`` and ``seconds`` must stop."""
-        return (self.evals is not None and evals >= self.evals) or (
-            self.seconds is not None and seconds >= self.seconds
-        )
 
     def evals_left(self, evals: int) -> int | None:
         """Evaluations still allowed, or None when unlimited."""
