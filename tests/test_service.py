@@ -68,6 +68,29 @@ def test_one_warm_benchmark_worker_serves_every_kernel_and_key(store_path):
     assert costs[0]["seconds_waiting_for_workers"] > costs[1]["seconds_waiting_for_workers"]
 
 
+def test_a_worker_forked_from_the_zygote_gets_the_callers_large_environment(monkeypatch, tmp_path):
+    """A caller's environment of 50 KB (a CUDA machine's is several KB) reaches a worker forked from
+    the zygote, with the caller's import path: the worker imports a module only that path finds."""
+    from tunekit.workers import Worker
+
+    zygote = None
+    end = time.monotonic() + 120
+    while zygote is None and time.monotonic() < end:  # spawned at first use: ready once it imported torch
+        zygote = service().zygote()
+        time.sleep(0.2)
+    assert zygote is not None
+    (tmp_path / "only_here.py").write_text("import os\ndef serve(connection):\n"
+                                           "    from tunekit.workers import receive, send\n"
+                                           "    send(connection, (os.environ['TUNEKIT_TEST_PADDING'][:3], len(os.environ['TUNEKIT_TEST_PADDING'])))\n")
+    monkeypatch.setenv("TUNEKIT_TEST_PADDING", "abc" + "x" * 50_000)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    worker = Worker("only_here:serve", zygote)
+    try:
+        assert worker.forked and worker.poll(60) and worker.receive() == ("abc", 50_003)
+    finally:
+        worker.kill()
+
+
 # -- budgets ----------------------------------------------------------------------------------------
 
 

@@ -111,15 +111,19 @@ def _exit_orphaned() -> None:
     os._exit(0)
 
 
-def serve(fd: int, entry: str, parent: int) -> None:
-    """What a worker runs: its entry point ``module:function`` gets the connection. A closed
-    connection (the tuning is over, or its process is gone) ends it quietly."""
+def serve(fd: int, entry: str, parent: int, forked: bool = False) -> None:
+    """What a worker runs: its entry point ``module:function`` gets the connection. A worker
+    forked from a zygote first takes the caller's context from it. A closed connection (the
+    tuning is over, or its process is gone) ends it quietly."""
     import importlib
 
     _become_worker(parent)
     module, function = entry.split(":")
+    connection = Connection(fd)
     try:
-        getattr(importlib.import_module(module), function)(Connection(fd))
+        if forked:
+            _take_callers_context(receive(connection))
+        getattr(importlib.import_module(module), function)(connection)
     except (EOFError, OSError) as error:
         if not isinstance(error, (EOFError, BrokenPipeError, ConnectionError)):
             raise
@@ -170,6 +174,7 @@ class Worker:
                 zygote = None
         if zygote is not None and pid is not None:
             self.process: Any = _ForkedProcess(pid, zygote)
+            caller = {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd()}
         else:
             bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
                          f"from tunekit.workers import serve; serve({theirs.fileno()}, {entry!r}, {os.getpid()})")
@@ -178,6 +183,8 @@ class Worker:
         theirs.close()
         self.forked = zygote is not None
         self.connection = Connection(ours.detach())
+        if self.forked:  # its environment, import path and directory are the zygote's until it has ours
+            send(self.connection, caller)
 
     @property
     def pid(self) -> int:
@@ -295,10 +302,9 @@ class Zygote:
     def start(self, entry: str, connection: socket.socket) -> int:
         """Fork a worker running ``entry`` with ``connection`` (its end of a socket pair); its pid."""
         with self._lock:
-            caller = {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd()}
             try:
                 self._ready_locked(None)
-                socket.send_fds(self._socket, [pickle.dumps(("start", (entry, caller)))], [connection.fileno()])
+                socket.send_fds(self._socket, [pickle.dumps(("start", entry))], [connection.fileno()])
                 return pickle.loads(self._socket.recv(4096))
             except (OSError, EOFError, pickle.UnpicklingError) as error:
                 self._broken = True
@@ -390,13 +396,11 @@ def _zygote_loop(connection: socket.socket, parent: int) -> None:
         if kind == "status":
             connection.sendall(pickle.dumps(exited.pop(value, None)))
             continue
-        entry, caller = value
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the worker's side
             try:
                 connection.close()
-                _take_callers_context(caller)
-                serve(fds[0], entry, zygote)
+                serve(fds[0], value, zygote, forked=True)
             finally:
                 os._exit(0)
         os.close(fds[0])
