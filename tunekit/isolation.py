@@ -111,6 +111,14 @@ def _shippable(launch: Launch) -> Launch:
     return shipped
 
 
+def warm_up() -> None:
+    """In a worker zygote: what a benchmark worker's first launch would otherwise compute itself,
+    Triton's key of its own build (it hashes Triton's files: a second or so, once per process)."""
+    from triton.runtime.cache import triton_key
+
+    triton_key()
+
+
 def _broken_device() -> bool:
     """True when this process's CUDA context no longer works (after an illegal memory access)."""
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():

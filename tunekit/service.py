@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 BENCHMARK_ENTRY = "tunekit.isolation:serve_benchmarks"
 #: What a spawned zygote imports before it forks workers: what both kinds of worker need.
 PRELOAD = ("torch", "triton", "tunekit.compiler", "tunekit.isolation")
+#: What a zygote does before it forks workers, so that no worker does it again.
+WARM_UP = "tunekit.isolation:warm_up"
 
 
 class WorkerService:
@@ -51,7 +53,7 @@ class WorkerService:
                 logger.debug("no worker zygote forked at decoration: %s", refusal)
                 return
             started = time.perf_counter()
-            self._zygote = Zygote.fork()
+            self._zygote = Zygote.fork(WARM_UP)
             logger.debug("forked the worker zygote (pid %d) in %.3f s", self._zygote.pid, time.perf_counter() - started)
 
     def zygote(self) -> Zygote | None:
@@ -63,7 +65,7 @@ class WorkerService:
             if self._zygote is not None and not self._zygote.alive():
                 self._zygote = None
             if self._zygote is None:
-                self._zygote = Zygote.spawn(PRELOAD)
+                self._zygote = Zygote.spawn(PRELOAD, WARM_UP)
                 logger.debug("started a worker zygote (pid %d)", self._zygote.pid)
             if self._zygote.interpreting != settings.interpreting():
                 return None  # its Triton was imported for the other mode: fresh interpreters for this one

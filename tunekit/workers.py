@@ -244,9 +244,10 @@ class Zygote:
         self.interpreting = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
     @classmethod
-    def fork(cls) -> "Zygote":
+    def fork(cls, warm_up: str | None = None) -> "Zygote":
         """Fork the zygote from this process now. The caller checks that this is safe: no CUDA
-        context yet, and no other thread (a fork copies only the calling thread)."""
+        context yet, and no other thread (a fork copies only the calling thread). ``warm_up``
+        (``"module:function"``) runs in the zygote first: what every worker would do otherwise."""
         ours, theirs = socket.socketpair()
         parent = os.getpid()
         pid = os.fork()
@@ -255,6 +256,7 @@ class Zygote:
                 ours.close()
                 _forget_modules_being_imported()
                 _become_worker(parent, watch=False)  # single-threaded: it forks workers
+                _call(warm_up)
                 _zygote_loop(theirs, parent)
             finally:
                 os._exit(0)
@@ -262,11 +264,12 @@ class Zygote:
         return cls(pid, ours)
 
     @classmethod
-    def spawn(cls, preload: Sequence[str]) -> "Zygote":
-        """Start the zygote as a fresh interpreter that imports the modules ``preload`` names."""
+    def spawn(cls, preload: Sequence[str], warm_up: str | None = None) -> "Zygote":
+        """Start the zygote as a fresh interpreter that imports the modules ``preload`` names
+        (and runs ``warm_up``, as ``fork`` does)."""
         ours, theirs = socket.socketpair()
         bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; from tunekit.workers import run_zygote; "
-                     f"run_zygote({theirs.fileno()}, {os.getpid()}, {list(preload)!r})")
+                     f"run_zygote({theirs.fileno()}, {os.getpid()}, {list(preload)!r}, {warm_up!r})")
         process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()],
                                    stdin=subprocess.DEVNULL, env={**os.environ, IN_WORKER: "1"})
         theirs.close()
@@ -353,14 +356,28 @@ def _take_callers_context(caller: dict[str, Any]) -> None:
         pass
 
 
-def run_zygote(fd: int, parent: int, preload: Sequence[str]) -> None:
+def _call(entry: str | None) -> None:
+    """Run ``"module:function"`` if given; a failure only loses what it would have saved."""
+    if entry is None:
+        return
+    import importlib
+
+    module, function = entry.split(":")
+    try:
+        getattr(importlib.import_module(module), function)()
+    except Exception as error:  # pragma: no cover - a warm-up is an optimisation
+        logger.debug("worker zygote warm-up %s failed: %s", entry, error)
+
+
+def run_zygote(fd: int, parent: int, preload: Sequence[str], warm_up: str | None = None) -> None:
     """A spawned zygote's entry point: import what workers need (torch: the seconds a fresh
-    interpreter costs, paid once here), say so, then serve."""
+    interpreter costs, paid once here), warm up, say so, then serve."""
     import importlib
 
     _become_worker(parent, watch=False)
     for module in preload:
         importlib.import_module(module)
+    _call(warm_up)
 
     connection = socket.socket(fileno=fd)
     try:
