@@ -190,8 +190,9 @@ from tunekit.service import service
 job = CompileJob("gpu_target_kernels", "slow_to_compile", GPUTarget("cuda", 90, 32), (TensorSpec(torch.float32),),
                  {{"STEPS": 200_000}})
 print("compiling", flush=True)
-for index, result in service().compile_pool(2).as_completed([job, job]):
-    print(index, result, flush=True)
+with service().compile_pool(2) as pool:
+    for index, result in pool.as_completed([job, job]):
+        print(index, result, flush=True)
 """
 
 TUNING_CHILD = """

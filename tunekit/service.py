@@ -15,6 +15,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from . import settings
 from .compiler import CompilePool
@@ -36,7 +38,8 @@ class WorkerService:
         self._owner = os.getpid()  # a forked child must not stop its parent's workers
         self._lock = threading.RLock()
         self._zygote: Zygote | None = None
-        self._pool: CompilePool | None = None
+        self._pools: list[CompilePool] = []  # every pool; those not lent out are in _free_pools
+        self._free_pools: list[CompilePool] = []
         self._benchmark_workers: dict[int | None, Worker] = {}  # idle, by device index
         self._last_used = time.monotonic()
         self._reaper: threading.Timer | None = None
@@ -77,14 +80,23 @@ class WorkerService:
 
     # -- compile workers ---------------------------------------------------------------------
 
-    def compile_pool(self, workers: int) -> CompilePool:
-        """The process's compile pool, allowed ``workers`` compiles at once from now on."""
+    @contextmanager
+    def compile_pool(self, workers: int) -> Iterator[CompilePool]:
+        """A compile pool for one tuning, allowed ``workers`` compiles at once: the warm one, or
+        another when tunings of other kernels compile at the same time in other threads."""
         with self._lock:
             self._touch()
-            if self._pool is None:
-                self._pool = CompilePool(workers, zygote=self.zygote)
-            self._pool.workers = workers
-            return self._pool
+            if not self._free_pools:
+                self._pools.append(CompilePool(workers, zygote=self.zygote))
+                self._free_pools.append(self._pools[-1])
+            pool = self._free_pools.pop()
+        pool.workers = workers
+        try:
+            yield pool
+        finally:
+            with self._lock:
+                self._touch()
+                self._free_pools.append(pool)
 
     # -- benchmark workers -------------------------------------------------------------------
 
@@ -133,8 +145,8 @@ class WorkerService:
         if os.getpid() != self._owner:
             return
         with self._lock:
-            if self._pool is not None:
-                self._pool.close()
+            for pool in self._pools:
+                pool.close()
             for worker in self._benchmark_workers.values():
                 worker.kill()
             self._benchmark_workers = {}

@@ -326,18 +326,20 @@ class TuningSession:
             except Exception as error:
                 return CompileResult(classify(error), time.perf_counter() - begin, describe(error))
 
-        pool = service().compile_pool(workers)
-        started = pool.started
         timeout = self.options.compile_timeout if self.options.compile_timeout is not None else \
             self._adaptive_compile_timeout
-        try:
-            for index, result in pool.as_completed(jobs, timeout, deadline.wall_time(), local=compile_here,
-                                                   start_workers=len(configs) > workers // 2):
-                if result.status is Status.OK:
-                    self._compile_seconds_seen.append(result.seconds)
-                yield index, result
-        finally:
-            self._compile_workers_started += pool.started - started
+        with service().compile_pool(workers) as pool:
+            started = pool.started
+            try:
+                # a batch that fills no more than half the compile slots is done in threads before
+                # workers would be of use: none are started for it
+                for index, result in pool.as_completed(jobs, timeout, deadline.wall_time(), local=compile_here,
+                                                       start_workers=len(configs) > workers // 2):
+                    if result.status is Status.OK:
+                        self._compile_seconds_seen.append(result.seconds)
+                    yield index, result
+            finally:
+                self._compile_workers_started += pool.started - started
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen
