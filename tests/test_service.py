@@ -231,6 +231,17 @@ def workers_of(child: subprocess.Popen, word: str, at_least: int) -> list[int]:
     pytest.fail(f"the child started {descendants(child.pid)} only")
 
 
+def kill_and_collect(child: subprocess.Popen, how: signal.Signals, workers: list[int]) -> str:
+    """Send ``how`` to the child; assert that none of ``workers`` outlives it by 10 s; its stderr."""
+    child.send_signal(how)
+    _, stderr = child.communicate(timeout=60)
+    end = time.monotonic() + 10
+    while any(running(pid) for pid in workers) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if running(pid)], workers
+    return stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_compile_workers_die_with_a_killed_parent(tmp_path, how):
@@ -238,13 +249,7 @@ def test_compile_workers_die_with_a_killed_parent(tmp_path, how):
     killed. Survives: nothing; every worker and compiler under it is gone within seconds, and no
     traceback reaches stderr."""
     child = start_child(COMPILING_CHILD.format(tests=str(TESTS)), tmp_path)
-    workers = workers_of(child, "compiling", at_least=2)
-    child.send_signal(how)
-    _, stderr = child.communicate(timeout=60)
-    end = time.monotonic() + 10
-    while any(running(pid) for pid in workers) and time.monotonic() < end:
-        time.sleep(0.1)
-    assert not [pid for pid in workers if running(pid)], workers
+    stderr = kill_and_collect(child, how, workers_of(child, "compiling", at_least=2))
     assert "Traceback" not in stderr and "Error" not in stderr, stderr[-2000:]
 
 
@@ -254,13 +259,7 @@ def test_a_benchmark_worker_dies_with_a_killed_parent(tmp_path, how):
     """Injected: a process whose isolated tuning is stuck in a hanging config is killed. Survives:
     nothing: its benchmark worker is gone within seconds, and no traceback reaches stderr."""
     child = start_child(TUNING_CHILD, tmp_path)
-    workers = workers_of(child, "tuning", at_least=1)
-    child.send_signal(how)
-    _, stderr = child.communicate(timeout=60)
-    end = time.monotonic() + 10
-    while any(running(pid) for pid in workers) and time.monotonic() < end:
-        time.sleep(0.1)
-    assert not [pid for pid in workers if running(pid)], workers
+    stderr = kill_and_collect(child, how, workers_of(child, "tuning", at_least=1))
     assert "Traceback" not in stderr, stderr[-2000:]
 
 
