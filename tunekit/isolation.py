@@ -227,6 +227,7 @@ class IsolatedRunner:
         self.seconds_messaging = 0.0
         self._worker: Worker | None = None
         self._ready = False
+        self._awaiting_reply = False  # a request was sent and its reply not read
         self._start()
 
     def _start(self) -> None:
@@ -279,6 +280,7 @@ class IsolatedRunner:
             start = time.perf_counter()
             try:
                 self._worker.send(request)
+                self._awaiting_reply = True
                 break
             except OSError:  # it died between two configs: this one never ran there
                 self._stop()
@@ -288,6 +290,7 @@ class IsolatedRunner:
         try:
             answered = self._worker.poll(limit)
             kind, reply = self._worker.receive() if answered else (None, None)
+            self._awaiting_reply = not answered
         except (EOFError, ConnectionError):
             reason = exit_reason(self._worker.wait())
             self._stop()
@@ -316,10 +319,12 @@ class IsolatedRunner:
             self._worker.kill()
         self._worker = None
         self._ready = False
+        self._awaiting_reply = False
 
     def close(self) -> None:
-        """Give a healthy worker back to the service, warm for the next tuning."""
-        if self._worker is not None and self._ready and self._worker.alive():
+        """Give a healthy, idle worker back to the service, warm for the next tuning (one whose
+        reply is still due, after an interrupted wait, is killed: its next message is stale)."""
+        if self._worker is not None and self._ready and not self._awaiting_reply and self._worker.alive():
             try:
                 self._worker.send(("release", None))
                 service().give_back(self._worker, self.device_index)
