@@ -135,21 +135,29 @@ class WorkerService:
             idle = time.monotonic() - self._last_used
             if idle >= settings.DEFAULTS.worker_idle_seconds:
                 logger.debug("workers idle for %.0f s: stopping them", idle)
-                self.shutdown(keep_zygote=True)
+                self._stop_idle()
             else:
                 self._touch()
                 self._last_used -= idle  # _touch reset it: keep the real last use
 
+    def _stop_idle(self) -> None:
+        """Stop the workers no tuning holds now: those of pools not lent out, idle benchmark workers.
+        A tuning that runs longer than the idle time keeps its own."""
+        for pool in self._free_pools:
+            pool.close()
+        for worker in self._benchmark_workers.values():
+            worker.kill()
+        self._benchmark_workers = {}
+
     def shutdown(self, keep_zygote: bool = False) -> None:
-        """Stop every worker (and the zygote unless ``keep_zygote``)."""
+        """Stop every worker, also those of tunings under way (at exit), and the zygote unless
+        ``keep_zygote``."""
         if os.getpid() != self._owner:
             return
         with self._lock:
+            self._stop_idle()
             for pool in self._pools:
                 pool.close()
-            for worker in self._benchmark_workers.values():
-                worker.kill()
-            self._benchmark_workers = {}
             if self._zygote is not None and not keep_zygote:
                 self._zygote.close()
                 self._zygote = None
