@@ -291,3 +291,35 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+USERS_SIGTERM_HANDLER_CHILD = """
+import os, signal, sys, time
+def save_checkpoint(signum, frame):
+    print("checkpoint saved by", os.getpid(), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save_checkpoint)
+from tunekit.workers import Zygote
+zygote = Zygote.fork()
+print(os.getpid(), zygote.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_users_sigterm_handler_runs_in_the_users_process_only(tmp_path):
+    """Injected: a script with its own SIGTERM handler (a training job saving a checkpoint) forks
+    the worker zygote, as on a GPU machine at decoration, and a scheduler sends SIGTERM to the whole
+    process group. Survives: the handler runs once, in the script's process, not in the zygote, and
+    the zygote is gone."""
+    script = tmp_path / "job.py"
+    script.write_text(USERS_SIGTERM_HANDLER_CHILD)
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    main, zygote = (int(pid) for pid in child.stdout.readline().split())
+    os.killpg(child.pid, signal.SIGTERM)
+    stdout, stderr = child.communicate(timeout=60)
+    assert stdout.splitlines() == [f"checkpoint saved by {main}"], (stdout, stderr)
+    end = time.monotonic() + 10
+    while running(zygote) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not running(zygote)

@@ -17,6 +17,7 @@ ptxas) as soon as the parent is gone, however it died; workers ignore the termin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -92,8 +93,14 @@ def _exit_code(status: int) -> int:
 
 
 def _become_worker(parent: int, watch: bool = True) -> None:
-    """In a new worker or zygote: ignore Ctrl-C, and (``watch``) exit when ``parent`` is gone."""
+    """In a new worker or zygote: drop the signal handlers a fork inherited from the user's
+    process (a SIGTERM handler that saves a checkpoint must not run here), ignore Ctrl-C, and
+    (``watch``) exit when ``parent`` is gone."""
     os.environ[IN_WORKER] = "1"
+    for number in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if callable(signal.getsignal(number)):
+                signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if watch:
         def watch_parent() -> None:
@@ -117,12 +124,12 @@ def serve(fd: int, entry: str, parent: int, forked: bool = False) -> None:
     tuning is over, or its process is gone) ends it quietly."""
     import importlib
 
-    _become_worker(parent)
     module, function = entry.split(":")
     connection = Connection(fd)
     try:
         if forked:
             _take_callers_context(receive(connection))
+        _become_worker(parent)
         getattr(importlib.import_module(module), function)(connection)
     except (EOFError, OSError) as error:
         if not isinstance(error, (EOFError, BrokenPipeError, ConnectionError)):
@@ -250,16 +257,20 @@ class Zygote:
         (``"module:function"``) runs in the zygote first: what every worker would do otherwise."""
         ours, theirs = socket.socketpair()
         parent = os.getpid()
+        # signals wait until the child has dropped the user's handlers (and the parent has forked)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the zygote's side, which never returns
             try:
+                _become_worker(parent, watch=False)  # single-threaded: it forks workers
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 ours.close()
                 _forget_modules_being_imported()
-                _become_worker(parent, watch=False)  # single-threaded: it forks workers
                 _call(warm_up)
                 _zygote_loop(theirs, parent)
             finally:
                 os._exit(0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         theirs.close()
         return cls(pid, ours)
 
