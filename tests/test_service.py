@@ -128,6 +128,21 @@ def test_a_budget_that_ends_before_any_measurement_falls_back_with_a_warning(sto
     assert kernel.tuning_report.fallback and ResultsStore(store_path).winner_rows() == []
 
 
+def test_a_budget_that_ends_in_a_hanging_config_never_launches_it(store_path):
+    """Injected: the first config hangs, the budget is 2 s and there is no default config. Survives:
+    a TuningError that says why, instead of launching the config that was cut off mid-run (it
+    would hang the caller's process) or one that was never compiled."""
+    kernel = tunekit.autotune(space=Space(BLOCK=[faults.HANG_BLOCK, 64], num_warps=[4]), key=["n"],
+                              strategy="exhaustive", budget=tunekit.Budget(seconds=2), store=store_path,
+                              isolate=True)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    start = time.perf_counter()
+    with pytest.raises(tunekit.TuningError, match="no config is known to be safe to launch"):
+        vector_add.launch(kernel, x, y, out)
+    assert time.perf_counter() - start <= 2 + 1
+    assert ResultsStore(store_path).winner_rows() == []
+
+
 # -- the Autotuner's compile path for a GPU target ---------------------------------------------------
 
 
@@ -323,3 +338,41 @@ def test_a_users_sigterm_handler_runs_in_the_users_process_only(tmp_path):
     while running(zygote) and time.monotonic() < end:
         time.sleep(0.1)
     assert not running(zygote)
+
+
+INTERRUPTED_CHILD = """
+import os, signal, threading, time
+os.environ["TRITON_INTERPRET"] = "1"
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import tunekit
+from tunekit import Space
+from tunekit.kernels import vector_add
+from tunekit.testing import faults
+hanging = tunekit.autotune(space=Space(BLOCK=[faults.HANG_BLOCK, 64]), key=["n"], strategy="exhaustive", store=None,
+                           isolate=True, run_timeout=600)(faults.faulty_add)
+x, y, out = vector_add.inputs(4096)
+threading.Timer(8.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()  # Ctrl-C in a notebook
+try:
+    vector_add.launch(hanging, x, y, out)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+good = tunekit.autotune(space=Space(BLOCK=[64, 1024, 2048]), key=["n"], strategy="exhaustive", store=None,
+                        isolate=True)(vector_add.add_kernel)
+start = time.perf_counter()
+vector_add.launch(good, x, y, out)
+print(round(time.perf_counter() - start, 1), sorted(t.status.value for t in good.trials), bool((out == x + y).all()))
+"""
+
+
+@pytest.mark.slow
+def test_tuning_again_after_an_interrupted_tuning_gets_a_fresh_worker(tmp_path):
+    """Injected: Ctrl-C (caught, as in a notebook) while the benchmark worker runs a config that
+    hangs; then another kernel is tuned in the same process. Survives: the second tuning gets a
+    fresh worker, not the busy one (whose stale reply or endless run it would wait for): it finishes
+    with every config ok and the right output."""
+    child = start_child(INTERRUPTED_CHILD, tmp_path)
+    stdout, stderr = child.communicate(timeout=240)
+    lines = stdout.splitlines()
+    assert child.returncode == 0 and lines[0] == "interrupted", (stdout, stderr[-2000:])
+    seconds, statuses = lines[1].split(" ", 1)
+    assert float(seconds) < 60 and statuses == "['ok', 'ok', 'ok'] True"

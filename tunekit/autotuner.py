@@ -168,7 +168,8 @@ class Autotuner(_TritonAutotuner):
 
     @property
     def benchmark_workers_started(self) -> int:
-        """Benchmark worker processes the last tuning started (0: it ran in this process)."""
+        """Benchmark worker processes the last tuning started (0: it ran in this process, or took a
+        worker kept warm by an earlier tuning)."""
         return self.tuning_report.benchmark_workers_started if self.tuning_report else 0
 
     @property
@@ -328,7 +329,7 @@ class Autotuner(_TritonAutotuner):
         warnings.warn(
             f"tunekit did not tune {self.kernel_name} for key {text} because {reason}; using {what}: {config}",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         return config
 

@@ -14,10 +14,12 @@ what a short config list wants; a compile there cannot be killed, only left behi
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import inspect
 import logging
 import pickle
 import queue
+import sys
 import threading
 import time
 from collections import deque
@@ -89,14 +91,31 @@ def unwrap_jit(fn: Any) -> Any:
 
 
 def kernel_address(fn: Any) -> tuple[str, str] | None:
-    """(module, name) where a worker process finds this kernel again, or None when it cannot
-    (defined in ``__main__`` or inside a function)."""
+    """(module, name) where a worker process finds this kernel again, or None when it cannot:
+    defined in ``__main__`` or inside a function, or in a module that importing it by name would
+    not find (loaded from a file by path, or from a directory no longer on the import path)."""
     jit = unwrap_jit(fn)
     function = getattr(jit, "fn", jit)
     module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
-    if not module or module == "__main__" or "<locals>" in qualname:
+    if not module or module == "__main__" or "<locals>" in qualname or not _importable_by_name(module):
         return None
     return module, qualname
+
+
+def _importable_by_name(name: str) -> bool:
+    """Whether ``import name`` in a fresh process with this import path finds the same file."""
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    if spec is None or spec.name != name or not spec.origin:
+        return False
+    parent = name.rpartition(".")[0]
+    path = getattr(sys.modules.get(parent), "__path__", None) if parent else None
+    if parent and path is None:
+        return False
+    try:
+        found = importlib.machinery.PathFinder.find_spec(name, path)
+    except (ImportError, ValueError):
+        return False
+    return found is not None and found.origin == spec.origin
 
 
 def import_kernel(module: str, qualname: str) -> Any:
@@ -166,6 +185,8 @@ ENTRY = "tunekit.compiler:serve_compiles"
 _first_local_compile = threading.Event()
 #: Workers that die while starting, in a row, before the pool stops starting them.
 MAX_FAILED_STARTS = 3
+#: Seconds ``close`` waits for compile threads left behind (their ptxas killed) to end.
+LEFT_BEHIND_SECONDS = 10.0
 
 
 class CompilePool:
@@ -190,7 +211,7 @@ class CompilePool:
         #: Workers started so far.
         self.started = 0
         self._failed_starts = 0  # in a row: after a few, no more are started
-        self._compiling_threads: set[int] = set()  # native ids of this process's threads compiling now
+        self._compiling_threads: set[threading.Thread] = set()  # this process's threads compiling now
 
     def _start(self) -> None:
         self._starting.append(Worker(ENTRY, self._zygote()))
@@ -242,11 +263,12 @@ class CompilePool:
 
         def compile_here(index: int) -> None:
             thread_ids[index] = threading.get_native_id()
-            self._compiling_threads.add(thread_ids[index])
+            self._compiling_threads.add(threading.current_thread())
             try:
                 finished.put((index, local(index)))  # type: ignore[misc]
             finally:
-                self._compiling_threads.discard(thread_ids.pop(index, 0))
+                thread_ids.pop(index, None)
+                self._compiling_threads.discard(threading.current_thread())
                 _first_local_compile.set()
 
         def leave_behind(index: int) -> None:
@@ -328,10 +350,16 @@ class CompilePool:
             for index in list(threads):
                 leave_behind(index)
 
-    def close(self) -> None:
-        """Stop every worker, and what this process's compile threads run outside Python."""
+    def close(self, wait: bool = False) -> None:
+        """Stop every worker, and what this process's compile threads run outside Python (ptxas);
+        ``wait`` (at exit): give those threads up to ``LEFT_BEHIND_SECONDS`` to end, since one
+        still inside Triton when the interpreter shuts down aborts the process."""
         for worker in [*self._idle, *self._starting]:
             worker.kill()
         self._idle, self._starting = [], []
+        end = time.monotonic() + LEFT_BEHIND_SECONDS
         for thread in list(self._compiling_threads):
-            kill_thread_children(thread)
+            if thread.native_id is not None:
+                kill_thread_children(thread.native_id)
+            if wait:
+                thread.join(max(0.0, end - time.monotonic()))

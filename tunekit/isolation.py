@@ -30,7 +30,7 @@ from .launch import Launch
 from .runner import LocalRunner
 from .service import service
 from .trial import Status, Timing, Trial
-from .workers import Worker, exit_reason, receive, send
+from .workers import Worker, callers_context, exit_reason, receive, send, take_callers_context
 
 logger = logging.getLogger(__name__)
 
@@ -153,9 +153,11 @@ def serve_benchmarks(connection: Any) -> None:
             return  # the context is poisoned: exit, and the parent starts a fresh worker
 
 
-def _set_up(address: tuple[str, str, list[str]], launch: Launch, args: tuple, kwargs: dict, check: bool,
-            expected: dict | None, reference_config: str | None, device_index: int | None) -> LocalRunner:
-    """The worker's runner for one tuning: the kernel imported again, copies of the arguments."""
+def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str]], launch: Launch, args: tuple, kwargs: dict,
+            check: bool, expected: dict | None, reference_config: str | None, device_index: int | None) -> LocalRunner:
+    """The worker's runner for one tuning, with the caller's import path as it is now: the kernel
+    imported again, copies of the arguments."""
+    take_callers_context(caller)
     if device_index is not None:
         torch.cuda.set_device(device_index)
     launch = replace(launch, fn=_resolve_kernel(*address))
@@ -219,8 +221,8 @@ class IsolatedRunner:
         self.time_left = time_left
         self.expected: dict | None = None
         self.reference_config: str | None = None
-        self.workers_started = 0
         #: Workers started (a warm one taken from the service is not counted).
+        self.workers_started = 0
         #: Seconds spent waiting for workers to be ready, and on everything around the worker's
         #: own check and benchmark of each config (sending, receiving): what isolation costs.
         self.seconds_starting = 0.0
@@ -232,8 +234,8 @@ class IsolatedRunner:
 
     def _start(self) -> None:
         self._worker, new = service().benchmark_worker(self.device_index)
-        self._worker.send(("setup", (self.address, self.shipped, self.args, self.kwargs, self.check, self.expected,
-                                     self.reference_config, self.device_index)))
+        self._worker.send(("setup", (callers_context(), self.address, self.shipped, self.args, self.kwargs,
+                                     self.check, self.expected, self.reference_config, self.device_index)))
         self._ready = False
         self.workers_started += new
 

@@ -88,7 +88,7 @@ class TuningKey:
 
     @property
     def triton_key(self) -> tuple:
-        """The key as one tuple of plain values (also a trial's ``key``)."""
+        """The key as one tuple of plain values: stock Triton's cache key (``Autotuner.cache``)."""
         return self.values + self.dtypes
 
 

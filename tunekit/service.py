@@ -135,19 +135,24 @@ class WorkerService:
             idle = time.monotonic() - self._last_used
             if idle >= settings.DEFAULTS.worker_idle_seconds:
                 logger.debug("workers idle for %.0f s: stopping them", idle)
-                self._stop_idle()
+                self._stop_idle(zygote_too=True)
             else:
                 self._touch()
                 self._last_used -= idle  # _touch reset it: keep the real last use
 
-    def _stop_idle(self) -> None:
-        """Stop the workers no tuning holds now: those of pools not lent out, idle benchmark workers.
-        A tuning that runs longer than the idle time keeps its own."""
+    def _stop_idle(self, zygote_too: bool = False) -> None:
+        """Stop the workers no tuning holds now: those of pools not lent out, idle benchmark
+        workers, and (``zygote_too``) a spawned zygote (one forked at decoration stays: it could
+        not be forked again once CUDA is initialised). A tuning that runs longer than the idle
+        time keeps its own."""
         for pool in self._free_pools:
             pool.close()
         for worker in self._benchmark_workers.values():
             worker.kill()
         self._benchmark_workers = {}
+        if zygote_too and self._zygote is not None and self._zygote.spawned:
+            self._zygote.close()
+            self._zygote = None
 
     def shutdown(self, keep_zygote: bool = False) -> None:
         """Stop every worker, also those of tunings under way (at exit), and the zygote unless
@@ -157,7 +162,7 @@ class WorkerService:
         with self._lock:
             self._stop_idle()
             for pool in self._pools:
-                pool.close()
+                pool.close(wait=True)
             if self._zygote is not None and not keep_zygote:
                 self._zygote.close()
                 self._zygote = None

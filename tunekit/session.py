@@ -110,7 +110,9 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
-        self._first_compiled: Config | None = None  # what a budget that ends before any timing falls back to
+        #: What a budget that ends before any measurement falls back to: the first config that
+        #: compiled and was never launched (one cut off mid-run may hang or crash again).
+        self._compiled_not_launched: Config | None = None
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -172,10 +174,16 @@ class TuningSession:
 
     def _fallback_config(self) -> Config:
         """The budget ended before any config was measured: ``default_config``, else the first
-        config that compiled, else the first config of the Space; with a warning."""
-        config = self.options.default_config or self._first_compiled or self.space.configs()[0]
-        warnings.warn(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended before any config "
-                      f"was measured; using {config}", RuntimeWarning, stacklevel=6)
+        config that compiled and was never launched; with a warning. With neither, and configs
+        that failed or were cut off mid-run, a ``TuningError``: none of those is safe to launch."""
+        config = self.options.default_config or self._compiled_not_launched
+        failed = [t for t in self.trials if not t.ok]
+        what = f"after {len(failed)} failed" if failed else "before any config was measured"
+        if config is None:
+            raise TuningError(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended {what} "
+                              "and no config is known to be safe to launch; give a larger budget or default_config")
+        warnings.warn(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended {what}; "
+                      f"using {config}", RuntimeWarning, stacklevel=7)
         return config
 
     # -- the winner ------------------------------------------------------------------------------
@@ -283,8 +291,8 @@ class TuningSession:
                 yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
                                     key=key, shared_bytes=result.shared_bytes)
                 continue
-            self._first_compiled = self._first_compiled or config
             if deadline.expired():
+                self._compiled_not_launched = self._compiled_not_launched or config
                 compiled.close()  # drops the compiles still queued: nothing will time them
                 for left in sorted(unanswered | {index}):
                     yield configs[left], None

@@ -71,6 +71,18 @@ class Trial:
     relative_error: float | None = field(default=None, compare=False)
 
     @property
+    def extra(self) -> dict:
+        """Deprecated: the typed fields as the dict earlier versions had (``key_json`` included)."""
+        import warnings
+
+        warnings.warn("Trial.extra is deprecated: read shared_bytes, bench_seconds, check_seconds, relative_error "
+                      "and key directly", DeprecationWarning, stacklevel=2)
+        fields = {"shared_bytes": self.shared_bytes, "bench_seconds": self.bench_seconds,
+                  "check_seconds": self.check_seconds, "relative_error": self.relative_error,
+                  "key_json": self.key.json if self.key is not None else None}
+        return {name: value for name, value in fields.items() if value is not None}
+
+    @property
     def ok(self) -> bool:
         return self.status is Status.OK and self.timing is not None
 

@@ -33,6 +33,8 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from . import settings
+
 logger = logging.getLogger(__name__)
 
 #: Set in every worker's environment: a worker never starts a zygote of its own.
@@ -128,7 +130,7 @@ def serve(fd: int, entry: str, parent: int, forked: bool = False) -> None:
     connection = Connection(fd)
     try:
         if forked:
-            _take_callers_context(receive(connection))
+            take_callers_context(receive(connection))
         _become_worker(parent)
         getattr(importlib.import_module(module), function)(connection)
     except (EOFError, OSError) as error:
@@ -181,17 +183,13 @@ class Worker:
                 zygote = None
         if zygote is not None and pid is not None:
             self.process: Any = _ForkedProcess(pid, zygote)
-            caller = {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd()}
         else:
-            bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
-                         f"from tunekit.workers import serve; serve({theirs.fileno()}, {entry!r}, {os.getpid()})")
-            self.process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()],
-                                            stdin=subprocess.DEVNULL, env={**os.environ, IN_WORKER: "1"})
+            self.process = _interpreter(f"serve({theirs.fileno()}, {entry!r}, {os.getpid()})", theirs)
         theirs.close()
         self.forked = zygote is not None
         self.connection = Connection(ours.detach())
         if self.forked:  # its environment, import path and directory are the zygote's until it has ours
-            send(self.connection, caller)
+            send(self.connection, callers_context())
 
     @property
     def pid(self) -> int:
@@ -226,6 +224,24 @@ class Worker:
         self.connection.close()
 
 
+def _interpreter(call: str, connection: socket.socket) -> subprocess.Popen:
+    """A fresh interpreter that runs ``call`` (a function of this module) with ``connection``.
+
+    Before anything is imported (tunekit's package imports torch: seconds) it starts a thread that
+    exits the process once this one is gone, and it sets ``sys.path`` to ours: ``python -c`` would
+    put the working directory first, where a source checkout's ``tunekit/`` may shadow the
+    installed one."""
+    watch = ("import os, sys, threading, time\n"
+             f"def _watch(parent={os.getpid()}):\n"
+             "    while os.getppid() == parent:\n"
+             "        time.sleep(0.1)\n"
+             "    os._exit(0)\n"
+             "threading.Thread(target=_watch, daemon=True).start()\n")
+    bootstrap = f"{watch}sys.path[:] = {sys.path!r}\nfrom tunekit.workers import run_zygote, serve\n{call}\n"
+    return subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[connection.fileno()],
+                            stdin=subprocess.DEVNULL, env={**os.environ, IN_WORKER: "1"})
+
+
 def ready(workers: Sequence[Worker], timeout: float | None) -> list[Worker]:
     """The workers with a message (or an end of file) waiting, within ``timeout`` seconds."""
     by_connection = {worker.connection: worker for worker in workers}
@@ -248,7 +264,7 @@ class Zygote:
         self._said_ready = False
         self._broken = False  # it stopped answering: the service replaces it
         #: Whether its Triton was imported for the interpreter: it serves only workers of that mode.
-        self.interpreting = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+        self.interpreting = settings.interpreting()
 
     @classmethod
     def fork(cls, warm_up: str | None = None) -> "Zygote":
@@ -265,6 +281,7 @@ class Zygote:
                 _become_worker(parent, watch=False)  # single-threaded: it forks workers
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 ours.close()
+                _let_go_of_inherited_files(keep=theirs.fileno())
                 _forget_modules_being_imported()
                 _call(warm_up)
                 _zygote_loop(theirs, parent)
@@ -279,12 +296,14 @@ class Zygote:
         """Start the zygote as a fresh interpreter that imports the modules ``preload`` names
         (and runs ``warm_up``, as ``fork`` does)."""
         ours, theirs = socket.socketpair()
-        bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; from tunekit.workers import run_zygote; "
-                     f"run_zygote({theirs.fileno()}, {os.getpid()}, {list(preload)!r}, {warm_up!r})")
-        process = subprocess.Popen([sys.executable, "-c", bootstrap], pass_fds=[theirs.fileno()],
-                                   stdin=subprocess.DEVNULL, env={**os.environ, IN_WORKER: "1"})
+        process = _interpreter(f"run_zygote({theirs.fileno()}, {os.getpid()}, {list(preload)!r}, {warm_up!r})", theirs)
         theirs.close()
         return cls(process.pid, ours, process)
+
+    @property
+    def spawned(self) -> bool:
+        """Started as a fresh interpreter (not forked from the user's process)."""
+        return self._process is not None
 
     def ready(self, timeout: float | None = 0) -> bool:
         """Whether it has finished importing (a spawned one says so once)."""
@@ -347,6 +366,24 @@ class Zygote:
             pass
 
 
+def _let_go_of_inherited_files(keep: int) -> None:
+    """In a zygote forked from the user's process: point every file descriptor it inherited
+    (beyond stdin, stdout, stderr and ``keep``) at /dev/null, so that a pipe the user closes
+    reaches its end. Pointed elsewhere rather than closed: objects of the user's that still hold
+    those numbers may close them later, which must not close a file of the zygote's."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd > 2 and fd not in (keep, devnull):
+                with contextlib.suppress(OSError):
+                    os.dup2(devnull, fd)
+    except OSError:  # no /proc: nothing to do
+        pass
+    finally:
+        os.close(devnull)
+
+
 def _forget_modules_being_imported() -> None:
     """In a zygote forked mid-import (a kernel decorated at the top of its module): drop the
     half-executed modules, so that a worker imports them afresh."""
@@ -355,11 +392,19 @@ def _forget_modules_being_imported() -> None:
             del sys.modules[name]
 
 
-def _take_callers_context(caller: dict[str, Any]) -> None:
-    """In a forked worker: the environment, import path and directory the caller has now (the
-    zygote has those of when it started), as a fresh interpreter would have them."""
+def callers_context() -> dict[str, Any]:
+    """This process's environment, import path and working directory, for a worker to take."""
+    return {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd()}
+
+
+def take_callers_context(caller: dict[str, Any]) -> None:
+    """In a worker: the environment, import path and directory the caller has now (a zygote or a
+    worker kept warm has those of when it started), as a fresh interpreter would have them."""
+    in_worker = os.environ.get(IN_WORKER)
     os.environ.clear()
     os.environ.update(caller["environ"])
+    if in_worker:
+        os.environ[IN_WORKER] = in_worker
     sys.path[:] = caller["path"]
     try:
         os.chdir(caller["cwd"])
