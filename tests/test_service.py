@@ -376,3 +376,64 @@ def test_tuning_again_after_an_interrupted_tuning_gets_a_fresh_worker(tmp_path):
     assert child.returncode == 0 and lines[0] == "interrupted", (stdout, stderr[-2000:])
     seconds, statuses = lines[1].split(" ", 1)
     assert float(seconds) < 60 and statuses == "['ok', 'ok', 'ok'] True"
+
+
+def test_a_warm_worker_finds_a_kernel_on_a_path_added_after_it_started(tmp_path, monkeypatch):
+    """A benchmark worker kept warm from one tuning serves the next, of a kernel in a directory
+    the caller put on its import path only afterwards (a notebook's sys.path.append)."""
+    first = tunekit.autotune(space=Space(BLOCK=[64, 2048]), key=["n"], store=None, isolate=True)(faults.faulty_add)
+    x, y, out = vector_add.inputs(N)
+    vector_add.launch(first, x, y, out)
+    (tmp_path / "late_kernels.py").write_text(Path(vector_add.__file__).read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import late_kernels
+
+    second = tunekit.autotune(space=Space(BLOCK=[64, 2048]), key=["n"], store=None, isolate=True)(late_kernels.add_kernel)
+    vector_add.launch(second, x, y, out)
+    assert second.tuning_report.benchmark_workers_started == 0  # the warm one
+    assert [t.status for t in second.trials] == [Status.OK, Status.OK] and torch.equal(out, x + y)
+
+
+def test_a_kernel_loaded_from_a_file_by_path_is_not_sent_to_workers(tmp_path):
+    """A module a worker could not import by name (loaded with spec_from_file_location, or from a
+    directory no longer on the path) gives no worker address: its configs compile in threads and
+    run in this process, instead of failing in workers."""
+    import importlib.util
+
+    from tunekit.compiler import kernel_address
+
+    assert kernel_address(vector_add.add_kernel) == ("tunekit.kernels.vector_add", "add_kernel")
+    spec = importlib.util.spec_from_file_location("kernels_by_path", vector_add.__file__)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kernels_by_path"] = module
+    try:
+        spec.loader.exec_module(module)
+        assert kernel_address(module.add_kernel) is None
+    finally:
+        del sys.modules["kernels_by_path"]
+
+
+INHERITED_PIPE_CHILD = """
+import subprocess, sys
+from tunekit.workers import Zygote
+helper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+zygote = Zygote.fork()  # as at decoration on a GPU machine, after the script opened a pipe
+helper.stdin.close()  # the end of input for the helper
+try:
+    helper.wait(timeout=20)
+    print("helper finished", flush=True)
+except subprocess.TimeoutExpired:
+    print("helper still waiting", flush=True)
+    helper.kill()
+zygote.close()
+"""
+
+
+def test_the_zygote_lets_go_of_the_users_open_files(tmp_path):
+    """Injected: a script opens a pipe to a helper process, forks the zygote (as at decoration on
+    a GPU machine), then closes the pipe. Survives: the helper sees the end of its input; the zygote
+    does not hold the pipe open."""
+    script = tmp_path / "pipe.py"
+    script.write_text(INHERITED_PIPE_CHILD)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "helper finished", (done.stdout, done.stderr[-2000:])
