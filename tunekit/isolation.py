@@ -29,7 +29,7 @@ from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
 from .service import service
-from .trial import Status, Timing, Trial
+from .trial import Status, Trial
 from .workers import Worker, callers_context, exit_reason, receive, send, take_callers_context
 
 logger = logging.getLogger(__name__)
