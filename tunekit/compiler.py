@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .benchmark import classify
+from .benchmark import classify, describe
 from .trial import Status
 from .workers import Worker, Zygote, exit_reason, kill_thread_children, ready, receive, send
 
@@ -126,21 +126,28 @@ def import_kernel(module: str, qualname: str) -> Any:
     return found
 
 
+def compile_config(jit: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileResult:
+    """Compile one config through the JIT's own path (``warmup``) for the active driver's target,
+    in this process or a worker; a failure is a result with its status and error text."""
+    start = time.perf_counter()
+    try:
+        kernel = jit.warmup(*args, grid=(1,), **kwargs)
+    except Exception as error:
+        return CompileResult(classify(error), time.perf_counter() - start, describe(error))
+    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+    return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
+
+
 def _compile(job: CompileJob) -> CompileResult:
     """In a worker: compile one config for ``job.target`` into Triton's disk cache."""
     from triton.runtime.driver import driver
 
     driver.set_active(_StubDriver(job.target))
-    start = time.perf_counter()
     try:
-        fn = unwrap_jit(import_kernel(job.module, job.qualname))
-        kernel = fn.warmup(*job.args, grid=(1,), **job.kwargs)
+        jit = unwrap_jit(import_kernel(job.module, job.qualname))
     except Exception as error:
-        from .benchmark import describe
-
-        return CompileResult(classify(error), time.perf_counter() - start, describe(error))
-    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
-    return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
+        return CompileResult(classify(error), 0.0, describe(error))
+    return compile_config(jit, job.args, job.kwargs)
 
 
 def serve_compiles(connection: Any) -> None:

@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from . import settings
-from .benchmark import classify, describe
 from .budget import Budget
-from .compiler import CompileResult, compile_job_for, kernel_address, unwrap_jit
+from .compiler import CompileResult, compile_config, compile_job_for, kernel_address, unwrap_jit
 from .config import Config
 from .deadline import Clock, Deadline
 from .isolation import IsolatedRunner, IsolationError
@@ -326,13 +324,7 @@ class TuningSession:
         jobs = [compile_job_for(jit, target, args, call) for call in calls] if workers > 1 else [None] * len(calls)
 
         def compile_here(index: int) -> CompileResult:
-            begin = time.perf_counter()
-            try:
-                kernel = jit.warmup(*args, grid=(1,), **calls[index])
-                shared = getattr(getattr(kernel, "metadata", None), "shared", None)
-                return CompileResult(Status.OK, time.perf_counter() - begin, shared_bytes=shared)
-            except Exception as error:
-                return CompileResult(classify(error), time.perf_counter() - begin, describe(error))
+            return compile_config(jit, args, calls[index])
 
         timeout = self.options.compile_timeout if self.options.compile_timeout is not None else \
             self._adaptive_compile_timeout
