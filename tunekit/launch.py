@@ -13,8 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from triton.runtime.autotuner import Heuristics
+
 from .benchmark import Benchmarker, KernelCall
 from .check import OutputCheck
+from .compiler import unwrap_jit
 from .config import Config
 
 
@@ -103,10 +106,6 @@ class Launch:
 
     def jit_kwargs(self, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """The keyword arguments the JITFunction will see: heuristics applied, launch-only ones dropped."""
-        from triton.runtime.autotuner import Heuristics
-
-        from .compiler import unwrap_jit
-
         call = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
         fn = self.fn
         while fn is not unwrap_jit(fn):
