@@ -76,7 +76,11 @@ GEMM_CONFIGS = {"gemm8": 8, "gemm24": 24, "gemm48": 48}
 DRAW_SEED = 0
 KINDS = ("vadd", *GEMM_CONFIGS)
 #: tunekit.autotune's options per variant beside configs, key and a fresh store; None: stock
-VARIANTS: dict[str, dict[str, Any] | None] = {"stock": None, "tk": {}, "tk_noiso": {"isolate": False}}
+VARIANTS: dict[str, dict[str, Any] | None] = {
+    "stock": None, "tk": {}, "tk_noiso": {"isolate": False},
+    # what each part of tunekit's first call costs (the anatomy of the default ``tk``)
+    "tk_nocheck": {"check": False}, "tk_fin1": {"finalists": 1}, "tk_warmdrv": {},
+}
 SPACE_KEY = ["M", "N", "K"]
 
 
@@ -96,6 +100,17 @@ def gemm_configs(total: int, seed: int = DRAW_SEED) -> list[triton.Config]:
     return tutorial + random.Random(seed).sample(others, total - len(tutorial))
 
 
+def warm_up_with_driver() -> None:
+    """The ``tk_warmdrv`` variant's zygote warm-up: tunekit's, then Triton's CUDA utilities
+    (a C module that Triton builds with the host compiler on first use; loading it initialises nothing)."""
+    from triton.backends.nvidia.driver import CudaUtils
+
+    from tunekit.isolation import warm_up
+
+    warm_up()
+    CudaUtils()
+
+
 def fresh_store() -> str:
     """A SQLite path in a new empty directory."""
     return os.path.join(tempfile.mkdtemp(prefix="first-call-store-"), "store.db")
@@ -108,6 +123,10 @@ def autotune_decorator(
     options = VARIANTS[variant]
     if options is None:
         return triton.autotune(configs, key=key, do_bench=host_clock_bench if interpreter else None)
+    if variant == "tk_warmdrv":  # the worker zygote also builds Triton's CUDA utilities before forking
+        from tunekit import service
+
+        service.WARM_UP = "__main__:warm_up_with_driver"
     return tunekit.autotune(configs, key=key, store=fresh_store(), **options)
 
 
@@ -413,12 +432,24 @@ def main() -> None:
     parser.add_argument("--interpreter", action="store_true",
                         help="Triton's interpreter on CPU tensors (vadd only)")
     parser.add_argument("--json", help="write the raw records and the summary here")
+    parser.add_argument("--profile", metavar="PATH",
+                        help="with --one: profile the process's work with cProfile, write the stats to PATH "
+                             "and print the 40 entries of most cumulative time on stderr")
     args = parser.parse_args()
     if args.interpreter and (args.space_budget or args.space_budget_runs
                              or any(k != "vadd" for k in ([args.one[0]] if args.one else args.kinds))):
         parser.error("--interpreter measures the vadd kind only")
 
-    if args.one:
+    if args.one and args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        record = profiler.runcall(measure_first_call, *args.one, args.interpreter)
+        profiler.dump_stats(args.profile)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+        print(json.dumps(record, default=str), flush=True)
+    elif args.one:
         print(json.dumps(measure_first_call(*args.one, args.interpreter), default=str), flush=True)
     elif args.space_budget:
         print(json.dumps(measure_space_budget(args.shape, args.space_seconds), default=str), flush=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import time
 from collections.abc import Callable
@@ -138,7 +139,10 @@ def serve_benchmarks(connection: Any) -> None:
     while True:
         kind, message = receive(connection)
         if kind == "setup":
+            start = time.perf_counter()
             runner = _set_up(*message)
+            logger.debug("benchmark worker %d: set up for %s in %.3f s", os.getpid(), runner.launch.kernel_name,
+                         time.perf_counter() - start)
             send(connection, ("ready", None))
             continue
         if kind == "release":  # kept warm between tunings: without the last one's tensors
@@ -147,7 +151,12 @@ def serve_benchmarks(connection: Any) -> None:
                 torch.cuda.empty_cache()
             continue
         assert runner is not None, "a measure request before any set-up"
+        start = time.perf_counter()
         reply = _measure(runner, *message)
+        trial = reply["trial"]
+        logger.debug("benchmark worker %d: %s %s in %.3f s (check %.3f s, benchmark %.3f s)", os.getpid(),
+                     trial.config, trial.status.value, time.perf_counter() - start, trial.check_seconds or 0.0,
+                     trial.bench_seconds or 0.0)
         send(connection, ("trial", reply))
         if reply["exiting"]:
             return  # the context is poisoned: exit, and the parent starts a fresh worker

@@ -285,6 +285,8 @@ class TuningSession:
         for index, result in compiled:
             config = configs[index]
             unanswered.discard(index)
+            logger.debug("%s: compiled %s: %s in %.3f s", self.launch.kernel_name, config, result.status.value,
+                         result.seconds)
             if result.status is not Status.OK:
                 yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
                                     key=key, shared_bytes=result.shared_bytes)
