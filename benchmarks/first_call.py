@@ -79,7 +79,7 @@ KINDS = ("vadd", *GEMM_CONFIGS)
 VARIANTS: dict[str, dict[str, Any] | None] = {
     "stock": None, "tk": {}, "tk_noiso": {"isolate": False},
     # what each part of tunekit's first call costs (the anatomy of the default ``tk``)
-    "tk_nocheck": {"check": False}, "tk_fin1": {"finalists": 1}, "tk_warmdrv": {},
+    "tk_nocheck": {"check": False}, "tk_fin1": {"finalists": 1},
 }
 SPACE_KEY = ["M", "N", "K"]
 
@@ -100,17 +100,6 @@ def gemm_configs(total: int, seed: int = DRAW_SEED) -> list[triton.Config]:
     return tutorial + random.Random(seed).sample(others, total - len(tutorial))
 
 
-def warm_up_with_driver() -> None:
-    """The ``tk_warmdrv`` variant's zygote warm-up: tunekit's, then Triton's CUDA utilities
-    (a C module that Triton builds with the host compiler on first use; loading it initialises nothing)."""
-    from triton.backends.nvidia.driver import CudaUtils
-
-    from tunekit.isolation import warm_up
-
-    warm_up()
-    CudaUtils()
-
-
 def fresh_store() -> str:
     """A SQLite path in a new empty directory."""
     return os.path.join(tempfile.mkdtemp(prefix="first-call-store-"), "store.db")
@@ -123,10 +112,6 @@ def autotune_decorator(
     options = VARIANTS[variant]
     if options is None:
         return triton.autotune(configs, key=key, do_bench=host_clock_bench if interpreter else None)
-    if variant == "tk_warmdrv":  # the worker zygote also builds Triton's CUDA utilities before forking
-        from tunekit import service
-
-        service.WARM_UP = "__main__:warm_up_with_driver"
     return tunekit.autotune(configs, key=key, store=fresh_store(), **options)
 
 

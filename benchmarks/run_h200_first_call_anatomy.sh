@@ -2,8 +2,7 @@
 # Device call: where tunekit's first call of the 2-config vector add spends its time (issue 11).
 # Profiles one tunekit and one stock first call (cProfile of the calling process, TUNEKIT_LOG=debug
 # timeline of the benchmark worker), then alternates stock and the tunekit variants that each leave
-# one part out (check=False, finalists=1) or add one warm-up (tk_warmdrv: the worker zygote builds
-# Triton's CUDA utilities before forking), fresh processes and cold caches; then GEMM 8 configs
+# one part out (check=False, finalists=1), fresh processes and cold caches; then GEMM 8 configs
 # profiled once, and the hot path. Expects the wheels in .whl/ (benchmarks/README.md); writes under $OUT.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -21,5 +20,5 @@ done
 TUNEKIT_LOG=debug timeout 60 python3 benchmarks/first_call.py --one gemm8:tk --profile "$OUT/gemm8_tk.prof" \
     > "$OUT/profile_gemm8_tk.log" 2>&1
 timeout 200 python3 benchmarks/first_call.py --kinds vadd --runs ${RUNS:-3} \
-    --variants stock tk tk_nocheck tk_fin1 tk_warmdrv --json "$OUT/anatomy.json" 2>&1 | tee "$OUT/anatomy.log"
+    --variants stock tk tk_nocheck tk_fin1 --json "$OUT/anatomy.json" 2>&1 | tee "$OUT/anatomy.log"
 timeout 80 python3 benchmarks/hotpath_store.py 2>&1 | tee "$OUT/hotpath.log"

@@ -17,7 +17,7 @@ import triton.language as tl
 
 import tunekit
 from tunekit import Space, Status
-from tunekit.check import default_tolerance, relative_error
+from tunekit.check import OutputCheck, default_tolerance, relative_error
 from tunekit.isolation import land, ship
 from tunekit.kernels import vector_add
 from tunekit.store import ResultsStore
@@ -71,6 +71,19 @@ def test_nan_infinity_and_integers():
     assert relative_error(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3])) == 0.0
     assert relative_error(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3])) == math.inf
     assert default_tolerance(torch.int32) == 0.0
+
+
+def test_check_warm_up_judges_nothing_and_takes_every_dtype():
+    """A benchmark worker warms the check's comparisons up on its inputs before the first config:
+    inputs of every kind (NaN, integers, booleans, empty, non-contiguous) neither fail nor change
+    what the check will judge."""
+    inputs = {"x": torch.tensor([float("nan"), 1.0, 2.0]), "i": torch.arange(4, dtype=torch.int32),
+              "flags": torch.tensor([True, False]), "empty": torch.empty(0), "t": torch.ones(3, 2).t()}
+    check = OutputCheck()
+    check.snapshot(inputs)
+    check.warm_up()
+    assert (check.expected, check.checked, check.wrong) == (None, 0, 0)
+    assert all(torch.equal(check.pristine[name].nan_to_num(), value.nan_to_num()) for name, value in inputs.items())
 
 
 def test_tensors_reach_a_worker_with_their_layout_and_alignment():
