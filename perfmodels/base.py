@@ -5,6 +5,11 @@ numbers (log2 of sizes, booleans as 0/1) and the bytes per element of each dtype
 model learns across shapes. The regressor learns log time from the successful trials; a
 classifier learns which configs fail (a tile that runs out of shared memory on one shape usually
 does on the others) from all of them.
+
+Keys of one kernel need not have one shape: an optional pointer passed as None drops a dtype, and
+a changed ``key=`` names other arguments. Key features are therefore named (the argument's name,
+``dtype 0``, ``dtype 1``, ...): a fitted model uses the names of every key it was fit on, a key
+that lacks one gets ``MISSING`` there, and a name the model never saw is not a feature.
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ from tunekit.trial import Status, Timing, Trial
 
 Key = Mapping[str, Any]  # {"args": {name: value}, "dtypes": [...]}, as SearchContext.key
 
+#: The value of a key feature the key at hand does not have (-1, as ``Space.encode`` fills a missing value).
+MISSING = -1.0
+
+#: The name of the key feature of the i-th dtype: ``dtype 0``, ``dtype 1``, ... (no argument
+#: name has a space, so it never names an argument).
+DTYPE_FEATURE = "dtype "
+
 
 def key_of(trial: Trial) -> Key | None:
     """The key a stored trial was measured at (``None`` when it does not say)."""
@@ -36,6 +48,31 @@ def dtype_bytes(name: str) -> float:
         if str(bits) in name:
             return bits / 8
     return 1.0 if "bool" in name else 0.0
+
+
+def key_features(key: Key | None) -> dict[str, float]:
+    """A key's numbers by feature name: each argument's (log2 of a positive number, a boolean as
+    0/1, -1 for other numbers, 0 for anything else), then each dtype's bytes per element."""
+    key = key or {}
+    features = {}
+    for name, value in dict(key.get("args", {})).items():
+        if isinstance(value, bool):
+            features[name] = float(value)
+        elif isinstance(value, (int, float)):
+            features[name] = math.log2(value) if value > 0 else -1.0
+        else:
+            features[name] = 0.0
+    for position, dtype in enumerate(key.get("dtypes", ())):
+        features[f"{DTYPE_FEATURE}{position}"] = dtype_bytes(str(dtype))
+    return features
+
+
+def key_feature_names(keys: Sequence[Key | None]) -> tuple[str, ...]:
+    """The feature names of every one of ``keys``: argument names in the order first seen, then
+    the dtype positions up to the most dtypes any key has."""
+    arguments = {name: None for key in keys for name in dict((key or {}).get("args", {}))}
+    dtypes = max((len((key or {}).get("dtypes", ())) for key in keys), default=0)
+    return (*arguments, *(f"{DTYPE_FEATURE}{position}" for position in range(dtypes)))
 
 
 def trials_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Trial]:
@@ -77,32 +114,25 @@ class PerfModel(BaseEstimator):
 
     def features_of_encoded(self, encoded: np.ndarray, key: Key | None) -> np.ndarray:
         """``features`` of configs already encoded by ``space.encode`` (a search encodes its
-        Space once, not at every step)."""
-        shape = self._key_features(key)
+        Space once, not at every step). The key's features are laid out as the fitted model's
+        ``key_feature_names_`` (the key's own names before a fit)."""
+        values = key_features(key)
+        names = getattr(self, "key_feature_names_", None)
+        shape = np.asarray([values.get(name, MISSING) for name in (values if names is None else names)],
+                           dtype=np.float64)
         return np.hstack([encoded, np.broadcast_to(shape, (len(encoded), len(shape)))])
-
-    def _key_features(self, key: Key | None) -> np.ndarray:
-        key = key or {}
-        values = []
-        for value in dict(key.get("args", {})).values():
-            if isinstance(value, bool):
-                values.append(float(value))
-            elif isinstance(value, (int, float)):
-                values.append(math.log2(value) if value > 0 else -1.0)
-            else:
-                values.append(0.0)
-        values += [dtype_bytes(str(d)) for d in key.get("dtypes", [])]
-        return np.asarray(values, dtype=np.float64)
 
     # -- estimator API ---------------------------------------------------------------------------
 
     def fit(self, trials: Sequence[Trial], key: Key | None = None) -> PerfModel:
-        """Learn from ``trials``; a trial without a stored key was measured at ``key``."""
+        """Learn from ``trials``; a trial without a stored key was measured at ``key``. The key
+        features are those of ``key`` and of every trial's key (``key_feature_names_``)."""
         groups: dict[str, tuple[Key | None, list[Trial]]] = {}
         for trial in trials:
             trial_key = key_of(trial) or key
             text = json.dumps(trial_key, sort_keys=True)
             groups.setdefault(text, (trial_key, []))[1].append(trial)
+        self.key_feature_names_ = key_feature_names([key, *(trial_key for trial_key, _ in groups.values())])
         rows, times, failed = [], [], []
         for trial_key, group in groups.values():
             rows.append(self.features([t.config for t in group], trial_key))

@@ -408,3 +408,30 @@ def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_pa
     earlier = {r["config"] for r in before}  # the store keeps config_json text
     assert {t.config_id for t in measured}.isdisjoint(earlier)
     assert {t.config_id for t in measured} | earlier == {config_json(c) for c in vector_add.space().configs()}
+
+
+@triton.jit
+def add_maybe_bias(x_ptr, bias_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out = x (+ bias when ``bias_ptr`` is a tensor): an optional pointer, so the key's dtypes
+    hold one entry fewer when it is None."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    if bias_ptr is not None:
+        x += tl.load(bias_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x, mask=mask)
+
+
+@pytest.mark.parametrize("strategy", ["default", "rf"])
+def test_learned_strategies_tune_keys_of_another_shape_in_one_store(tmp_path, strategy):
+    """The store's history mixes keys with and without an optional pointer's dtype, and keys of
+    an earlier ``key=``: the perf model must neither crash on them nor refuse to tune."""
+    store_path = tmp_path / "store.db"
+    for key, with_bias, n in ((["n"], True, N), (["n"], False, N), ([], True, N), (["n"], True, 2 * N)):
+        kernel = tunekit.autotune(space=vector_add.space(), key=key, strategy=strategy, budget=Budget(evals=12),
+                                  store=store_path, seed=0)(add_maybe_bias)
+        x, bias, out = vector_add.inputs(n)
+        kernel[vector_add.grid(n)](x, bias if with_bias else None, out, n)
+        torch.testing.assert_close(out, x + bias if with_bias else x)
+        assert sum(t.source == "measured" for t in kernel.trials) == 12  # each key is new: a tuning, no crash
+        assert kernel.best_config in vector_add.space()

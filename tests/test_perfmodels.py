@@ -113,3 +113,22 @@ def test_trials_from_rows_skip_retimed_rows_and_keep_keys():
     (trial,) = trials_from_rows(rows)
     assert trial.ok and trial.key.as_dict() == {"args": {"M": 1}, "dtypes": []}
     assert trial.config.kwargs == config_from_dict({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}).kwargs
+
+
+def test_keys_of_other_shapes_are_aligned_by_name_and_never_crash():
+    """History on keys with other argument names and fewer dtypes (an optional pointer passed as
+    None, a ``key=`` changed since): the model fits on all of it and predicts at any key; a key
+    field it never saw is not a feature, one it saw and the key lacks is filled in."""
+    configs = [c for c in toy_space().configs() if toy_trial(c).ok]
+    mixed = {"args": {"N": 256}, "dtypes": ["torch.float16"]}
+    trials = [shaped_trial(c, m) for m in (16, 64) for c in configs]
+    trials += [Trial(c, Status.OK, Timing(2.0, 2.0, 2.0), key=TuningKey.from_dict(mixed)) for c in configs]
+    trials += [Trial(c, Status.OK, Timing(3.0, 3.0, 3.0), key=TuningKey.from_dict({"args": {"M": 64}, "dtypes": []}))
+               for c in configs]
+    model = RandomForest(toy_space()).fit(trials, key(16))
+    assert model.key_feature_names_ == ("M", "N", "dtype 0")
+    for other in (key(16), mixed, {"args": {}, "dtypes": []}, {"args": {"K": 8}, "dtypes": ["a", "b"]}, None):
+        assert np.isfinite(model.predict(configs[:3], other)).all()
+    assert model.predict(configs[:1], key(64))[0] > model.predict(configs[:1], key(16))[0]  # the trend is kept
+    np.testing.assert_array_equal(model.features(configs[:1], {"args": {"M": 16, "K": 8}, "dtypes": []})[0, -3:],
+                                  [4.0, -1.0, -1.0])
