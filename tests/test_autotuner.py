@@ -276,8 +276,10 @@ def test_offline_mode_never_tunes_and_falls_back_to_the_nearest_key(store_path, 
                                 store=store_path)(vector_add.add_kernel)
 
     monkeypatch.setenv("TUNEKIT_MODE", "offline")
-    with pytest.warns(RuntimeWarning, match="did not tune add_kernel .*offline; using the default config"):
+    expected = "did not tune add_kernel .*offline; using the default config"
+    with pytest.warns(RuntimeWarning, match=expected) as caught:
         launch_add(make())
+    assert [w.filename for w in caught] == [__file__]  # the user's call, not tunekit's line
     assert ResultsStore(store_path).runs() == []
 
     monkeypatch.setenv("TUNEKIT_MODE", "online")
@@ -289,6 +291,26 @@ def test_offline_mode_never_tunes_and_falls_back_to_the_nearest_key(store_path, 
         launch_add(offline, n=5000)
     assert offline.best_config.kwargs == online.best_config.kwargs
     assert len(ResultsStore(store_path).runs()) == 1
+
+
+@pytest.mark.parametrize("launch", ["kernel[grid]", "kernel.run", "heuristics_over_autotune",
+                                    "shipped_launch"])
+def test_the_offline_warning_points_at_the_users_call(store_path, monkeypatch, launch):
+    """However the launch reaches the Autotuner (through Triton's heuristics, or a launch helper
+    of tunekit.kernels), the warning names the line of the user's code that launched."""
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], store=store_path)(vector_add.add_kernel)
+    if launch == "heuristics_over_autotune":
+        kernel = triton.heuristics({"unused": lambda args: 0})(kernel)
+    x, y, out = vector_add.inputs(N)
+    with pytest.warns(RuntimeWarning, match="did not tune add_kernel") as caught:
+        if launch == "kernel.run":
+            kernel.run(x, y, out, N, grid=vector_add.grid(N), warmup=False)
+        elif launch == "shipped_launch":
+            vector_add.launch(kernel, x, y, out)
+        else:
+            kernel[vector_add.grid(N)](x, y, out, N)
+    assert [w.filename for w in caught] == [__file__]
 
 
 def test_print_autotuning_prints_what_stock_prints(capsys, monkeypatch):

@@ -16,7 +16,6 @@ import inspect
 import json
 import logging
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from triton.runtime.autotuner import Autotuner as _TritonAutotuner
 from . import settings
 from .benchmark import Benchmarker
 from .budget import Budget
+from .caller import warn_at_caller
 from .compiler import unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .keys import Bucket, TuningKey, nearest_key, resolve_buckets
@@ -326,10 +326,9 @@ class Autotuner(_TritonAutotuner):
         else:
             config = self.options.default_config or self.space.configs()[0]
             what = "the default config"
-        warnings.warn(
+        warn_at_caller(
             f"tunekit did not tune {self.kernel_name} for key {text} because {reason}; using {what}: {config}",
             RuntimeWarning,
-            stacklevel=5,
         )
         return config
 
