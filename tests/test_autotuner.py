@@ -260,6 +260,22 @@ def test_bad_arguments_are_refused_before_anything_runs():
         kernel[vector_add.grid(N)](x, y, out, N, BLOCK=128)
 
 
+@pytest.mark.parametrize("finalists", [0, -1, 1.5, True, "3"])
+def test_finalists_other_than_a_count_are_refused_at_decoration(finalists):
+    decorate = tunekit.autotune(space=vector_add.space(), key=["n"], store=None, finalists=finalists)
+    expected = rf"^finalists must be an int >= 1 or None. Got {finalists!r} instead.$"
+    with pytest.raises(ValueError, match=expected):
+        decorate(vector_add.add_kernel)
+
+
+def test_finalists_one_picks_the_best_measured_without_re_timing():
+    clock = FakeClock()
+    kernel = tunekit.autotune(add_configs(clock), key=["n"], do_bench=clock, store=None, finalists=1)(
+        vector_add.add_kernel)
+    launch_add(kernel)
+    assert len(clock.benchmarked) == 6 and kernel.best_config.kwargs == {"BLOCK": 512}
+
+
 def test_key_buckets_share_one_tuning_between_nearby_shapes(store_path):
     kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=2),
                               store=store_path, key_buckets="pow2")(vector_add.add_kernel)

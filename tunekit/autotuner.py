@@ -105,6 +105,9 @@ class Autotuner(_TritonAutotuner):
                 raise ValueError(f"{option} must be a number of seconds > 0 or None. Got {seconds!r} instead.")
         if budget is not None and not isinstance(budget, Budget):
             raise TypeError(f"budget must be a tunekit.Budget. Got {budget!r} instead.")
+        if finalists is not None and (isinstance(finalists, bool) or not isinstance(finalists, int)
+                                      or finalists < 1):
+            raise ValueError(f"finalists must be an int >= 1 or None. Got {finalists!r} instead.")
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
         len(self.space)  # enumerate now: a constraint that rejects all or raises fails here, before any compile
