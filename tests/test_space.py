@@ -76,3 +76,17 @@ def test_errors_name_the_problem():
         Space(BLOCK=[1], OTHER=[2]).check_kernel(["x_ptr", "BLOCK"], "k")
     with pytest.raises(ValueError, match="at least one parameter"):
         Space()
+
+
+def test_a_domain_holding_a_list_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^The domain of parameter 'BLOCK' must be a list of single values "
+                                         r"\(numbers, strings, booleans or None\)\. "
+                                         r"Got \[\[128\], 256\] instead\.$"):
+        Space(BLOCK=[[128], 256])
+
+
+@pytest.mark.parametrize("constraints", [lambda c: True, "BLOCK > 64", 3])
+def test_constraints_other_than_a_list_are_refused_in_one_line(constraints):
+    expected = r"^constraints must be a list of callables on a config dict\. Got .* instead\.$"
+    with pytest.raises(ValueError, match=expected):
+        Space(BLOCK=[128, 256], constraints=constraints)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,10 +53,18 @@ class Space:
         for name, values in domains.items():
             if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
                 raise ValueError(f"The domain of parameter {name!r} must be a list of values. Got {values!r} instead.")
+            values = tuple(values)
+            if not all(isinstance(value, Hashable) for value in values):
+                raise ValueError(f"The domain of parameter {name!r} must be a list of single values "
+                                 f"(numbers, strings, booleans or None). Got {list(values)!r} instead.")
             values = tuple(dict.fromkeys(values))  # drop repeats, keep order
             if not values:
                 raise ValueError(f"The domain of parameter {name!r} is empty: give it at least one value.")
             self.domains[name] = values
+        if constraints is not None and (callable(constraints) or isinstance(constraints, (str, bytes))
+                                        or not isinstance(constraints, Iterable)):
+            raise ValueError(
+                f"constraints must be a list of callables on a config dict. Got {constraints!r} instead.")
         self.constraints: tuple[Constraint, ...] = tuple(constraints or ())
         for constraint in self.constraints:
             if not callable(constraint):
