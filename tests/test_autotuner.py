@@ -276,6 +276,36 @@ def test_finalists_one_picks_the_best_measured_without_re_timing():
     assert len(clock.benchmarked) == 6 and kernel.best_config.kwargs == {"BLOCK": 512}
 
 
+def plain_add(x_ptr, y_ptr, out_ptr, n, BLOCK):
+    """Not a @triton.jit function."""
+
+
+@pytest.mark.parametrize("arguments, decorated, message", [
+    ({"configs": []}, vector_add.add_kernel,
+     r"^configs must be a list of at least one triton.Config \(leave it out for Triton's single default "
+     r"config\)\. Got \[\] instead\.$"),
+    ({"configs": Config({"BLOCK": 128})}, vector_add.add_kernel,
+     r"^configs must be a list of .* Got <.*Config object at .*> instead\.$"),
+    ({"key": None}, vector_add.add_kernel, r"^key must be a list of argument names. Got None instead\.$"),
+    ({"key": 3}, vector_add.add_kernel, r"^key must be a list of argument names. Got 3 instead\.$"),
+    ({}, plain_add, r"^tunekit.autotune decorates a @triton.jit function \(or one that triton.heuristics or "
+                    r"another autotune wraps\)\. Got <function plain_add at .*> instead\.$"),
+])
+def test_arguments_of_the_wrong_kind_get_one_line_saying_what_was_expected(arguments, decorated, message):
+    arguments = {"space": vector_add.space(), "key": ["n"], "store": None, **arguments}
+    if "configs" in arguments:
+        del arguments["space"]
+    with pytest.raises((ValueError, TypeError), match=message):
+        tunekit.autotune(**arguments)(decorated)
+
+
+def test_an_unknown_tunekit_log_level_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv("TUNEKIT_LOG", "bogus")
+    with pytest.raises(ValueError, match=r"^TUNEKIT_LOG must be a logging level \(debug, info, warning, "
+                                         r"error, critical\) or a number\. Got 'bogus' instead\.$"):
+        tunekit.autotune(space=vector_add.space(), key=["n"], store=None)(vector_add.add_kernel)
+
+
 def test_key_buckets_share_one_tuning_between_nearby_shapes(store_path):
     kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=2),
                               store=store_path, key_buckets="pow2")(vector_add.add_kernel)

@@ -16,7 +16,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import triton
@@ -88,6 +88,8 @@ class Autotuner(_TritonAutotuner):
                              ("check_outputs", check_outputs)):
             if isinstance(names, str):
                 raise ValueError(f"{param} must be a list of argument names, not the string {names!r}.")
+            if not isinstance(names, Iterable) and not (names is None and param != "key"):  # key is required
+                raise TypeError(f"{param} must be a list of argument names. Got {names!r} instead.")
             unknown = [n for n in names or () if n not in arg_names]
             if unknown:
                 raise ValueError(
@@ -223,8 +225,15 @@ class Autotuner(_TritonAutotuner):
 
     @staticmethod
     def _build_space(configs: Sequence[Config] | None, space: Space | None) -> Space:
+        """The Space to search: ``configs`` (first, in their order), ``space``'s configs, or
+        Triton's single default config when neither is given."""
         if space is not None and not isinstance(space, Space):
             raise TypeError(f"space must be a tunekit.Space. Got {space!r} instead.")
+        if configs is not None and (isinstance(configs, Config) or not isinstance(configs, Iterable)
+                                    or (space is None and not configs)):
+            error = ValueError if isinstance(configs, Sequence) else TypeError  # [] is a list, but empty
+            raise error("configs must be a list of at least one triton.Config (leave it out for Triton's "
+                        f"single default config). Got {configs!r} instead.")
         if configs and space is not None:
             listed = list(configs)
             ids = {config_json(c) for c in listed}
@@ -374,6 +383,16 @@ class _WithConfigs:
         return getattr(self._autotuner, name)
 
 
+def _kernel_arg_names(fn: Any) -> list[str]:
+    """The argument names of what ``autotune`` decorates: a ``@triton.jit`` function, or one that
+    ``triton.heuristics`` or another autotune wraps (each has Triton's ``arg_names``)."""
+    names = getattr(fn, "arg_names", None)
+    if not isinstance(names, Sequence) or not callable(getattr(fn, "run", None)):
+        raise TypeError("tunekit.autotune decorates a @triton.jit function (or one that triton.heuristics or "
+                        f"another autotune wraps). Got {fn!r} instead.")
+    return list(names)
+
+
 def _space_hash(space: Space) -> str:
     import hashlib
 
@@ -460,10 +479,10 @@ def autotune(
 
     def decorator(fn: Any) -> Autotuner:
         return Autotuner(
-            fn, fn.arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook, post_hook=post_hook,
-            prune_configs_by=prune_configs_by, warmup=warmup, rep=rep, use_cuda_graph=use_cuda_graph,
-            do_bench=do_bench, cache_results=cache_results, space=space, strategy=strategy, budget=budget,
-            store=store, seed=seed, **options,
+            fn, _kernel_arg_names(fn), configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
+            post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
+            use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results, space=space,
+            strategy=strategy, budget=budget, store=store, seed=seed, **options,
         )
 
     return decorator

@@ -113,8 +113,12 @@ def configure_logging() -> None:
     level = os.environ.get(ENV_LOG)
     if not level:
         return
+    number = int(level) if level.strip().isdigit() else logging.getLevelName(level.strip().upper())
+    if not isinstance(number, int):  # getLevelName answers "Level X" for a name it does not know
+        raise ValueError(f"{ENV_LOG} must be a logging level (debug, info, warning, error, critical) or a "
+                         f"number. Got {level!r} instead.")
     logger = logging.getLogger("tunekit")
-    logger.setLevel(level.upper() if not level.isdigit() else int(level))
+    logger.setLevel(number)
     if not logger.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
