@@ -21,6 +21,40 @@ def store_path(tmp_path):
     return tmp_path / "store.db"
 
 
+@pytest.fixture
+def make_read_only():
+    """Makes a directory and its files read-only for this process: a read-only bind mount over it
+    when running as root (root writes through permission bits), else the permission bits. Skips
+    where neither is possible. Undone afterwards."""
+    import subprocess
+
+    done: list = []
+
+    def make(directory) -> None:
+        if os.geteuid() != 0:
+            for path in directory.iterdir():
+                path.chmod(0o444)
+            directory.chmod(0o555)
+            done.append(("chmod", directory))
+            return
+        if subprocess.run(["mount", "--bind", directory, directory], capture_output=True).returncode != 0:
+            pytest.skip("running as root and cannot make a bind mount")
+        done.append(("mount", directory))
+        if subprocess.run(["mount", "-o", "remount,ro,bind", directory], capture_output=True).returncode != 0:
+            pytest.skip("running as root and cannot make a bind mount read-only")
+
+    yield make
+    for how, directory in done:
+        if how == "mount":
+            if subprocess.run(["umount", directory], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "--lazy", directory], check=True)
+                pytest.fail(f"a file under the read-only mount {directory} was still open (a store not closed)")
+        else:
+            directory.chmod(0o755)
+            for path in directory.iterdir():
+                path.chmod(0o644)
+
+
 def _interpreter_loops_over_scalar_arguments() -> bool:
     """Triton 3.6's interpreter turns a scalar argument into a 1-element array, and a loop such as
     ``range(tl.cdiv(K, BLOCK_K))`` then needs int() of it, which numpy >= 2.4 refuses."""

@@ -1,3 +1,4 @@
+import importlib.util
 import json
 
 import pytest
@@ -78,3 +79,38 @@ def test_demo_shows_the_default_strategy_with_the_store_holding_the_other_shapes
     header = next(line for line in out.splitlines() if line.startswith("space "))
     assert header.split()[-4:] == ["default", "default", "+", "store"]  # without, then with the store
     assert (tmp_path / "demo" / "with-store" / "summary.csv").exists()
+
+
+def test_reading_commands_never_create_a_store(tmp_path, capsys):
+    typo = tmp_path / "stor.db"
+    for command in (["store", "ls"], ["store", "show", "abc"], ["store", "export", str(tmp_path / "t.csv")]):
+        assert main([*command, "--store", str(typo)]) == 2
+        assert capsys.readouterr().err.strip() == f"tunekit: Store {typo} does not exist: check the path " \
+            "(tunekit creates a store only to record tunings into it)."
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_in_a_read_only_location_is_listed_shown_and_exported(tuned_store, tmp_path, make_read_only, capsys):
+    path, kernel = tuned_store
+    kernel.store.close()  # the tuning process is gone: nothing writes the store any more
+    make_read_only(path.parent)
+    assert main(["store", "ls", "--store", str(path)]) == 0
+    assert kernel.run_id[:12] in capsys.readouterr().out
+    assert main(["store", "show", kernel.run_id[:8], "--store", str(path)]) == 0
+    out = tmp_path.parent / f"{tmp_path.name}-export.csv"
+    assert main(["store", "export", str(out), "--store", str(path)]) == 0
+    out.unlink()
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("foo://bar", "tunekit: Store URL foo://bar: SQLAlchemy knows no database 'foo'"),
+    ("mysql://tuner:s3cret@dbhost/tunekit", "tunekit: Store URL mysql://tuner:***@dbhost/tunekit needs the Python "
+                                            "module 'MySQLdb', which is not installed: pip install mysqlclient"),
+])
+def test_a_store_url_that_cannot_be_opened_is_one_line(url, expected, monkeypatch, capsys):
+    if "mysql" in url and importlib.util.find_spec("MySQLdb"):
+        pytest.skip("a MySQL driver is installed here")
+    monkeypatch.setenv("TUNEKIT_STORE", url)
+    assert main(["store", "ls"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1 and "s3cret" not in err

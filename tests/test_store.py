@@ -197,3 +197,34 @@ def test_processes_tuning_at_once_into_one_store_lose_nothing(backend, tmp_path,
         assert len([r for r in store.rows(run_id=report["run_id"]) if r["source"] == "measured"]) == report["measured"]
     assert {r["kernel_name"] for r in store.winner_rows()} == {"add_kernel", "faulty_add"}
     assert all(run["finished_at"] is not None for run in store.runs()) and len(store.runs()) == 3
+
+
+EXITING_WRITER = """
+import sys, threading, time
+from tunekit.store import ResultsStore
+from tunekit.testing.stores import IDENTITY, KEY, ok_trial
+
+store = ResultsStore(sys.argv[1])
+for i in range(50):
+    store.record(IDENTITY, KEY, ok_trial(i, 1.0), strategy="s", run_id="r")
+# A thread that still holds the store at exit, as a worker thread may: Python never closes it.
+threading.Thread(target=lambda held=store: time.sleep(3600), daemon=True).start()
+"""
+
+
+def test_after_a_normal_exit_the_db_file_alone_holds_every_trial(tmp_path):
+    """Injected: a process records 50 trials and exits normally while a thread still holds its store
+    (so nothing closes the store's connections). Survives: a copy of the .db file alone, without
+    its -wal, holds all 50 trials."""
+    import shutil
+    import subprocess
+    import sys
+
+    path = tmp_path / "store.db"
+    done = subprocess.run([sys.executable, "-c", EXITING_WRITER, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    copy = tmp_path / "elsewhere" / "copy.db"
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    assert len(ResultsStore(copy, read_only=True).rows()) == 50

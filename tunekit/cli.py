@@ -22,8 +22,10 @@ from .console import print_table
 from .store import StoreError, export_rows, open_store
 
 
-def _store(args: argparse.Namespace):
-    return open_store(args.store or True)
+def _store(args: argparse.Namespace, *, read_only: bool = True):
+    """The store that ``--store`` (or ``$TUNEKIT_STORE``, or the user cache) names; it must exist.
+    Read-only unless the command changes it."""
+    return open_store(args.store or True, read_only=read_only, create=False)
 
 
 def _short(text: str | None, width: int) -> str:
@@ -32,9 +34,9 @@ def _short(text: str | None, width: int) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    store = _store(args)
-    runs = store.runs(kernel=args.kernel)
-    print(f"store: {store.url}")
+    with _store(args) as store:
+        runs = store.runs(kernel=args.kernel)
+    print(f"store: {store.shown_url}")
     if not runs:
         print("no runs recorded")
         return 0
@@ -56,14 +58,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def _find_run(store, prefix: str) -> str:
     matches = [r["run_id"] for r in store.runs() if r["run_id"].startswith(prefix)]
     if len(matches) != 1:
-        raise SystemExit(f"tunekit: {'no run' if not matches else 'several runs'} match {prefix!r} in {store.url}")
+        raise SystemExit(f"tunekit: {'no run' if not matches else 'several runs'} match {prefix!r} in "
+                         f"{store.shown_url}")
     return matches[0]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    store = _store(args)
-    run_id = _find_run(store, args.run)
-    rows = store.rows(run_id=run_id)
+    with _store(args) as store:
+        rows = store.rows(run_id=_find_run(store, args.run))
     print_table(
         [
             (
@@ -81,14 +83,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    store = _store(args)
-    if args.format in ("kerneltuner", "t4"):
-        return _export_space(store, args)
-    if args.winners:
-        rows = store.winner_rows()
-    else:
-        run_id = _find_run(store, args.run) if args.run else None
-        rows = store.rows(kernel=args.kernel, run_id=run_id)
+    with _store(args) as store:
+        if args.format in ("kerneltuner", "t4"):
+            return _export_space(store, args)
+        if args.winners:
+            rows = store.winner_rows()
+        else:
+            run_id = _find_run(store, args.run) if args.run else None
+            rows = store.rows(kernel=args.kernel, run_id=run_id)
     try:
         target = export_rows(rows, args.out, args.format)
     except (FileExistsError, ValueError) as error:

@@ -1,84 +1,190 @@
 """Where a results store lives and how its database is opened.
 
 A store's location is a file path (SQLite) or an SQLAlchemy URL. This module checks a location
-before anything is written there, refuses files that are not tunekit stores without touching
-them, and makes the engine (SQLite: WAL, ``BEGIN IMMEDIATE``, a long busy timeout). What is
-stored, and how, is ``store.py``'s business.
+before anything is written there (``location_url``, ``validate_url``), refuses files that are not
+tunekit stores without touching them or anything beside them (``refuse_foreign_sqlite``), and
+makes the engine (``make_engine``): for writing, SQLite in WAL mode with ``BEGIN IMMEDIATE`` and a
+long busy timeout; for reading, an SQLite ``mode=ro`` URI that never creates a file.
+``checkpoint`` moves an SQLite store's write-ahead log into its .db file. What is stored, and how,
+is ``store.py``'s business.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
 
+logger = logging.getLogger(__name__)
+
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The pip package of a database driver whose module is not the package's name.
+_DRIVER_PACKAGES = {
+    "MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "mysql": "mysql-connector-python", "psycopg": '"psycopg[binary]"',
+    "psycopg2": "psycopg2-binary", "cx_Oracle": "cx_Oracle", "oracledb": "oracledb",
+}
 
 
 class StoreError(RuntimeError):
     """The store cannot be opened or written as asked; the message says why."""
 
 
-def location_url(location: str | os.PathLike) -> str:
-    """A SQLAlchemy URL for a path or URL, refusing paths that cannot hold a store."""
+def masked_url(text: str) -> str:
+    """``text`` with any password in it replaced by ``***``: how a location appears in messages."""
+    try:
+        return make_url(text).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+
+
+def validate_url(text: str) -> URL:
+    """The SQLAlchemy URL ``text``, checked before it is used: it parses, names a database that
+    SQLAlchemy knows, and its driver is installed; else a StoreError that names the URL (password
+    masked) and what to install or fix."""
+    shown = masked_url(text)
+    try:
+        url = make_url(text)
+    except ArgumentError as error:
+        raise StoreError(f"Store URL {shown} is not a valid SQLAlchemy URL; write it as "
+                         "dialect+driver://user:password@host/database, or give a file path.") from error
+    try:
+        dialect = url.get_dialect()
+    except NoSuchModuleError as error:
+        raise StoreError(f"Store URL {shown}: SQLAlchemy knows no database {url.drivername!r}; use a file path, "
+                         "sqlite:///PATH or a server URL such as postgresql+psycopg://user@host/db.") from error
+    try:
+        dialect.import_dbapi()
+    except ImportError as error:
+        module = error.name or str(error)
+        package = _DRIVER_PACKAGES.get(module, module)
+        raise StoreError(f"Store URL {shown} needs the Python module {module!r}, which is not installed: "
+                         f"pip install {package} (or name another driver in the URL).") from error
+    return url
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The file of an SQLite URL; None for in-memory SQLite and other databases."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def location_url(location: str | os.PathLike, *, read_only: bool = False, create: bool = True) -> str:
+    """A SQLAlchemy URL for a path or URL, checked before anything is opened there.
+
+    A URL must be one that can be opened here (``validate_url``). An SQLite file must exist unless
+    it may be created (``create``, never when ``read_only``), and be writable unless ``read_only``.
+    """
     text = os.fspath(location)
-    if "://" in text:
-        try:
-            make_url(text)
-        except ArgumentError as error:
-            raise StoreError(f"Store URL {text!r} is not a valid SQLAlchemy URL: {error}") from error
+    path = sqlite_file(validate_url(text)) if "://" in text else Path(text).expanduser()
+    if path is None:
         return text
-    path = Path(text).expanduser()
     if path.is_dir():
         raise StoreError(f"Store path {path} is a directory; give a file name such as {path / 'tunekit.db'}.")
+    if not path.exists() and (read_only or not create):
+        raise StoreError(f"Store {path} does not exist: check the path (tunekit creates a store only to record "
+                         "tunings into it).")
     if not path.parent.exists():
         raise StoreError(f"Store path {path}: directory {path.parent} does not exist.")
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if not read_only and not _writable(path):
         raise StoreError(f"Store path {path} is not writable by this user.")
-    return f"sqlite:///{path.resolve()}"
+    return text if "://" in text else f"sqlite:///{path.resolve()}"
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write ``path`` and create files beside it (SQLite's -wal and -shm)."""
+    return os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the SQLite file ``path`` is in WAL mode (its header's read and write versions are 2)."""
+    with open(path, "rb") as handle:
+        handle.seek(18)
+        return handle.read(2) == b"\x02\x02"
+
+
+def _read_only_uri(path: Path, *, immutable: bool) -> str:
+    """An sqlite3 URI that opens ``path`` read-only. ``immutable``: without locks or a wal-index, so
+    SQLite creates no -wal or -shm file beside it; only for a file that nobody writes meanwhile."""
+    return f"file:{quote(str(path.resolve()))}?mode=ro{'&immutable=1' if immutable else ''}"
+
+
+def _nobody_writes(path: Path) -> bool:
+    """True when no one can be writing ``path``: it or its directory is read-only here (so no write-ahead
+    log can appear beside it) and no unmerged write-ahead log lies beside it."""
+    log = Path(f"{path}-wal")
+    return not _writable(path) and (not log.exists() or log.stat().st_size == 0)
 
 
 def refuse_foreign_sqlite(url: str) -> None:
-    """Refuse, without writing a byte, a file that exists and is not a tunekit store."""
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("sqlite") or not parsed.database or parsed.database == ":memory:":
-        return
-    path = Path(parsed.database)
-    if not path.exists() or path.stat().st_size == 0:
+    """Refuse a file that exists and is not a tunekit store, without changing it or creating any
+    file beside it. A new path or a 0-byte file may become a store; any other file must hold
+    tunekit's tables, so another program's empty SQLite database is never taken over."""
+    path = sqlite_file(url)
+    if path is None or not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb") as handle:
         header = handle.read(len(_SQLITE_MAGIC))
     if header != _SQLITE_MAGIC:
         raise StoreError(f"{path} is not a tunekit store (not an SQLite database); it was left untouched.")
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        problems = [row[0] for row in connection.execute("PRAGMA quick_check(3)")] if tables else ["ok"]
-    except sqlite3.DatabaseError as error:
-        problems = [str(error)]
-    finally:
-        connection.close()
+    # A reader of a WAL database creates its -wal and -shm files; where none exist, read it immutable
+    # instead. A store that tunekit is creating right now is never seen half-made: it becomes a WAL
+    # database only after its tables are committed (make_engine).
+    before = path.stat()
+    log = Path(f"{path}-wal")
+    tables, problems = _inspect(path, immutable=_in_wal_mode(path) and (not log.exists() or _nobody_writes(path)))
+    after = path.stat()
+    if problems != ["ok"] and (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
+        tables, problems = _inspect(path, immutable=False)  # written while it was read: read it again, locked
     if problems != ["ok"]:
         raise StoreError(f"{path} is damaged (SQLite says: {'; '.join(problems)}); it was left untouched. Restore it "
                          "from a copy, or give tunekit another path.")
-    if tables and "tunekit_meta" not in tables:
-        raise StoreError(
-            f"{path} is an SQLite database but not a tunekit store (tables: {', '.join(sorted(tables))}); "
-            "it was left untouched."
-        )
+    if "tunekit_meta" not in tables:
+        held = f"tables: {', '.join(sorted(tables))}" if tables else "it holds no tables"
+        raise StoreError(f"{path} is an SQLite database but not a tunekit store ({held}); it was left untouched.")
 
 
-def make_engine(url: str) -> Engine:
+def _inspect(path: Path, *, immutable: bool) -> tuple[set[str], list[str]]:
+    """The tables of an SQLite file and what a quick integrity check says of it (``["ok"]``)."""
+    try:
+        connection = sqlite3.connect(_read_only_uri(path, immutable=immutable), uri=True)
+    except sqlite3.Error as error:
+        return set(), [str(error)]
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        problems = [row[0] for row in connection.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as error:
+        tables, problems = set(), [str(error)]
+    finally:
+        connection.close()
+    return tables, problems
+
+
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
+    """The engine of a store. SQLite files opened for writing use WAL (set only once the file holds
+    tables, so that no other process ever finds an SQLite file without them while a store is being
+    created), ``BEGIN IMMEDIATE`` and a long busy timeout; ``read_only`` SQLite files are opened
+    through a ``mode=ro`` URI and never created. Server databases are read-only by never being
+    written."""
     parsed = make_url(url)
     if not parsed.drivername.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True)
-    if not parsed.database or parsed.database == ":memory:":
+    path = sqlite_file(parsed)
+    if path is None:
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    elif read_only:
+        uri = _read_only_uri(path, immutable=_nobody_writes(path))
+        engine = create_engine(url, creator=lambda: sqlite3.connect(uri, uri=True, timeout=120,
+                                                                    check_same_thread=False))
     else:
         engine = create_engine(url, connect_args={"timeout": 120, "check_same_thread": False})
 
@@ -86,15 +192,47 @@ def make_engine(url: str) -> Engine:
     def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
         cursor = dbapi_connection.cursor()
-        if parsed.database and parsed.database != ":memory:":
-            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=120000")
+        if path is not None and not read_only and cursor.execute("PRAGMA page_count").fetchone()[0] > 0:
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection):  # pragma: no cover
         # IMMEDIATE takes the write lock at once, so concurrent writers wait for each other
         # (busy_timeout) instead of failing on a lock upgrade.
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def memory_copy(engine: Engine) -> Engine:
+    """An in-memory SQLite copy of the SQLite database of ``engine``: what a store of an older
+    schema is migrated in when it is only read, so that its file stays as it is."""
+    memory = sqlite3.connect(":memory:", check_same_thread=False)
+    source = engine.raw_connection()
+    try:
+        source.driver_connection.backup(memory)
+    finally:
+        source.close()
+    return create_engine("sqlite://", creator=lambda: memory, poolclass=StaticPool)
+
+
+def checkpoint(url: str) -> None:
+    """Move an SQLite store's write-ahead log into its .db file and empty the log, so that the .db
+    file alone holds every committed trial (a copy of it alone is complete). Nothing to do for
+    other databases. Never creates the file: a store deleted meanwhile stays deleted."""
+    path = sqlite_file(url)
+    if path is None or not path.exists():
+        return
+    try:
+        connection = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=rw", uri=True, timeout=5)
+        try:
+            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        logger.warning("store %s: its write-ahead log could not be merged into the file (%s)", path, error)
+        return
+    if busy:
+        logger.info("store %s: another connection was busy; part of its write-ahead log stays in %s-wal", path, path)

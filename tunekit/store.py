@@ -9,18 +9,24 @@ Contract:
     * Trials are keyed by kernel identity (name, source hash, Triton version key), device,
       timing method and tuning key. Trials of the interpreter (device ``"interpreter"``,
       host clock) are never mixed with GPU trials.
-    * A file that is not a tunekit store is refused and left untouched; tunekit never
-      overwrites or deletes a file it did not create.
+    * A file that is not a tunekit store is refused, and neither it nor anything beside it
+      changes; tunekit never overwrites or deletes a file it did not create.
+    * A store opened ``read_only`` is never created, migrated or written; it can be read on a
+      read-only file system.
+    * After ``close`` (called at exit for every store this process opened for writing) an
+      SQLite store's .db file alone holds every trial: its write-ahead log is merged into it.
     * Returned objects are plain values: later writes never change them.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import time
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -33,7 +39,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from . import settings
 from .config import config_from_dict
-from .database import StoreError, location_url, make_engine, refuse_foreign_sqlite
+from .database import (
+    StoreError,
+    checkpoint,
+    location_url,
+    make_engine,
+    masked_url,
+    memory_copy,
+    refuse_foreign_sqlite,
+    sqlite_file,
+)
 from .keys import TuningKey
 from .trial import Status, Timing, Trial
 
@@ -163,13 +178,31 @@ class ResultsStore:
     Args:
         url: a file path (SQLite) or any SQLAlchemy URL, e.g. ``postgresql+psycopg://host/db``;
             ``"sqlite://"`` keeps everything in memory.
+        read_only: open an existing store for reading only: what ``tunekit store ls`` and the other
+            reading commands do, so that a mistyped path is an error instead of a new store, and a
+            store on a read-only file system can be read.
+        create: create the store if it does not exist (never when ``read_only``).
     """
 
-    def __init__(self, url: str | os.PathLike) -> None:
-        self.url = location_url(url)
+    def __init__(self, url: str | os.PathLike, *, read_only: bool = False, create: bool = True) -> None:
+        self.url = location_url(url, read_only=read_only, create=create)
+        self.read_only = read_only
         refuse_foreign_sqlite(self.url)
-        self._engine = make_engine(self.url)
+        self._engine = make_engine(self.url, read_only=read_only)
+        if read_only:
+            self._open_for_reading()
+            return
         self._initialise()
+        if sqlite_file(self.url) is not None:  # the file holds tables now: new connections put it in WAL mode
+            self._engine.dispose()
+            self._engine.raw_connection().close()
+        self._pid = os.getpid()
+        _open_for_writing.add(self)
+
+    @property
+    def shown_url(self) -> str:
+        """The store's URL as messages and listings show it: any password masked."""
+        return masked_url(self.url)
 
     def _initialise(self) -> None:
         """Create the tables of a new store, or migrate an older one, in one transaction.
@@ -191,16 +224,46 @@ class ResultsStore:
                 return
             except (IntegrityError, ProgrammingError) as error:  # a concurrent creator won the race
                 if attempt == 2:
-                    raise StoreError(f"Store {self.url} could not be initialised: {error.orig}") from error
+                    raise StoreError(f"Store {self.shown_url} could not be initialised: {error.orig}") from error
             except (OperationalError, DatabaseError) as error:
-                raise StoreError(f"Store {self.url} could not be opened ({error.orig}); if it is a file, it is "
-                                 "not a readable tunekit store and was left untouched.") from error
+                raise self._unreadable(error) from error
+
+    def _unreadable(self, error: DatabaseError) -> StoreError:
+        return StoreError(f"Store {self.shown_url} could not be opened ({error.orig}); if it is a file, it is not a "
+                          "readable tunekit store and was left untouched.")
+
+    def _open_for_reading(self) -> None:
+        """Check that an existing store can be read by this tunekit, touching nothing. A store of an
+        older schema is read through a copy migrated in memory (SQLite; a server database must be
+        opened for writing once to migrate it)."""
+        try:
+            with self._session() as session:
+                if not inspect(session.connection()).has_table(_Meta.__tablename__):
+                    raise StoreError(f"Store {self.shown_url} holds no tunekit store (its tables are missing).")
+                version = int(session.scalar(select(_Meta.value).where(_Meta.name == "schema_version")) or SCHEMA_VERSION)
+        except (OperationalError, DatabaseError) as error:
+            raise self._unreadable(error) from error
+        self._refuse_newer(version)
+        if version == SCHEMA_VERSION:
+            return
+        if sqlite_file(self.url) is None:
+            raise StoreError(f"Store {self.shown_url} has schema version {version}, older than this tunekit's "
+                             f"{SCHEMA_VERSION}: open it once for writing (tune with it) to migrate it.")
+        copy = memory_copy(self._engine)
+        self._engine.dispose()
+        self._engine = copy
+        with Session(copy) as session, session.begin():
+            self._migrate(session, version)
+        logger.info("store %s has schema %d: read through a copy migrated in memory", self.shown_url, version)
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"Store {self.shown_url} has schema version {version}, newer than this tunekit's "
+                             f"{SCHEMA_VERSION}: upgrade tunekit.")
 
     def _migrate(self, session: Session, version: int) -> int:
         """Bring a store of an older schema up to ``SCHEMA_VERSION``; every trial is kept."""
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"Store {self.url} has schema version {version}, newer than this tunekit's "
-                             f"{SCHEMA_VERSION}: upgrade tunekit.")
+        self._refuse_newer(version)
         if version < SCHEMA_VERSION:
             from alembic.migration import MigrationContext
             from alembic.operations import Operations
@@ -212,12 +275,24 @@ class ResultsStore:
         return SCHEMA_VERSION
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def _session(self, *, write: bool = False) -> Iterator[Session]:
+        if write and self.read_only:
+            raise StoreError(f"Store {self.shown_url} was opened read-only; open it without read_only to write.")
         with Session(self._engine) as session, session.begin():
             yield session
 
+    def __enter__(self) -> "ResultsStore":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Let go of the database. A store opened for writing is checkpointed first, so that an SQLite
+        store's .db file alone holds every trial. The store stays usable: a later call reconnects."""
         self._engine.dispose()
+        if not self.read_only:
+            checkpoint(self.url)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -247,11 +322,11 @@ class ResultsStore:
             run_id=run_id,
             created_at=time.time(),
         )
-        with self._session() as session:
+        with self._session(write=True) as session:
             session.add(row)
 
     def start_run(self, identity: KernelIdentity, key_json: str, *, strategy: str, budget: Any, run_id: str) -> None:
-        with self._session() as session:
+        with self._session(write=True) as session:
             session.add(
                 _RunRow(
                     run_id=run_id,
@@ -281,7 +356,7 @@ class ResultsStore:
         """Close a run and, when it found one, make its winner the key's stored winner.
         ``costs``: what the run spent besides its evaluations (starting workers, messaging)."""
         now = time.time()
-        with self._session() as session:
+        with self._session(write=True) as session:
             run = session.get(_RunRow, run_id)
             if run is not None:
                 run.finished_at = now
@@ -377,7 +452,26 @@ class ResultsStore:
             return [{name: getattr(row, name) for name in columns} for row in rows]
 
     def __repr__(self) -> str:
-        return f"ResultsStore({self.url!r})"
+        return f"ResultsStore({self.shown_url!r}{', read_only=True' if self.read_only else ''})"
+
+
+#: Stores this process opened for writing, closed at exit (``_close_at_exit``).
+_open_for_writing: weakref.WeakSet[ResultsStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close every store this process opened for writing, so that after a normal exit each SQLite
+    file alone holds its trials: Python never closes what a thread still holds at exit, and SQLite
+    merges its write-ahead log into the file only when the last connection closes. Stores inherited
+    by a forked child are left to the parent."""
+    for store in list(_open_for_writing):
+        if store._pid != os.getpid():
+            continue
+        try:
+            store.close()
+        except Exception as error:  # noqa: BLE001 - exit goes on; the trials are committed either way
+            logger.warning("store %s could not be closed at exit: %s", store.shown_url, error)
 
 
 def _torch_version() -> str:
@@ -389,12 +483,15 @@ def _torch_version() -> str:
         return ""
 
 
-def open_store(store: "str | os.PathLike | ResultsStore | None | bool" = True) -> ResultsStore:
+def open_store(
+    store: "str | os.PathLike | ResultsStore | None | bool" = True, *, read_only: bool = False, create: bool = True
+) -> ResultsStore:
     """Turn what the user passed as ``store=`` into a ResultsStore, in one place.
 
     ``True`` (the default) is ``$TUNEKIT_STORE`` or a SQLite file in the user's cache
     directory; ``None`` or ``False`` an in-memory store (nothing persists, as with stock
-    ``triton.autotune``); a path or URL that database; a ResultsStore itself.
+    ``triton.autotune``); a path or URL that database; a ResultsStore itself. ``read_only``
+    and ``create`` as for ResultsStore.
     """
     if isinstance(store, ResultsStore):
         return store
@@ -402,11 +499,11 @@ def open_store(store: "str | os.PathLike | ResultsStore | None | bool" = True) -
         return ResultsStore("sqlite://")
     if store is True:
         url = settings.store_url()
-        if "://" not in url:
+        if "://" not in url and create and not read_only:
             Path(url).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        return ResultsStore(url)
+        return ResultsStore(url, read_only=read_only, create=create)
     if isinstance(store, (str, os.PathLike)):
-        return ResultsStore(store)
+        return ResultsStore(store, read_only=read_only, create=create)
     raise TypeError(f"store must be a path, an SQLAlchemy URL, a ResultsStore, True or None. Got {store!r} instead.")
 
 
