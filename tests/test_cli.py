@@ -114,3 +114,16 @@ def test_a_store_url_that_cannot_be_opened_is_one_line(url, expected, monkeypatc
     assert main(["store", "ls"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(expected) and err.count("\n") == 1 and "s3cret" not in err
+
+
+def test_ls_counts_the_stored_trials_of_an_unfinished_run(store_path, capsys):
+    from tunekit.store import ResultsStore
+    from tunekit.testing.stores import IDENTITY, KEY, ok_trial
+
+    with ResultsStore(store_path) as store:
+        store.start_run(IDENTITY, KEY, strategy="random", budget=None, run_id="killed0000000")
+        for i in range(3):
+            store.record(IDENTITY, KEY, ok_trial(64 << i, 1.0), strategy="random", run_id="killed0000000")
+    assert main(["store", "ls", "--store", str(store_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("killed"))
+    assert row.split()[-4:-2] == ["3", "unfinished"]

@@ -228,3 +228,21 @@ def test_after_a_normal_exit_the_db_file_alone_holds_every_trial(tmp_path):
     copy.parent.mkdir()
     shutil.copy(path, copy)
     assert len(ResultsStore(copy, read_only=True).rows()) == 50
+
+
+def test_runs_count_the_stored_trials_of_a_run_that_never_finished(store_path):
+    """A run killed mid-way is never finished; one interrupted (Ctrl-C) is closed with 0 evaluations.
+    Either way its measured trials are in the store, and the runs listing counts them."""
+    from dataclasses import replace
+
+    store = ResultsStore(store_path)
+    for run in ("killed", "interrupted", "finished"):
+        store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id=run)
+        for i in range(3):
+            store.record(IDENTITY, KEY, ok_trial(64 << i, 1.0), strategy="s", run_id=run)
+        store.record(IDENTITY, KEY, replace(ok_trial(64, 1.0), source="retimed"), strategy="s", run_id=run)
+    store.finish_run(IDENTITY, KEY, run_id="interrupted", winner=None, evaluations=0, tuning_seconds=1.0,
+                     space_hash="h")
+    store.finish_run(IDENTITY, KEY, run_id="finished", winner=ok_trial(64, 1.0), evaluations=3, tuning_seconds=1.0,
+                     space_hash="h")
+    assert {r["run_id"]: r["evaluations"] for r in store.runs()} == {"killed": 3, "interrupted": 3, "finished": 3}

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, String, Text, inspect, select
+from sqlalchemy import Column, Float, Index, Integer, String, Text, func, inspect, select
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -438,12 +438,26 @@ class ResultsStore:
             return [{name: getattr(row, name) for name in columns} for row in rows]
 
     def runs(self, kernel: str | None = None) -> list[dict[str, Any]]:
+        """Runs as plain dicts (every column), oldest first. A run that never got to count its
+        evaluations (killed, or interrupted: closed with none) has the count of its measured trials
+        in the store as ``evaluations``."""
         statement = select(_RunRow).order_by(_RunRow.started_at)
         if kernel is not None:
             statement = statement.where(_RunRow.kernel_name == kernel)
         with self._session() as session:
             columns = [c.key for c in inspect(_RunRow).columns]
-            return [{name: getattr(row, name) for name in columns} for row in session.scalars(statement)]
+            runs = [{name: getattr(row, name) for name in columns} for row in session.scalars(statement)]
+            uncounted = [run["run_id"] for run in runs if not run["evaluations"]]
+            if uncounted:
+                measured = dict(session.execute(
+                    select(_TrialRow.run_id, func.count())
+                    .where(_TrialRow.run_id.in_(uncounted), _TrialRow.source == "measured")
+                    .group_by(_TrialRow.run_id)
+                ).all())
+                for run in runs:
+                    if not run["evaluations"] and run["run_id"] in measured:
+                        run["evaluations"] = measured[run["run_id"]]
+            return runs
 
     def winner_rows(self) -> list[dict[str, Any]]:
         with self._session() as session:
