@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The pip package of a database driver whose module is not the package's name.
 _DRIVER_PACKAGES = {
-    "MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "mysql": "mysql-connector-python", "psycopg": '"psycopg[binary]"',
-    "psycopg2": "psycopg2-binary", "cx_Oracle": "cx_Oracle", "oracledb": "oracledb",
+    "MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "mysql": "mysql-connector-python",
+    "psycopg": '"psycopg[binary]"', "psycopg2": "psycopg2-binary",
 }
 
 
@@ -146,8 +146,8 @@ def refuse_foreign_sqlite(url: str) -> None:
     if problems != ["ok"] and (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
         tables, problems = _inspect(path, immutable=False)  # written while it was read: read it again, locked
     if problems != ["ok"]:
-        raise StoreError(f"{path} is damaged (SQLite says: {'; '.join(problems)}); it was left untouched. Restore it "
-                         "from a copy, or give tunekit another path.")
+        raise StoreError(f"{path} is damaged (SQLite says: {'; '.join(problems)}); it was left untouched. "
+                         "Restore it from a copy, or give tunekit another path.")
     if "tunekit_meta" not in tables:
         held = f"tables: {', '.join(sorted(tables))}" if tables else "it holds no tables"
         raise StoreError(f"{path} is an SQLite database but not a tunekit store ({held}); it was left untouched.")
@@ -235,4 +235,5 @@ def checkpoint(url: str) -> None:
         logger.warning("store %s: its write-ahead log could not be merged into the file (%s)", path, error)
         return
     if busy:
-        logger.info("store %s: another connection was busy; part of its write-ahead log stays in %s-wal", path, path)
+        logger.info("store %s: another connection was busy; part of its write-ahead log stays in %s-wal",
+                    path, path)
