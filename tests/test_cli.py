@@ -127,3 +127,46 @@ def test_ls_counts_the_stored_trials_of_an_unfinished_run(store_path, capsys):
     assert main(["store", "ls", "--store", str(store_path)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("killed"))
     assert row.split()[-4:-2] == ["3", "unfinished"]
+
+
+def test_rm_refuses_to_run_without_a_filter_and_names_them(tuned_store, capsys):
+    path, _ = tuned_store
+    with pytest.raises(SystemExit) as exited:
+        main(["store", "rm", "--store", str(path)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "tunekit store rm: error: give at least one filter: --run, --kernel, --key or --status " \
+                  "(nothing was deleted)"
+    assert main(["store", "ls", "--store", str(path)]) == 0
+    assert len([line for line in capsys.readouterr().out.splitlines() if "add_kernel" in line]) == 2
+
+
+def test_rm_deletes_by_run_kernel_key_or_status_and_says_how_many(tuned_store, capsys):
+    from tunekit.store import ResultsStore
+
+    path, kernel = tuned_store
+    kernel.store.close()
+    with ResultsStore(path, read_only=True) as store:
+        rows = store.rows(run_id=kernel.run_id)  # 3 measured, the finalists re-timed
+    spaced = json.dumps(json.loads(rows[0]["key"]), indent=1)  # the key as a user may type it
+    assert main(["store", "rm", "--store", str(path), "--key", spaced, "--dry-run"]) == 0
+    assert capsys.readouterr().out == f"would delete {len(rows)} trials, 1 run and 1 winner from sqlite:///{path} " \
+        "(--dry-run: nothing was deleted)\n"
+    assert main(["store", "rm", "--store", str(path), "--kernel", "add_kernel", "--status", "runtime_error"]) == 0
+    assert capsys.readouterr().out.startswith("deleted 0 trials, 0 runs and 0 winners from ")
+    assert main(["store", "rm", "--store", str(path), "--run", kernel.run_id[:8]]) == 0
+    assert capsys.readouterr().out.startswith(f"deleted {len(rows)} trials, 1 run and 1 winner from ")
+    with ResultsStore(path, read_only=True) as store:
+        assert len(store.runs()) == 1 and kernel.run_id not in {r["run_id"] for r in store.runs()}
+        assert len(store.winner_rows()) == 1
+        left = len(store.rows())
+    assert main(["store", "rm", "--store", str(path), "--kernel", "add_kernel"]) == 0
+    assert capsys.readouterr().out.startswith(f"deleted {left} trials, 1 run and 1 winner from ")
+
+
+def test_rm_refuses_a_key_that_is_not_json_and_a_missing_store(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["store", "rm", "--key", "n=4096", "--store", str(tmp_path / "store.db")])
+    assert "argument --key: not a tuning key in JSON" in capsys.readouterr().err
+    assert main(["store", "rm", "--kernel", "k", "--store", str(tmp_path / "store.db")]) == 2
+    assert "does not exist" in capsys.readouterr().err and list(tmp_path.iterdir()) == []

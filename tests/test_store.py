@@ -246,3 +246,55 @@ def test_runs_count_the_stored_trials_of_a_run_that_never_finished(store_path):
     store.finish_run(IDENTITY, KEY, run_id="finished", winner=ok_trial(64, 1.0), evaluations=3, tuning_seconds=1.0,
                      space_hash="h")
     assert {r["run_id"]: r["evaluations"] for r in store.runs()} == {"killed": 3, "interrupted": 3, "finished": 3}
+
+
+def _three_runs(store: ResultsStore) -> None:
+    """Run a: kernel k at KEY, two ok trials and a runtime error, a winner; run b: kernel k at
+    another key, one ok trial, a winner; run c: another kernel at KEY, one runtime error."""
+    from tunekit.store import KernelIdentity
+
+    other_kernel = KernelIdentity("other", "hash9", "3.x", "interpreter", "host_clock")
+    other_key = KEY.replace('"n": 8', '"n": 16')
+    failed = Trial(ok_trial(8, 1.0).config, Status.RUNTIME_ERROR, error="boom")
+    for run, identity, key, trials in (("a", IDENTITY, KEY, [ok_trial(64, 1.0), ok_trial(128, 2.0), failed]),
+                                       ("b", IDENTITY, other_key, [ok_trial(64, 1.0)]),
+                                       ("c", other_kernel, KEY, [failed])):
+        store.start_run(identity, key, strategy="s", budget=None, run_id=run)
+        for trial in trials:
+            store.record(identity, key, trial, strategy="s", run_id=run)
+        winner = next((t for t in trials if t.ok), None)
+        store.finish_run(identity, key, run_id=run, winner=winner, evaluations=len(trials), tuning_seconds=1.0,
+                         space_hash="h")
+
+
+def test_delete_by_status_removes_only_those_trials(store_path):
+    store = ResultsStore(store_path)
+    _three_runs(store)
+    deleted = store.delete(kernel="k", status="runtime_error")
+    assert (deleted.trials, deleted.runs, deleted.winners) == (1, 0, 0)
+    assert [r["status"] for r in store.rows()] == ["ok", "ok", "ok", "runtime_error"]
+    assert len(store.runs()) == 3 and len(store.winner_rows()) == 2
+
+
+def test_delete_by_run_kernel_or_key_removes_trials_runs_and_their_winners(store_path):
+    store = ResultsStore(store_path)
+    _three_runs(store)
+    assert store.delete(run_id="a", dry_run=True) == store.delete(run_id="a", dry_run=True)
+    counted = store.delete(run_id="a", dry_run=True)
+    assert (counted.trials, counted.runs, counted.winners) == (3, 1, 1)
+    assert len(store.rows()) == 5 and len(store.runs()) == 3  # a dry run deletes nothing
+    assert store.delete(run_id="a") == counted
+    assert {r["run_id"] for r in store.rows()} == {"b", "c"} and [w["run_id"] for w in store.winner_rows()] == ["b"]
+    deleted = store.delete(key=KEY)  # what is left at KEY: run c
+    assert (deleted.trials, deleted.runs, deleted.winners) == (1, 1, 0)
+    deleted = store.delete(kernel="k")
+    assert (deleted.trials, deleted.runs, deleted.winners) == (1, 1, 1)
+    assert store.rows() == [] and store.runs() == [] and store.winner_rows() == []
+
+
+def test_delete_needs_a_filter(store_path):
+    store = ResultsStore(store_path)
+    _three_runs(store)
+    with pytest.raises(ValueError, match="at least one of run_id, kernel, key, status"):
+        store.delete()
+    assert len(store.rows()) == 5

@@ -4,6 +4,7 @@
     tunekit store show    RUN_ID [--store URL]          a run's trials
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
     tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
+    tunekit store rm      [--run RUN_ID] [--kernel NAME] [--key KEY_JSON] [--status STATUS] [--dry-run]
     tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] [--transfer] --out DIR
     tunekit demo          [--replay] [--strategy NAME ...] [--seeds N] [--budget EVALS] [--out DIR]
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import sys
 import time
@@ -19,7 +21,9 @@ from collections.abc import Sequence
 
 from . import settings
 from .console import print_table
-from .store import StoreError, export_rows, open_store
+from .keys import TuningKey
+from .store import Deleted, StoreError, export_rows, open_store
+from .trial import Status
 
 
 def _store(args: argparse.Namespace, *, read_only: bool = True):
@@ -97,6 +101,42 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise SystemExit(f"tunekit: {error}") from error
     print(f"wrote {len(rows)} rows to {target}")
     return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    """Delete trials (and, unless --status is given, runs and winners) that match every filter."""
+    if not (args.run or args.kernel or args.key or args.status):
+        args.parser.error("give at least one filter: --run, --kernel, --key or --status (nothing was deleted)")
+    with _store(args, read_only=args.dry_run) as store:
+        run_id = _find_run(store, args.run) if args.run else None
+        deleted = store.delete(run_id=run_id, kernel=args.kernel, key=args.key, status=args.status,
+                               dry_run=args.dry_run)
+    counts = _counted(deleted)
+    if args.dry_run:
+        print(f"would delete {counts} from {store.shown_url} (--dry-run: nothing was deleted)")
+    else:
+        print(f"deleted {counts} from {store.shown_url}")
+    return 0
+
+
+def _counted(deleted: Deleted) -> str:
+    def plural(count: int, noun: str) -> str:
+        return f"{count} {noun}{'' if count == 1 else 's'}"
+
+    trials, runs = plural(deleted.trials, "trial"), plural(deleted.runs, "run")
+    return f"{trials}, {runs} and {plural(deleted.winners, 'winner')}"
+
+
+def _tuning_key(text: str) -> str:
+    """``--key``: a tuning key in JSON, as ls and export show it, turned into the store's form."""
+    try:
+        key = json.loads(text)
+    except json.JSONDecodeError:
+        key = None
+    if not isinstance(key, dict) or not isinstance(key.get("args"), dict):
+        raise argparse.ArgumentTypeError(f"not a tuning key in JSON: {text!r}; give it as export writes it, e.g. "
+                                         '\'{"args": {"n": 4096}, "dtypes": ["torch.float32"]}\'')
+    return TuningKey.from_dict(key).json
 
 
 def _export_space(store, args: argparse.Namespace) -> int:
@@ -187,6 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--key", help="with kerneltuner/t4: the key, as stored (JSON), when there are several")
     export.add_argument("--device", help="with kerneltuner/t4: the device, when there are several")
     export.set_defaults(handler=cmd_export)
+    rm = store_commands.add_parser("rm", help="delete trials, runs and winners by run, kernel, key or status")
+    rm.add_argument("--store", **store_flag)
+    rm.add_argument("--run", help="a run id (a prefix is enough): its trials, the run and the winner it chose")
+    rm.add_argument("--kernel", help="a kernel's trials, runs and winners")
+    rm.add_argument("--key", type=_tuning_key,
+                    help="a tuning key, JSON as export writes it: its trials, runs and winners")
+    rm.add_argument("--status", choices=[status.value for status in Status],
+                    help="only trials of this status (runs and winners are kept)")
+    rm.add_argument("--dry-run", action="store_true", help="say what would be deleted, and delete nothing")
+    rm.set_defaults(handler=cmd_rm, parser=rm)
 
     compare = commands.add_parser("compare", help="compare search strategies on recorded spaces")
     compare.add_argument("--space", action="append", required=True,

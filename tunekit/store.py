@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Column, Float, Index, Integer, String, Text, func, inspect, select
+from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -68,6 +69,15 @@ class KernelIdentity:
     triton_version: str
     device: str
     timing_method: str
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What ``ResultsStore.delete`` deleted (or, in a dry run, would delete)."""
+
+    trials: int
+    runs: int
+    winners: int
 
 
 class _Base(DeclarativeBase):
@@ -229,8 +239,8 @@ class ResultsStore:
                 raise self._unreadable(error) from error
 
     def _unreadable(self, error: DatabaseError) -> StoreError:
-        return StoreError(f"Store {self.shown_url} could not be opened ({error.orig}); if it is a file, it is not a "
-                          "readable tunekit store and was left untouched.")
+        return StoreError(f"Store {self.shown_url} could not be opened ({error.orig}); if it is a file, it is "
+                          "not a readable tunekit store and was left untouched.")
 
     def _open_for_reading(self) -> None:
         """Check that an existing store can be read by this tunekit, touching nothing. A store of an
@@ -240,7 +250,8 @@ class ResultsStore:
             with self._session() as session:
                 if not inspect(session.connection()).has_table(_Meta.__tablename__):
                     raise StoreError(f"Store {self.shown_url} holds no tunekit store (its tables are missing).")
-                version = int(session.scalar(select(_Meta.value).where(_Meta.name == "schema_version")) or SCHEMA_VERSION)
+                stored = session.scalar(select(_Meta.value).where(_Meta.name == "schema_version"))
+                version = int(stored) if stored is not None else SCHEMA_VERSION
         except (OperationalError, DatabaseError) as error:
             raise self._unreadable(error) from error
         self._refuse_newer(version)
@@ -383,6 +394,41 @@ class ResultsStore:
             row.space_hash = space_hash
             row.run_id = run_id
             row.created_at = now
+
+    # -- deleting -------------------------------------------------------------------------
+
+    def delete(
+        self,
+        *,
+        run_id: str | None = None,
+        kernel: str | None = None,
+        key: str | None = None,
+        status: str | None = None,
+        dry_run: bool = False,
+    ) -> Deleted:
+        """Delete the trials that match every filter given, in one transaction: how a user cleans up
+        what an older tunekit stored. Without ``status``, the runs and stored winners that match go
+        too (a kernel's or key's next call then tunes again); with it, only trials. At least one
+        filter; ``dry_run`` counts and deletes nothing."""
+        if run_id is None and kernel is None and key is None and status is None:
+            raise ValueError("delete needs at least one of run_id, kernel, key, status; nothing was deleted.")
+        filters = {_TrialRow: [(_TrialRow.run_id, run_id), (_TrialRow.kernel_name, kernel), (_TrialRow.key, key),
+                               (_TrialRow.status, status)]}
+        if status is None:
+            filters[_RunRow] = [(_RunRow.run_id, run_id), (_RunRow.kernel_name, kernel), (_RunRow.key, key)]
+            filters[_WinnerRow] = [(_WinnerRow.run_id, run_id), (_WinnerRow.kernel_name, kernel),
+                                   (_WinnerRow.key, key)]
+        counts = {_TrialRow: 0, _RunRow: 0, _WinnerRow: 0}
+        with self._session(write=not dry_run) as session:
+            for table, pairs in filters.items():
+                conditions = [column == value for column, value in pairs if value is not None]
+                counts[table] = session.scalar(select(func.count()).select_from(table).where(*conditions)) or 0
+                if not dry_run and counts[table]:
+                    session.execute(sql_delete(table).where(*conditions))
+        deleted = Deleted(counts[_TrialRow], counts[_RunRow], counts[_WinnerRow])
+        if not dry_run:
+            logger.info("store %s: deleted %s", self.shown_url, deleted)
+        return deleted
 
     # -- reading --------------------------------------------------------------------------
 
