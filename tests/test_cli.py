@@ -170,3 +170,30 @@ def test_rm_refuses_a_key_that_is_not_json_and_a_missing_store(tmp_path, capsys)
     assert "argument --key: not a tuning key in JSON" in capsys.readouterr().err
     assert main(["store", "rm", "--kernel", "k", "--store", str(tmp_path / "store.db")]) == 2
     assert "does not exist" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fmt", ["csv", "kerneltuner"])
+def test_export_into_a_missing_directory_is_one_line(tuned_store, tmp_path, fmt):
+    path, _ = tuned_store
+    target = tmp_path / "nowhere" / f"out.{'json' if fmt == 'kerneltuner' else 'csv'}"
+    extra = ["--format", "kerneltuner", "--kernel", "add_kernel", "--key", '{"args": {"n": 1024}, "dtypes": '
+             '["torch.float32", "torch.float32", "torch.float32"]}'] if fmt == "kerneltuner" else []
+    with pytest.raises(SystemExit) as exited:
+        main(["store", "export", str(target), "--store", str(path), *extra])
+    assert str(exited.value) == f"tunekit: cannot write {target}: directory {target.parent} does not exist; " \
+                                "create it first or choose another path."
+    assert not target.parent.exists()
+
+
+def test_export_into_a_read_only_location_is_one_line(tuned_store, tmp_path, make_read_only):
+    path, kernel = tuned_store
+    kernel.store.close()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "keep.txt").write_text("keep")
+    make_read_only(locked)
+    with pytest.raises(SystemExit) as exited:
+        main(["store", "export", str(locked / "t.csv"), "--store", str(path)])
+    assert str(exited.value).startswith(f"tunekit: cannot write {locked / 't.csv'}: ")
+    assert str(exited.value).endswith("; choose another path.") and "\n" not in str(exited.value)
+    assert sorted(p.name for p in locked.iterdir()) == ["keep.txt"]

@@ -153,6 +153,13 @@ def test_export_writes_csv_and_jsonl_and_never_overwrites(tmp_path):
     assert (tmp_path / "mine.csv").read_text() == "keep me"
 
 
+def test_an_export_that_fails_part_way_leaves_no_half_file(tmp_path):
+    rows = [{"a": 1}, {"b": 2}]  # the second row has a column the CSV header lacks
+    with pytest.raises(ValueError):
+        export_rows(rows, tmp_path / "t.csv")
+    assert list(tmp_path.iterdir()) == []
+
+
 TUNING_PROCESS = """
 import json, sys, time
 import tunekit

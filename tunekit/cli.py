@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import settings
 from .console import print_table
@@ -99,8 +100,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         target = export_rows(rows, args.out, args.format)
     except (FileExistsError, ValueError) as error:
         raise SystemExit(f"tunekit: {error}") from error
+    except OSError as error:
+        raise _cannot_write(args.out, error) from error
     print(f"wrote {len(rows)} rows to {target}")
     return 0
+
+
+def _cannot_write(out: str, error: OSError) -> SystemExit:
+    """One line for an output file that could not be written: which, why, and what to do."""
+    target = Path(out)
+    if not target.parent.is_dir():
+        return SystemExit(f"tunekit: cannot write {target}: directory {target.parent} does not exist; create it "
+                          "first or choose another path.")
+    reason = (error.strerror or str(error)).lower()
+    return SystemExit(f"tunekit: cannot write {target}: {reason}; choose another path.")
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -152,6 +165,8 @@ def _export_space(store, args: argparse.Namespace) -> int:
         target = writer(space, args.out)
     except (RecordedSpaceError, FileExistsError) as error:
         raise SystemExit(f"tunekit: {error}") from error
+    except OSError as error:
+        raise _cannot_write(args.out, error) from error
     print(f"wrote {len(space)} configs of {args.kernel} ({space.device}, key {space.problem_size}) to {target}")
     return 0
 

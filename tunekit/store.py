@@ -568,7 +568,8 @@ def open_store(
 
 
 def export_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
-    """Write rows to CSV or JSONL (by ``fmt`` or the file's suffix). Refuses to overwrite."""
+    """Write rows to CSV or JSONL (by ``fmt`` or the file's suffix). Refuses to overwrite; a write
+    that fails part way removes the file it created, so no half file is left."""
     import csv
 
     target = Path(path)
@@ -577,13 +578,18 @@ def export_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike, fmt: st
         raise ValueError(f"Export format must be 'csv' or 'jsonl'. Got {fmt!r} instead.")
     if target.exists():
         raise FileExistsError(f"{target} exists; tunekit does not overwrite files. Choose another name.")
-    with open(target, "x", newline="") as handle:
-        if fmt == "jsonl":
-            for row in rows:
-                handle.write(json.dumps(row, default=str) + "\n")
-        else:
-            fields = list(rows[0]) if rows else []
-            writer = csv.DictWriter(handle, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(rows)
+    handle = open(target, "x", newline="")
+    try:
+        with handle:
+            if fmt == "jsonl":
+                for row in rows:
+                    handle.write(json.dumps(row, default=str) + "\n")
+            else:
+                fields = list(rows[0]) if rows else []
+                writer = csv.DictWriter(handle, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows(rows)
+    except BaseException:
+        target.unlink(missing_ok=True)  # the file this call created, half written
+        raise
     return target
