@@ -197,3 +197,16 @@ def test_export_into_a_read_only_location_is_one_line(tuned_store, tmp_path, mak
     assert str(exited.value).startswith(f"tunekit: cannot write {locked / 't.csv'}: ")
     assert str(exited.value).endswith("; choose another path.") and "\n" not in str(exited.value)
     assert sorted(p.name for p in locked.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.parametrize("budget", ["0", "-3", "two"])
+@pytest.mark.parametrize("command", [["compare", "--space", "x.json", "--strategy", "random", "--out", "out"],
+                                     ["demo", "--replay"]])
+def test_a_budget_that_is_not_a_positive_int_is_refused(command, budget, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--budget", budget])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        f"error: argument --budget: must be an int >= 1 (evaluations per tuning). Got {budget!r} instead.")
+    assert list(tmp_path.iterdir()) == []

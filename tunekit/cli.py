@@ -140,6 +140,17 @@ def _counted(deleted: Deleted) -> str:
     return f"{trials}, {runs} and {plural(deleted.winners, 'winner')}"
 
 
+def _budget(text: str) -> int:
+    """``--budget``: evaluations per tuning, an int >= 1 (0 used to mean the default, silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1 (evaluations per tuning). Got {text!r} instead.")
+    return value
+
+
 def _tuning_key(text: str) -> str:
     """``--key``: a tuning key in JSON, as ls and export show it, turned into the store's form."""
     try:
@@ -258,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a Kernel Tuner cache file, T4 file or tunekit export (glob patterns allowed); repeat")
     compare.add_argument("--strategy", action="append", required=True, help="a registered strategy; repeat")
     compare.add_argument("--seeds", type=int, default=20)
-    compare.add_argument("--budget", type=int, default=None,
+    compare.add_argument("--budget", type=_budget, default=None,
                          help="evaluations per tuning (default: per space, where calculated random search "
                               "reaches the end of the score range)")
     compare.add_argument("--seconds", type=float, default=None, help="simulated seconds per tuning, besides --budget")
@@ -276,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "(replay), the default strategy (live)")
     demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
     demo.add_argument("--seeds", type=int, default=3, help="replay: seeds per strategy and space")
-    demo.add_argument("--budget", type=int, default=50, help="replay: evaluations per tuning")
+    demo.add_argument("--budget", type=_budget, default=50, help="replay: evaluations per tuning")
     demo.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="replay: processes")
     demo.add_argument("--out", default="tunekit-demo", help="replay: where the tables and PNGs go")
     demo.add_argument("--seconds", type=float, default=60.0, help="live: tunekit's tuning budget")
