@@ -493,8 +493,8 @@ class ResultsStore:
         with self._session() as session:
             columns = [c.key for c in inspect(_RunRow).columns]
             runs = [{name: getattr(row, name) for name in columns} for row in session.scalars(statement)]
-            uncounted = [run["run_id"] for run in runs if not run["evaluations"]]
-            if uncounted:
+            if any(not run["evaluations"] for run in runs):
+                uncounted = select(_RunRow.run_id).where((_RunRow.evaluations.is_(None)) | (_RunRow.evaluations == 0))
                 measured = dict(session.execute(
                     select(_TrialRow.run_id, func.count())
                     .where(_TrialRow.run_id.in_(uncounted), _TrialRow.source == "measured")
