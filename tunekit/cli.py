@@ -1,4 +1,4 @@
-"""The ``tunekit`` command: inspect and export a results store, and run a demo tuning.
+"""The ``tunekit`` command: inspect, export and clean up a results store, and run a demo tuning.
 
     tunekit store ls      [--store URL]                 kernels, keys and runs
     tunekit store show    RUN_ID [--store URL]          a run's trials
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     store_flag = {"help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
 
-    store = commands.add_parser("store", help="inspect and export a results store")
+    store = commands.add_parser("store", help="inspect, export and clean up a results store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
     ls = store_commands.add_parser("ls", help="list runs: kernel, device, key, strategy")
     ls.add_argument("--store", **store_flag)
