@@ -302,6 +302,7 @@ class Autotuner(_TritonAutotuner):
                     f"{self.kernel_name} was called with {', '.join(sorted(conflicts))}, which the autotuner tunes. "
                     "Make sure that you don't re-define auto-tuned symbols."
                 )
+            self.launch.check_call(args, kwargs, self.space.meta_params)
             named = {**dict(zip(self.arg_names, args)), **kwargs}
             tuning_key = TuningKey.from_call([k for k in self.keys if k in named], key)
             if len(self.space) == 1:

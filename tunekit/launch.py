@@ -9,6 +9,7 @@ imports again), so the worker never builds an Autotuner.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -103,6 +104,42 @@ class Launch:
             config.pre_hook(nargs)
         self.pre_hook(nargs, reset_only=True)
         self.fn.run(*args, **kwargs, **config.all_kwargs())
+
+    def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any], tuned: Sequence[str]) -> None:
+        """Raise a ``TypeError`` naming the problem when the call's arguments cannot bind to the
+        kernel's parameters once the tuned ones (and any heuristics' values) are added: too many
+        or too few, or a tuned parameter passed by position. Such a call fails the same way with
+        every config: it is the caller's mistake, raised before any config is tried, so nothing of
+        it reaches the store (where the corrected call would find those failures again)."""
+        python_fn = getattr(unwrap_jit(self.fn), "fn", None)
+        if not callable(python_fn):
+            return
+        parameters = list(inspect.signature(python_fn).parameters)
+        added = {*tuned, *self._heuristic_names()}
+        by_position = [name for name in parameters[:len(args)] if name in added]
+        name = self.kernel_name
+        if by_position:
+            which = ", ".join(by_position)
+            raise TypeError(f"{name} was called with {len(args)} positional arguments, so {which} got one, but "
+                            f"{'it is' if len(by_position) == 1 else 'they are'} set by the autotuner: leave "
+                            f"{which} out of the call ({name}'s parameters: {', '.join(parameters)}). "
+                            "Nothing was tuned or stored.")
+        named = {key: None for key in kwargs if key in parameters}
+        try:
+            inspect.signature(python_fn).bind(*args, **named, **{key: None for key in added if key in parameters})
+        except TypeError as error:
+            raise TypeError(f"{name}'s arguments do not match its parameters ({', '.join(parameters)}; "
+                            f"{', '.join(sorted(added)) or 'none'} set by the autotuner): {error}. "
+                            "Nothing was tuned or stored.") from None
+
+    def _heuristic_names(self) -> list[str]:
+        """The parameters that ``triton.heuristics`` between the Autotuner and the JIT function set."""
+        names, fn = [], self.fn
+        while fn is not unwrap_jit(fn):
+            if isinstance(fn, Heuristics):
+                names.extend(fn.values)
+            fn = fn.fn
+        return names
 
     def jit_kwargs(self, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """The keyword arguments the JITFunction will see: heuristics applied, launch-only ones dropped."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from . import settings
 from .budget import Budget
+from .caller import warn_at_caller
 from .compiler import CompileResult, compile_config, compile_job_for, kernel_address, unwrap_jit
 from .config import Config
 from .deadline import Clock, Deadline
@@ -108,6 +108,10 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
+        #: Runtime failures not stored yet: while no config has run and every failure is the same
+        #: error, it may be the call's (a wrong argument), and stored failures would be reused by
+        #: the corrected call. Stored as soon as a config runs or another error shows (then None).
+        self._held: list[Trial] | None = []
         #: What a budget that ends before any measurement falls back to: the first config that
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
         self._compiled_not_launched: Config | None = None
@@ -128,11 +132,21 @@ class TuningSession:
         store.start_run(identity, text, strategy=strategy_name, budget=self.options.budget, run_id=self.run_id)
         bar = self._progress_bar()
 
-        def on_trial(trial: Trial) -> None:
+        def record(trial: Trial) -> None:
             store.record(identity, text, trial, strategy=strategy_name, run_id=self.run_id)
+
+        def on_trial(trial: Trial) -> None:
             logger.info("%s %s: %s", self.launch.kernel_name, text, trial)
             if bar is not None:
                 bar.update(1)
+            if self._held is not None:  # no config has run yet, and every failure so far was the same
+                if trial.status is Status.RUNTIME_ERROR and (not self._held or trial.error == self._held[0].error):
+                    self._held.append(trial)
+                    return
+                held, self._held = self._held, None
+                for earlier in held:
+                    record(earlier)
+            record(trial)
 
         def evaluate(configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
             return self._evaluate(configs, args, kwargs, deadline)
@@ -180,8 +194,8 @@ class TuningSession:
         if config is None:
             raise TuningError(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended {what} "
                               "and no config is known to be safe to launch; give a larger budget or default_config")
-        warnings.warn(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended {what}; "
-                      f"using {config}", RuntimeWarning, stacklevel=7)
+        warn_at_caller(f"tunekit's budget for {self.launch.kernel_name} at key {self.key.json} ended {what}; "
+                       f"using {config}", RuntimeWarning)
         return config
 
     # -- the winner ------------------------------------------------------------------------------
@@ -199,9 +213,12 @@ class TuningSession:
             for t in trials:
                 counts[t.status.value] = counts.get(t.status.value, 0) + 1
             first = next((t.error for t in trials if t.error), "")
+            same = bool(self._held) and len(self._held) == len(trials)
             raise TuningError(
                 f"Every config of {self.launch.kernel_name} failed for key {self.key.json} "
-                f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'none measured'}); first error: {first}"
+                f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'none measured'})"
+                + (", all with the same error, so the call may be at fault: none of these failures was stored, and "
+                   "the next call tries the configs again" if same else "") + f"; first error: {first}"
             )
         finalists = ok[: self.options.finalists]
         if len(finalists) < 2:
