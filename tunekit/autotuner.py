@@ -33,7 +33,7 @@ from .launch import Launch
 from .service import service
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
 from .space import Space
-from .store import KernelIdentity, ResultsStore, open_store
+from .store import KernelIdentity, MissingStoreError, ResultsStore, open_store
 from .strategy import Strategy, make_strategy
 
 logger = logging.getLogger(__name__)
@@ -282,8 +282,18 @@ class Autotuner(_TritonAutotuner):
 
     @property
     def store(self) -> ResultsStore:
+        """The results store, opened on first use. In offline mode, which never tunes, it is only
+        read: never created or written, readable on a read-only file system; a store that does
+        not exist is an empty one (every key then falls back, with a warning)."""
         if self._store is None:
-            self._store = open_store(self._store_arg)
+            if settings.mode() == "offline":
+                try:
+                    self._store = open_store(self._store_arg, read_only=True)
+                except MissingStoreError as error:
+                    logger.warning("%s; %s=offline: using no store", error, settings.ENV_MODE)
+                    self._store = open_store(None)
+            else:
+                self._store = open_store(self._store_arg)
         return self._store
 
     @property

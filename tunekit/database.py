@@ -37,6 +37,10 @@ class StoreError(RuntimeError):
     """The store cannot be opened or written as asked; the message says why."""
 
 
+class MissingStoreError(StoreError):
+    """The store to be read does not exist (and was not to be created)."""
+
+
 def masked_url(text: str) -> str:
     """``text`` with any password in it replaced by ``***``: how a location appears in messages."""
     try:
@@ -91,7 +95,7 @@ def location_url(location: str | os.PathLike, *, read_only: bool = False, create
     if path.is_dir():
         raise StoreError(f"Store path {path} is a directory; give a file name such as {path / 'tunekit.db'}.")
     if not path.exists() and (read_only or not create):
-        raise StoreError(f"Store {path} does not exist: check the path (tunekit creates a store only to record "
+        raise MissingStoreError(f"Store {path} does not exist: check the path (tunekit creates a store only to record "
                          "tunings into it).")
     if not path.parent.exists():
         raise StoreError(f"Store path {path}: directory {path.parent} does not exist.")

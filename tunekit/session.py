@@ -20,7 +20,7 @@ from . import settings
 from .budget import Budget
 from .caller import warn_at_caller
 from .compiler import CompileResult, compile_config, compile_job_for, kernel_address, unwrap_jit
-from .config import Config
+from .config import Config, config_json
 from .deadline import Clock, Deadline
 from .isolation import IsolatedRunner, IsolationError
 from .keys import TuningKey
@@ -115,13 +115,20 @@ class TuningSession:
         #: What a budget that ends before any measurement falls back to: the first config that
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
         self._compiled_not_launched: Config | None = None
+        self._proven: set[str] = set()
 
     # -- the run ------------------------------------------------------------------------------
 
     def run(self, args: tuple, kwargs: dict) -> tuple[Config, TuningReport]:
         """Search, choose the winner, record everything; the winner and what it cost."""
         store, identity, text = self.store, self.identity, self.key.json
+        for trial in store.record_crashes(identity):
+            logger.warning("%s: config %s killed a tuning process that launched it in-process (%s); recorded as "
+                           "crashed, and configs are checked in a benchmark worker from now on",
+                           self.launch.kernel_name, trial.config, trial.error)
         history = store.history(identity)
+        #: Configs that ran correctly before (any key): launching them in-process needs no in-flight mark.
+        self._proven = {t.config_id for t in history if t.ok}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
         known = {t.config_id: t for t in history if t.key is not None and t.key.json == text}
@@ -261,11 +268,16 @@ class TuningSession:
     # -- checking and timing ------------------------------------------------------------------
 
     def _isolated(self, history: Sequence[Trial]) -> bool:
-        """``isolate`` if given; else on a GPU when the kernel is first tuned (nothing of it in the
-        store) or when one of its configs ever crashed or hung, and the kernel is importable."""
+        """``isolate`` if given; else, for a kernel a worker can import: once one of its configs killed
+        a tuning process, and on a GPU also when the kernel is first tuned (nothing of it in the
+        store) or when one of its configs ever failed at run time or hung."""
         if self.options.isolate is not None:
             return self.options.isolate
-        if settings.interpreting() or kernel_address(self.launch.fn) is None:
+        if kernel_address(self.launch.fn) is None:
+            return False
+        if any(t.crashed for t in history):  # under the interpreter too: its far stores segfault
+            return True
+        if settings.interpreting():
             return False
         return not history or any(t.status in (Status.RUNTIME_ERROR, Status.TIMEOUT) for t in history)
 
@@ -314,7 +326,7 @@ class TuningSession:
                 for left in sorted(unanswered | {index}):
                     yield configs[left], None
                 return
-            trial = self._runner.measure(config, key)
+            trial = self._measure(config)
             if trial.status is Status.TIMEOUT and deadline.expired():
                 yield config, None  # cut off by the deadline, not failed: a later tuning tries it again
                 continue
@@ -323,6 +335,19 @@ class TuningSession:
             yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
         for left in sorted(unanswered):  # the deadline stopped their compiles
             yield configs[left], None
+
+    def _measure(self, config: Config) -> Trial:
+        """Check and time ``config``. In this process, a config that never ran correctly is marked
+        in flight in the store meanwhile: if it kills the process, the next tuning knows."""
+        assert self._runner is not None
+        config_id = config_json(config)
+        if isinstance(self._runner, IsolatedRunner) or config_id in self._proven:
+            return self._runner.measure(config, self.key)
+        with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id):
+            trial = self._runner.measure(config, self.key)
+        if trial.ok:
+            self._proven.add(config_id)
+        return trial
 
     # -- compiling ----------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ DEFAULTS = Defaults()
 
 def store_url() -> str:
     """Where the default store lives: ``$TUNEKIT_STORE`` or a SQLite file in the user's cache."""
-    configured = os.environ.get(ENV_STORE)
+    configured = os.environ.get(ENV_STORE, "").strip()  # empty or blank: unset
     if configured:
         return configured
     return str(Path(platformdirs.user_cache_dir("tunekit")) / "tunekit.db")

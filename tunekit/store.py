@@ -24,6 +24,7 @@ import atexit
 import json
 import logging
 import os
+import socket
 import time
 import uuid
 import weakref
@@ -41,6 +42,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from . import settings
 from .config import config_from_dict
 from .database import (
+    MissingStoreError,
     StoreError,
     checkpoint,
     location_url,
@@ -51,7 +53,7 @@ from .database import (
     sqlite_file,
 )
 from .keys import TuningKey
-from .trial import Status, Timing, Trial
+from .trial import CRASHED, Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +134,26 @@ class _WinnerRow(_Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class _InFlightRow(_Base):
+    """A config this process is launching in-process and has not measured yet. A process that
+    dies in the launch (a segfault no exception reports) leaves its row behind, and a later
+    tuning records the config as crashed instead of launching it again."""
+
+    __tablename__ = "in_flight"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kernel_name: Mapped[str] = mapped_column(String(256))
+    source_hash: Mapped[str] = mapped_column(String(128))
+    triton_version: Mapped[str] = mapped_column(String(128))
+    device: Mapped[str] = mapped_column(String(256))
+    timing_method: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(Text)
+    config: Mapped[str] = mapped_column(Text)
+    run_id: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str] = mapped_column(String(256))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Float)
+
+
 class _RunRow(_Base):
     __tablename__ = "runs"
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -164,6 +186,45 @@ _MIGRATIONS = {1: _add_relative_error, 2: _add_run_costs}
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
+
+
+def _trial_row(identity: KernelIdentity, key_json: str, trial: Trial, *, strategy: str, run_id: str) -> _TrialRow:
+    """The row that stores ``trial``."""
+    timing = trial.timing
+    return _TrialRow(
+        kernel_name=identity.name,
+        source_hash=identity.source_hash,
+        triton_version=identity.triton_version,
+        torch_version=_torch_version(),
+        device=identity.device,
+        timing_method=identity.timing_method,
+        key=key_json,
+        config=trial.config_id,
+        status=trial.status.value,
+        error=trial.error,
+        median_ms=timing.median_ms if timing else None,
+        p20_ms=timing.p20_ms if timing else None,
+        p80_ms=timing.p80_ms if timing else None,
+        compile_seconds=trial.compile_seconds,
+        shared_bytes=trial.shared_bytes,
+        bench_seconds=trial.bench_seconds,
+        relative_error=trial.relative_error,
+        source=trial.source,
+        strategy=strategy,
+        run_id=run_id,
+        created_at=time.time(),
+    )
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _trial_from_row(row: _TrialRow) -> Trial:
@@ -309,32 +370,52 @@ class ResultsStore:
 
     def record(self, identity: KernelIdentity, key_json: str, trial: Trial, *, strategy: str, run_id: str) -> None:
         """Commit one trial now."""
-        timing = trial.timing
-        row = _TrialRow(
-            kernel_name=identity.name,
-            source_hash=identity.source_hash,
-            triton_version=identity.triton_version,
-            torch_version=_torch_version(),
-            device=identity.device,
-            timing_method=identity.timing_method,
-            key=key_json,
-            config=trial.config_id,
-            status=trial.status.value,
-            error=trial.error,
-            median_ms=timing.median_ms if timing else None,
-            p20_ms=timing.p20_ms if timing else None,
-            p80_ms=timing.p80_ms if timing else None,
-            compile_seconds=trial.compile_seconds,
-            shared_bytes=trial.shared_bytes,
-            bench_seconds=trial.bench_seconds,
-            relative_error=trial.relative_error,
-            source=trial.source,
-            strategy=strategy,
-            run_id=run_id,
-            created_at=time.time(),
-        )
+        with self._session(write=True) as session:
+            session.add(_trial_row(identity, key_json, trial, strategy=strategy, run_id=run_id))
+
+    @contextmanager
+    def in_flight(self, identity: KernelIdentity, key_json: str, config_id: str, *, run_id: str) -> Iterator[None]:
+        """Mark ``config_id`` as being launched by this process while the block runs. Should the
+        process die in it, ``record_crashes`` finds the mark; a block that ends in any other way
+        (an exception included) removes it."""
+        row = _InFlightRow(kernel_name=identity.name, source_hash=identity.source_hash,
+                           triton_version=identity.triton_version, device=identity.device,
+                           timing_method=identity.timing_method, key=key_json, config=config_id, run_id=run_id,
+                           host=socket.gethostname(), pid=os.getpid(), started_at=time.time())
         with self._session(write=True) as session:
             session.add(row)
+            session.flush()
+            row_id = row.id
+        try:
+            yield
+        finally:
+            with self._session(write=True) as session:
+                session.execute(sql_delete(_InFlightRow).where(_InFlightRow.id == row_id))
+
+    def record_crashes(self, identity: KernelIdentity) -> list[Trial]:
+        """Configs of this kernel identity left in flight by a process of this host that is gone:
+        each recorded as a crashed ``runtime_error`` trial of its key and run, its mark removed,
+        all in one transaction. Marks of live processes, and of other hosts (whose processes this
+        one cannot see), are left as they are."""
+        host = socket.gethostname()
+        statement = select(_InFlightRow).where(
+            _InFlightRow.source_hash == identity.source_hash, _InFlightRow.triton_version == identity.triton_version,
+            _InFlightRow.device == identity.device, _InFlightRow.timing_method == identity.timing_method,
+            _InFlightRow.host == host,
+        ).with_for_update()
+        crashed = []
+        with self._session(write=True) as session:
+            for mark in session.scalars(statement).all():
+                if _process_alive(mark.pid):
+                    continue
+                trial = Trial(config_from_dict(json.loads(mark.config)), Status.RUNTIME_ERROR,
+                              error=f"{CRASHED} process {mark.pid} on {host} died while launching it in-process "
+                                    "(a fault no exception reports, such as a segfault)",
+                              key=TuningKey.from_json(mark.key))
+                session.add(_trial_row(identity, mark.key, trial, strategy="crash", run_id=mark.run_id))
+                session.delete(mark)
+                crashed.append(trial)
+        return crashed
 
     def start_run(self, identity: KernelIdentity, key_json: str, *, strategy: str, budget: Any, run_id: str) -> None:
         with self._session(write=True) as session:

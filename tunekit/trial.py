@@ -25,6 +25,11 @@ class Status(str, Enum):
         return self.value
 
 
+#: How the error of a config that killed the tuning process in-process begins: the process died,
+#: so no exception described it (``ResultsStore.record_crashes`` records it afterwards).
+CRASHED = "crashed:"
+
+
 @dataclass(frozen=True)
 class Timing:
     """Time statistics of one config, in milliseconds: median and 20/80 % quantiles."""
@@ -85,6 +90,11 @@ class Trial:
     @property
     def ok(self) -> bool:
         return self.status is Status.OK and self.timing is not None
+
+    @property
+    def crashed(self) -> bool:
+        """It killed the process that launched it in-process (see ``CRASHED``)."""
+        return self.status is Status.RUNTIME_ERROR and (self.error or "").startswith(CRASHED)
 
     @property
     def time_ms(self) -> float:

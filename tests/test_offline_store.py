@@ -1,0 +1,59 @@
+"""Offline mode (``TUNEKIT_MODE=offline``) only reads the store: it never creates or writes one,
+and reads one on a read-only file system, as a deployed service would find it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import tunekit
+from tunekit import settings
+from tunekit.kernels import vector_add
+
+N = 1024
+
+
+def make(store):
+    return tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=tunekit.Budget(evals=2),
+                            store=str(store))(vector_add.add_kernel)
+
+
+def test_offline_mode_creates_no_store_where_none_exists(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    missing = tmp_path / "mistyped.db"
+    x, y, out = vector_add.inputs(N)
+    with pytest.warns(RuntimeWarning, match="offline; using the default config"):
+        vector_add.launch(make(missing), x, y, out)
+    assert torch.equal(out, x + y)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_offline_mode_serves_winners_from_a_read_only_store(tmp_path, monkeypatch, make_read_only):
+    directory = tmp_path / "shipped"
+    directory.mkdir()
+    store = directory / "tunekit.db"
+    x, y, out = vector_add.inputs(N)
+    online = make(store)
+    vector_add.launch(online, x, y, out)
+    online.store.close()
+    listing = sorted(p.name for p in directory.iterdir())
+    make_read_only(directory)
+
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    offline = make(store)
+    out.zero_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the stored winner: no fallback warning
+        vector_add.launch(offline, x, y, out)
+    assert offline.best_config.kwargs == online.best_config.kwargs and torch.equal(out, x + y)
+    offline.store.close()
+    assert sorted(p.name for p in directory.iterdir()) == listing
+
+
+def test_a_blank_tunekit_store_is_unset(monkeypatch):
+    monkeypatch.delenv("TUNEKIT_STORE")
+    default = settings.store_url()
+    monkeypatch.setenv("TUNEKIT_STORE", "   ")
+    assert settings.store_url() == default
