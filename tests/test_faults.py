@@ -1,4 +1,5 @@
-"""Fault injection: configs that crash, hang, fail, compute wrong results or write in place.
+"""Fault injection: configs that crash, hang, fail, compute wrong results, write in place or
+store out of bounds.
 
 Every kernel here runs for real under the Triton interpreter. Each test names what it injects
 and asserts what survived: the trials and their statuses, the winner, the caller's tensors and
@@ -18,7 +19,6 @@ import triton.language as tl
 import tunekit
 from tunekit import Space, Status
 from tunekit.check import OutputCheck, default_tolerance, relative_error
-from tunekit.isolation import land, ship
 from tunekit.kernels import vector_add
 from tunekit.store import ResultsStore
 from tunekit.testing import faults
@@ -86,17 +86,6 @@ def test_check_warm_up_judges_nothing_and_takes_every_dtype():
     assert all(torch.equal(check.pristine[name].nan_to_num(), value.nan_to_num()) for name, value in inputs.items())
 
 
-def test_tensors_reach_a_worker_with_their_layout_and_alignment():
-    """A transposed view and a view misaligned by 4 bytes keep strides, values and pointer alignment."""
-    base = torch.arange(64, dtype=torch.float32)
-    for view in (base.view(8, 8).t(), base[1:33], base.view(8, 8)[2:, 1::2]):
-        landed = land(ship(view))
-        assert landed.stride() == view.stride() and landed.shape == view.shape
-        assert landed.data_ptr() % 16 == view.data_ptr() % 16
-        assert torch.equal(landed, view)
-        assert landed.data_ptr() != view.data_ptr()
-
-
 # -- in this process ----------------------------------------------------------------------------------
 
 
@@ -128,7 +117,7 @@ def test_without_a_check_the_fastest_wrong_config_wins():
     x, y, out = vector_add.inputs(N)
     vector_add.launch(kernel, x, y, out)
     assert kernel.best_config.kwargs["BLOCK"] == faults.WRONG_BLOCK
-    fresh = torch.full_like(out, float("nan"))  # the tuning's own runs filled out's last tile; a new buffer shows it
+    fresh = torch.full_like(out, float("nan"))
     vector_add.launch(kernel, x, y, fresh)
     assert fresh[-faults.WRONG_BLOCK:].isnan().all() and torch.equal(fresh[:-faults.WRONG_BLOCK], (x + y)[:-faults.WRONG_BLOCK])
 
@@ -212,6 +201,146 @@ def test_an_in_place_kernel_sees_the_callers_inputs_at_its_final_launch():
     assert not torch.allclose(*results["stock"])
 
 
+def three_runs(kernel_call, quantiles=None):
+    """A do_bench that runs the kernel 3 times: in-place kernels advance their tensors 3 times."""
+    for _ in range(3):
+        kernel_call()
+    return [1.0, 1.0, 1.0]
+
+
+def test_without_a_check_configs_are_still_timed_on_copies():
+    """check=False with the in-place x += y, run 3 times per config by the timer: the configs are
+    timed on copies, so the caller's x is never advanced and x == x0 + y after the final launch."""
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
+                              do_bench=three_runs, store=None, check=False)(accumulate)
+    x, y, _ = vector_add.inputs(N)
+    x0 = x.clone()
+    kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, y, N)
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.OK]
+    assert torch.equal(x, x0 + y)
+
+
+def test_without_memory_for_the_copies_tuning_runs_on_the_callers_tensors_with_one_warning(monkeypatch):
+    """Injected: the allocation of the guarded copies fails as on a full GPU (torch.OutOfMemoryError).
+    Survives: one RuntimeWarning, at the caller's line, says out-of-bounds writes cannot be caught;
+    the configs are checked and timed on the caller's tensors as before, whose pristine values
+    come back afterwards (the in-place x += y still ends as x0 + y)."""
+    import tunekit.guarded
+
+    def full(nbytes, device):
+        raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {nbytes} bytes")
+
+    monkeypatch.setattr(tunekit.guarded, "_allocate", full)
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
+                              do_bench=three_runs, store=None)(accumulate)
+    x, y, _ = vector_add.inputs(N)
+    x0 = x.clone()
+    with pytest.warns(RuntimeWarning, match="out-of-bounds writes cannot be caught for this tuning") as caught:
+        kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, y, N)
+    assert [w.filename for w in caught if "out-of-bounds" in str(w.message)] == [__file__]
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.OK]
+    assert torch.equal(x, x0 + y)
+
+
+# -- out-of-bounds stores -------------------------------------------------------------------------------
+
+#: Elements of the overrunning tests' vectors: not a multiple of their BLOCKs, so the last tile
+#: reaches past the end and a loose mask lets its stores through.
+M = 4000
+CORRECT = {"BLOCK": 128, "PAST_END": 0, "BEFORE_START": 0}
+PAST_THE_END = {"BLOCK": 64, "PAST_END": faults.OVERRUN, "BEFORE_START": 0}
+BEFORE_THE_START = {"BLOCK": 64, "PAST_END": 0, "BEFORE_START": faults.OVERRUN}
+
+
+def beside_a_sentinel(n: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``out`` (NaN) as a view of a larger buffer, and the rest of that buffer (7.0), right after
+    out or right before it: the caller's memory an out-of-bounds store would hit."""
+    buffer = torch.full((n + 1024,), 7.0)
+    out, sentinel = (buffer[:n], buffer[n:]) if side == "after" else (buffer[1024:], buffer[:1024])
+    out.fill_(float("nan"))
+    return out, sentinel
+
+
+@pytest.mark.parametrize("side", ["after", "before"])
+def test_a_store_outside_out_is_wrong_and_the_memory_beside_out_survives(store_path, side):
+    """Injected: BLOCK 64 stores 24 floats (96 bytes) past the end of out (its mask one tile too
+    loose) or before its start, is the first config (so it would be the reference) and is timed
+    10x faster than the correct BLOCK 128; out is a view of a buffer whose rest, beside out, is a
+    sentinel. Survives: BLOCK 64 is `wrong`, its error in the store naming out_ptr, the guard band
+    and the 96 bytes; BLOCK 128 wins; out == x + y; the sentinel, x and y are unchanged."""
+    pre_hook, do_bench = times_by_block({64: 0.1, 128: 1.0})
+    bad = PAST_THE_END if side == "after" else BEFORE_THE_START
+    configs = [tunekit.Config(config, num_warps=4, pre_hook=pre_hook) for config in (bad, CORRECT)]
+    kernel = tunekit.autotune(configs, key=["n"], do_bench=do_bench, store=store_path,
+                              isolate=False)(faults.overrunning_add)
+    x, y, _ = vector_add.inputs(M)
+    x0, y0 = x.clone(), y.clone()
+    out, sentinel = beside_a_sentinel(M, side)
+    vector_add.launch(kernel, x, y, out)
+    assert {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials} == {64: Status.WRONG, 128: Status.OK}
+    assert kernel.best_config.kwargs == CORRECT
+    assert torch.equal(out, x + y) and torch.equal(x, x0) and torch.equal(y, y0)
+    assert bool((sentinel == 7.0).all())
+    (row,) = [r for r in ResultsStore(store_path).rows() if r["status"] == "wrong"]
+    reach = "96 bytes past its end" if side == "after" else "96 bytes before its start"
+    assert f"out-of-bounds store: it wrote 96 bytes into the guard band {side} out_ptr, up to {reach}" == row["error"]
+
+
+def test_a_store_past_the_end_while_timed_makes_a_checked_config_wrong():
+    """Injected: a timer that, after running BLOCK 64, stores 24 floats past the end of the out it
+    was launched on, as a config whose overrun shows only in some launches would. Survives: BLOCK 64
+    passed the check but is `wrong` (the store while timed named), untimed; BLOCK 128 wins; the
+    sentinel after the caller's out is unchanged."""
+    launched_on = {}
+
+    def remember_out(nargs):
+        launched_on.update(block=nargs["BLOCK"], out=nargs["out_ptr"])
+
+    def storing_past_the_end(kernel_call, quantiles=None):
+        kernel_call()
+        out = launched_on["out"]
+        if launched_on["block"] == 64:
+            torch.as_strided(out, (faults.OVERRUN,), (1,), out.storage_offset() + out.numel()).fill_(2.0)
+        return [1.0, 1.0, 1.0]
+
+    in_bounds = {**CORRECT, "BLOCK": 64}  # the kernel itself stays in bounds: the check passes it
+    configs = [tunekit.Config(config, num_warps=4, pre_hook=remember_out) for config in (CORRECT, in_bounds)]
+    kernel = tunekit.autotune(configs, key=["n"], do_bench=storing_past_the_end, store=None,
+                              isolate=False)(faults.overrunning_add)
+    x, y, _ = vector_add.inputs(M)
+    out, sentinel = beside_a_sentinel(M, "after")
+    vector_add.launch(kernel, x, y, out)
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.WRONG]
+    wrong = kernel.trials[1]
+    assert wrong.error.startswith("while timed, out-of-bounds store: it wrote 96 bytes into the guard band after "
+                                  "out_ptr") and wrong.timing is None and wrong.relative_error == 0.0
+    assert kernel.best_config.kwargs == CORRECT
+    assert torch.equal(out, x + y) and bool((sentinel == 7.0).all())
+
+
+def to_x_and_out(x_ptr, y_ptr, **_):
+    """The reference of an in-place add whose x_ptr and out_ptr are one tensor: both end as x + y."""
+    return {"x_ptr": x_ptr + y_ptr, "out_ptr": x_ptr + y_ptr}
+
+
+def test_an_in_place_call_with_one_tensor_twice_tunes_on_one_copy_and_its_overrun_is_caught():
+    """Injected: add(x, y, out=x), x passed as input and output, with BLOCK 64 storing 24 floats
+    past x's end; the reference says x_ptr and out_ptr both end as x + y, which holds only if the
+    copies keep them one tensor. Survives: BLOCK 64 `wrong` (the guard band after x_ptr/out_ptr),
+    BLOCK 128 `ok` and the winner, x == x0 + y after the final launch, the sentinel after x unchanged."""
+    kernel = tunekit.autotune([tunekit.Config(config, num_warps=4) for config in (PAST_THE_END, CORRECT)], key=["n"],
+                              store=None, reference=to_x_and_out, isolate=False)(faults.overrunning_add)
+    _, y, _ = vector_add.inputs(M)
+    x, sentinel = beside_a_sentinel(M, "after")
+    x.copy_(torch.arange(M, dtype=torch.float32))
+    x0 = x.clone()
+    vector_add.launch(kernel, x, y, x)
+    assert [t.status for t in kernel.trials] == [Status.WRONG, Status.OK]
+    assert "guard band after x_ptr/out_ptr" in kernel.trials[0].error
+    assert kernel.best_config.kwargs == CORRECT
+    assert torch.equal(x, x0 + y) and bool((sentinel == 7.0).all())
+
+
 # -- in a worker process --------------------------------------------------------------------------------
 
 
@@ -242,6 +371,22 @@ def test_isolated_tuning_survives_a_segfault_a_hang_a_failed_assert_and_a_wrong_
     assert sorted(r["status"] for r in measured) == sorted(t.status.value for t in by_block.values())
     (run,) = store.runs()
     assert run["evaluations"] == 6 and run["finished_at"] is not None
+
+
+def test_a_benchmark_worker_catches_a_store_past_the_end_too():
+    """Injected: BLOCK 64 stores 24 floats past out's end, tuned in a benchmark worker
+    (isolate=True). Survives: the worker's copies have guard bands too: BLOCK 64 is `wrong`
+    naming out_ptr and the band, BLOCK 128 wins, the caller's out == x + y and the sentinel after
+    it is unchanged."""
+    kernel = tunekit.autotune([tunekit.Config(config, num_warps=4) for config in (PAST_THE_END, CORRECT)], key=["n"],
+                              store=None, isolate=True)(faults.overrunning_add)
+    x, y, _ = vector_add.inputs(M)
+    out, sentinel = beside_a_sentinel(M, "after")
+    vector_add.launch(kernel, x, y, out)
+    assert [t.status for t in kernel.trials] == [Status.WRONG, Status.OK]
+    assert "96 bytes into the guard band after out_ptr" in kernel.trials[0].error
+    assert kernel.best_config.kwargs == CORRECT
+    assert torch.equal(out, x + y) and bool((sentinel == 7.0).all())
 
 
 def test_isolation_needs_a_kernel_a_worker_can_import():

@@ -5,8 +5,9 @@ An illegal memory access poisons a CUDA context for the rest of its process, and
 or a hang in a launch cannot be caught at all, so the only safe place to try a config nobody
 has run before is another process. The worker imports the kernel's module (the decorated
 kernel must live at the top level of an importable module, as for the compile pool), gets
-copies of the launch arguments with the caller's strides and alignment, and runs a
-``LocalRunner`` on them: the caller's tensors are never touched. A worker that dies or
+guarded copies of the launch's tensor arguments (``tunekit.guarded``: each storage's used span
+once, with the caller's strides and alignment, between guard bands), and runs a ``LocalRunner``
+on them: the caller's tensors are never touched. A worker that dies or
 outlives the run timeout is killed; its config is a ``runtime_error`` or ``timeout`` trial and
 the next config gets a new worker, which is handed the reference outputs the check had.
 """
@@ -19,13 +20,15 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from .compiler import Timeout, import_kernel, kernel_address, unwrap_jit
+from .caller import warn_at_caller
 from .config import Config, config_from_dict, config_json
+from .guarded import ShippedTensors, out_of_memory, ship, with_tensors
 from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
@@ -41,39 +44,6 @@ START_TIMEOUT = 600.0
 
 class IsolationError(RuntimeError):
     """The benchmark worker could not be started; the message says why."""
-
-
-@dataclass(frozen=True)
-class ShippedTensor:
-    """A tensor on its way to a worker: the memory it spans, its layout and its alignment."""
-
-    span: torch.Tensor  # the elements from its first to its last, on the CPU
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
-    misalignment: int  # its data pointer modulo 16 bytes, which Triton specialises on
-    device: str
-
-
-def ship(value: Any) -> Any:
-    """What a worker needs to rebuild ``value``: a CPU copy of a tensor, anything else as it is."""
-    if not isinstance(value, torch.Tensor):
-        return value
-    if any(s < 0 for s in value.stride()):
-        raise IsolationError("a tensor argument with negative strides cannot be copied to a benchmark worker")
-    extent = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
-    span = torch.as_strided(value.detach(), (extent,), (1,)).cpu().clone()
-    return ShippedTensor(span, tuple(value.shape), tuple(value.stride()), value.data_ptr() % 16, str(value.device))
-
-
-def land(value: Any, device: str | None = None) -> Any:
-    """Rebuild a shipped tensor on ``device`` (its own by default) with the same layout and alignment."""
-    if not isinstance(value, ShippedTensor):
-        return value
-    element = value.span.element_size()
-    buffer = torch.empty(value.span.numel() + 16, dtype=value.span.dtype, device=device or value.device)
-    offset = next((o for o in range(16) if (buffer.data_ptr() + o * element) % 16 == value.misalignment), 0)
-    buffer[offset:offset + value.span.numel()].copy_(value.span)
-    return torch.as_strided(buffer, value.size, value.stride, offset)
 
 
 def _chain(fn: Any) -> list[str]:
@@ -148,10 +118,10 @@ def serve_benchmarks(connection: Any) -> None:
         kind, message = receive(connection)
         if kind == "setup":
             start = time.perf_counter()
-            runner = _set_up(*message)
+            runner, warning = _set_up(*message)
             logger.debug("benchmark worker %d: set up for %s in %.3f s", os.getpid(), runner.launch.kernel_name,
                          time.perf_counter() - start)
-            send(connection, ("ready", None))
+            send(connection, ("ready", warning))
             continue
         if kind == "release":  # kept warm between tunings: without the last one's tensors
             runner = None
@@ -171,22 +141,32 @@ def serve_benchmarks(connection: Any) -> None:
 
 
 def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str]], launch: Launch, args: tuple, kwargs: dict,
-            check: bool, expected: dict | None, reference_config: str | None, device_index: int | None) -> LocalRunner:
+            tensors: ShippedTensors, check: bool, expected: dict | None, reference_config: str | None,
+            device_index: int | None) -> tuple[LocalRunner, str | None]:
     """The worker's runner for one tuning, with the caller's import path as it is now: the kernel
-    imported again, copies of the arguments."""
+    imported again, guarded copies of the tensor arguments. With it, a warning for the caller
+    when the guard bands did not fit in the device's memory (the copies are then unguarded)."""
     take_callers_context(caller)
     if device_index is not None:
         torch.cuda.set_device(device_index)
     launch = replace(launch, fn=_resolve_kernel(*address))
-    args = tuple(land(a) for a in args)
-    kwargs = {name: land(v) for name, v in kwargs.items()}
-    runner = LocalRunner(launch, args, kwargs, launch.output_check() if check else None)
+    warning = None
+    try:
+        copies = tensors.land()
+    except RuntimeError as error:
+        if not out_of_memory(error):
+            raise
+        copies = tensors.land(guarded=False)
+        warning = (f"tunekit: no memory in the benchmark worker for guard bands around the copies of "
+                   f"{launch.kernel_name}'s tensor arguments, so out-of-bounds writes cannot be caught for this "
+                   "tuning")
+    runner = LocalRunner(launch, args, kwargs, launch.output_check() if check else None, copies=copies)
     if runner.check is not None:
         if expected is not None:
-            runner.check.expected = {name: land(t) for name, t in expected.items()}
+            runner.check.expected = {name: t.to(runner.check.pristine[name].device) for name, t in expected.items()}
             runner.check.reference_config = reference_config
         runner.check.warm_up()  # while the caller compiles the first config
-    return runner
+    return runner, warning
 
 
 def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, retiming: bool) -> dict:
@@ -197,7 +177,7 @@ def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: T
     trial = runner.measure(config, key, retiming=retiming)
     reply: dict[str, Any] = {"trial": trial}
     if not had_reference and runner.check is not None and runner.check.expected is not None:
-        reply["expected"] = {name: ship(t) for name, t in runner.check.expected.items()}
+        reply["expected"] = {name: t.detach().to("cpu", copy=True) for name, t in runner.check.expected.items()}
         reply["reference_config"] = runner.check.reference_config
     reply["exiting"] = not trial.ok and _broken_device()
     return reply
@@ -212,7 +192,7 @@ class IsolatedRunner:
     Args:
         launch: how the kernel is launched: its function is found again by module and name in
             the worker, its hooks, timer and check options are sent there (they must pickle).
-        args, kwargs: the launch arguments; tensors are copied, never shared.
+        args, kwargs: the launch arguments; tensors are copied (``tunekit.guarded``), never shared.
         check: whether the worker checks outputs (with the launch's check options).
         timeout: seconds one config's check and benchmark may take in the worker: a number,
             None for no limit, or a callable asked before each config.
@@ -230,8 +210,12 @@ class IsolatedRunner:
         self.launch = launch
         self.address = (*address, _chain(launch.fn))
         self.shipped = _shippable(launch)
-        self.args = tuple(ship(a) for a in args)
-        self.kwargs = {name: ship(v) for name, v in kwargs.items() if name != "grid"}
+        tensors = {name: v for name, v in launch.named(args, kwargs).items() if isinstance(v, torch.Tensor)}
+        self.tensors = ship(tensors)
+        # the tensors travel in self.tensors; the worker puts its copies in their places
+        self.args, self.kwargs = with_tensors(launch.arg_names, args,
+                                              {name: v for name, v in kwargs.items() if name != "grid"},
+                                              dict.fromkeys(tensors))
         self._caller_args, self._caller_kwargs = args, kwargs  # the grid is evaluated here, per config
         cuda = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.is_cuda]
         self.device_index = cuda[0].device.index if cuda else None
@@ -247,6 +231,7 @@ class IsolatedRunner:
         self.seconds_starting = 0.0
         self.seconds_messaging = 0.0
         self._worker: Worker | None = None
+        self._warned = False  # the worker's warning, given once per tuning
         self._ready = False
         self._awaiting_reply = False  # a request was sent and its reply not read
         self._start()
@@ -254,7 +239,8 @@ class IsolatedRunner:
     def _start(self) -> None:
         self._worker, new = service().benchmark_worker(self.device_index)
         self._worker.send(("setup", (callers_context(), self.address, self.shipped, self.args, self.kwargs,
-                                     self.check, self.expected, self.reference_config, self.device_index)))
+                                     self.tensors, self.check, self.expected, self.reference_config,
+                                     self.device_index)))
         self._ready = False
         self.workers_started += new
 
@@ -272,7 +258,7 @@ class IsolatedRunner:
             self._stop()
             raise IsolationError(f"the benchmark worker did not start within {START_TIMEOUT:.0f} s")
         try:
-            self._worker.receive()
+            _, warning = self._worker.receive()
         except (EOFError, OSError):
             code = self._worker.wait()
             self._stop()
@@ -280,6 +266,9 @@ class IsolatedRunner:
                                  "is printed above") from None
         self._ready = True
         self.seconds_starting += time.perf_counter() - waited
+        if warning is not None and not self._warned:
+            warn_at_caller(warning, RuntimeWarning)
+            self._warned = True
         return True
 
     def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:

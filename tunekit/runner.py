@@ -1,11 +1,14 @@
 """Checking and timing configs in this process: the benchmark side of one tuning.
 
-A ``LocalRunner`` holds one tuning's launch arguments. For each config it launches the kernel
-once from the pristine inputs and has the ``OutputCheck`` judge the outputs (a wrong config
-is a ``wrong`` trial and is not timed), then times it with the launch's ``Benchmarker``
-under Triton's hook semantics (``reset_to_zero``, ``restore_value``, pre/post hooks). When the
-tuning ends, ``finish`` puts the pristine inputs back, so that the launch that follows sees
-the caller's original values. ``tunekit.isolation`` runs the same runner in a worker process.
+A ``LocalRunner`` holds one tuning's launch arguments, its tensors replaced by guarded copies
+(``tunekit.guarded``), so that no config writes the caller's tensors or the memory around them.
+For each config it launches the kernel once from the pristine inputs, has the guard bands
+verified (a store into one makes the config ``wrong``) and the ``OutputCheck`` judge the outputs
+(a wrong config is not timed), then times it with the launch's ``Benchmarker`` under Triton's
+hook semantics (``reset_to_zero``, ``restore_value``, pre/post hooks). When the copies do not
+fit in memory, it works on the caller's tensors and ``finish`` puts their pristine values back,
+so that the launch that follows sees the caller's original values. ``tunekit.isolation`` runs
+the same runner in a worker process, on copies landed there.
 """
 
 from __future__ import annotations
@@ -13,19 +16,27 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import torch
+
 from .benchmark import classify, describe
-from .check import OutputCheck
+from .caller import warn_at_caller
+from .check import OutputCheck, Verdict
 from .config import Config
+from .guarded import GuardedTensors, out_of_memory, with_tensors
 from .keys import TuningKey
 from .launch import Launch
 from .trial import Status, Trial
 
 
 class LocalRunner:
-    """Checks and times configs of ``launch`` on ``args``/``kwargs`` in this process.
+    """Checks and times configs of ``launch`` on copies of ``args``/``kwargs`` in this process.
 
     Args:
         check: the tuning's ``OutputCheck``, or None to time without checking outputs.
+        copies: the guarded copies to run on, by argument name (a benchmark worker's, landed
+            there; ``args``/``kwargs`` may hold anything in their places); by default the runner
+            copies the tensors of ``args``/``kwargs``, or, when they do not fit in memory, warns
+            and runs on the caller's tensors.
     """
 
     #: What isolation cost (``IsolatedRunner`` has the same): nothing here.
@@ -33,11 +44,15 @@ class LocalRunner:
     seconds_starting = 0.0
     seconds_messaging = 0.0
 
-    def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None) -> None:
+    def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None,
+                 copies: GuardedTensors | None = None) -> None:
         self.launch = launch
+        self.check = check
+        self.copies = copies if copies is not None else _copies_of(launch, args, kwargs)
+        if self.copies is not None:
+            args, kwargs = with_tensors(launch.arg_names, args, kwargs, self.copies.tensors)
         self.args = args
         self.kwargs = kwargs
-        self.check = check
         self.nargs = launch.named(args, kwargs)
         if check is not None:
             check.snapshot(self.nargs)
@@ -56,7 +71,16 @@ class LocalRunner:
             relative_error, check_seconds = verdict_or_failure, time.perf_counter() - start
         trial = self.launch.benchmarker.measure(config, self.launch.call(config, self.args, self.kwargs), key,
                                                 short=retiming, warm=relative_error is not None)
-        return replace(trial, relative_error=relative_error, check_seconds=check_seconds)
+        trial = replace(trial, relative_error=relative_error, check_seconds=check_seconds)
+        if self.check is None:
+            return trial
+        if not trial.ok:
+            self._clear_guards()
+            return trial
+        overrun = self._overrun()  # a store into a guard band while timed makes a checked config wrong too
+        if overrun is not None:
+            return replace(trial, status=Status.WRONG, timing=None, error=f"while timed, {overrun}")
+        return trial
 
     def _check(self, config: Config, key: TuningKey) -> Trial | float:
         """Launch once from the pristine inputs and judge; a Trial if the config failed or is wrong."""
@@ -64,10 +88,13 @@ class LocalRunner:
         full = {**self.nargs, **self.kwargs, **config.all_kwargs()}
         start = time.perf_counter()
         self.check.restore(full)
+        launched = False
         try:
             self.launch.launch_once(config, self.args, self.kwargs, full)
             _synchronize(full)
-            verdict = self.check.judge(full, str(config))
+            launched = True
+            overrun = self._overrun()
+            verdict = self.check.judge(full, str(config)) if overrun is None else Verdict(False, message=overrun)
         except Exception as error:
             return Trial(config, classify(error), error=describe(error), key=key,
                          bench_seconds=time.perf_counter() - start)
@@ -76,23 +103,52 @@ class LocalRunner:
                 self.check.restore(full)
             except Exception:  # a broken device context fails here too; the error above says why
                 pass
+            if not launched:
+                self._clear_guards()
         if not verdict.correct:
-            return Trial(config, Status.WRONG, error=verdict.message, key=key, relative_error=verdict.error,
+            return Trial(config, Status.WRONG, error=verdict.message, key=key,
+                         relative_error=verdict.error if overrun is None else None,
                          bench_seconds=time.perf_counter() - start)
         return verdict.error
 
+    def _overrun(self) -> str | None:
+        """What the launches since the last call stored into guard bands, if anything."""
+        return self.copies.verify() if self.copies is not None else None
+
+    def _clear_guards(self) -> None:
+        """After a failed launch: what it stored into a guard band is not the next config's."""
+        try:
+            self._overrun()
+        except Exception:  # a broken device context fails here too; the trial's error says why
+            pass
+
     def finish(self) -> None:
-        """Give the caller's tensors their pristine values back (in-place kernels, partial writes)."""
-        if self.check is not None:
+        """Give the caller's tensors their pristine values back (in-place kernels, partial writes)
+        when the runner ran on them; copies leave the caller's tensors as they were."""
+        if self.check is not None and self.copies is None:
             self.check.restore({**self.nargs, **self.kwargs})
 
     def close(self) -> None:
-        """Nothing to release in this process."""
+        """Let go of the copies, so that their memory is free before the winner's launch."""
+        self.copies = None
+        self.args, self.kwargs, self.nargs = (), {}, {}
+
+
+def _copies_of(launch: Launch, args: tuple, kwargs: dict) -> GuardedTensors | None:
+    """Guarded copies of the tensor arguments; None, with a warning, when memory for them is lacking."""
+    tensors = {name: value for name, value in launch.named(args, kwargs).items() if isinstance(value, torch.Tensor)}
+    try:
+        return GuardedTensors.copy_of(tensors)
+    except RuntimeError as error:
+        if not out_of_memory(error):
+            raise
+    warn_at_caller(f"tunekit: no memory for copies of {launch.kernel_name}'s tensor arguments between guard bands, "
+                   "so configs are checked and timed on the caller's tensors and out-of-bounds writes cannot be "
+                   "caught for this tuning", RuntimeWarning)
+    return None
 
 
 def _synchronize(nargs: dict) -> None:
     """Wait for the launch, so that an asynchronous device error belongs to this config."""
-    import torch
-
     if any(isinstance(v, torch.Tensor) and v.is_cuda for v in nargs.values()):
         torch.cuda.synchronize()

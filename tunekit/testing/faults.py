@@ -5,7 +5,10 @@ each failing one way: ``SEGFAULT_BLOCK`` stores far out of bounds (the interpret
 then segfaults the process), ``HANG_BLOCK`` never returns, ``WRONG_BLOCK`` skips the last
 tile, ``RAISE_BLOCK`` fails a static assertion. ``faulty_add_gpu`` does the same with real
 device faults for a GPU: an illegal memory access, a wrong tile, and a spin that never ends.
-They live at the top level of an importable module so that benchmark workers can import them.
+``overrunning_add`` adds two vectors and, for configs that ask for it, also stores a few
+elements past the end of its output or before its start, as a mask one tile too loose or an
+offset off by a few elements does: memory that belongs to no argument. They live at the top
+level of an importable module so that benchmark workers can import them.
 """
 
 from __future__ import annotations
@@ -68,3 +71,22 @@ def faulty_add_gpu(x_ptr, y_ptr, out_ptr, flag_ptr, n, BLOCK: tl.constexpr):
         while tl.load(flag_ptr, volatile=True) == 0:
             pass
     _store(out_ptr, offsets, value, mask, n, BLOCK)
+
+
+#: Elements that ``overrunning_add`` stores past the end of ``out`` (PAST_END) or before its start
+#: (BEFORE_START) when a config sets that parameter to it.
+OVERRUN = 24
+
+
+@triton.jit
+def overrunning_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, PAST_END: tl.constexpr,
+                    BEFORE_START: tl.constexpr):
+    """out = x + y; its store's mask lets PAST_END more elements through (the grid must cover
+    them: n not a multiple of BLOCK), and BEFORE_START > 0 also stores the first tile's first
+    BEFORE_START sums that many elements before out's start."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask, other=1.0) + tl.load(y_ptr + offsets, mask=mask, other=1.0)
+    tl.store(out_ptr + offsets, value, mask=offsets < n + PAST_END)
+    if BEFORE_START > 0:
+        tl.store(out_ptr + offsets - BEFORE_START, value, mask=offsets < BEFORE_START)
