@@ -131,7 +131,9 @@ class TuningSession:
         self._proven = {t.config_id for t in history if t.ok}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
-        known = {t.config_id: t for t in history if t.key is not None and t.key.json == text}
+        # A crash is measured again, isolated: the process may have died of something else (killed
+        # from outside); a config that really crashes then kills only a worker, and that is stored.
+        known = {t.config_id: t for t in history if t.key is not None and t.key.json == text and not t.crashed}
         strategy = self.options.strategy.clone()
         context = SearchContext(self.space, self.options.budget, self.key.as_dict(), derive_seed(self.options.seed, text),
                                 tuple(history))
