@@ -20,6 +20,7 @@ import tunekit
 from tunekit import Space, Status
 from tunekit.check import OutputCheck, default_tolerance, relative_error
 from tunekit.kernels import vector_add
+from tunekit.service import service
 from tunekit.store import ResultsStore
 from tunekit.testing import faults
 
@@ -349,6 +350,7 @@ def test_isolated_tuning_survives_a_segfault_a_hang_a_failed_assert_and_a_wrong_
     kernel that never returns, a failed static assertion, a skipped tile. Survives: the caller's
     process; all 6 configs are trials with those statuses in the store; the winner is a correct
     config; the caller's out holds x + y and its inputs are untouched."""
+    service().shutdown(keep_zygote=True)  # no warm worker from an earlier test: this tuning starts each one
     kernel = tunekit.autotune(space=faults.space(), key=["n"], strategy="exhaustive", store=store_path,
                               isolate=True, run_timeout=5)(faults.faulty_add)
     x, y, out = vector_add.inputs(N)
