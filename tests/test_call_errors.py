@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import tunekit
 from tunekit import Config
@@ -77,3 +79,39 @@ def test_failures_are_stored_once_a_config_runs(store_path):
     x, y, out = vector_add.inputs(N)
     kernel[vector_add.grid(N)](x, y, out, N)
     assert sorted(t.status.value for t in trials_in(store_path, kernel)) == ["ok", "runtime_error"]
+
+
+def test_an_output_too_short_for_every_config_is_not_stored(store_path):
+    """Injected: ``out`` one element shorter than ``n`` says, so every config stores past its end
+    (caught by the guard bands: every config ``wrong``). Survives: nothing stored; the corrected
+    call tunes and is right."""
+    kernel = tuned_add(store_path)
+    x, y, out = vector_add.inputs(N)
+    with pytest.raises(tunekit.TuningError, match="all with the same error, so the call may be at fault"):
+        kernel[vector_add.grid(N)](x, y, torch.empty(N - 1), N)
+    assert trials_in(store_path, kernel) == []
+
+    corrected = tuned_add(store_path)
+    corrected[vector_add.grid(N)](x, y, out, N)
+    torch.testing.assert_close(out, vector_add.reference(x, y))
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def add_even(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+    else:
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+
+
+def test_a_value_that_a_heuristic_replaces_may_still_be_passed(store_path):
+    """Stock Triton accepts ``EVEN=True`` from the caller when a heuristic sets EVEN (the heuristic's
+    value wins); so does tunekit's check of the call."""
+    kernel = tunekit.autotune(CONFIGS, key=["n"], store=str(store_path))(add_even)
+    x, y, out = vector_add.inputs(N)
+    kernel[vector_add.grid(N)](x, y, out, N, EVEN=False)
+    torch.testing.assert_close(out, vector_add.reference(x, y))

@@ -149,7 +149,10 @@ def test_rm_deletes_by_run_kernel_key_or_status_and_says_how_many(tuned_store, c
     with ResultsStore(path, read_only=True) as store:
         rows = store.rows(run_id=kernel.run_id)  # 3 measured, the finalists re-timed
     spaced = json.dumps(json.loads(rows[0]["key"]), indent=1)  # the key as a user may type it
-    assert main(["store", "rm", "--store", str(path), "--key", spaced, "--dry-run"]) == 0
+    with pytest.raises(SystemExit):  # kernels share keys: a key alone would reach every kernel's trials
+        main(["store", "rm", "--store", str(path), "--key", spaced])
+    assert "--key needs --kernel" in capsys.readouterr().err
+    assert main(["store", "rm", "--store", str(path), "--kernel", "add_kernel", "--key", spaced, "--dry-run"]) == 0
     assert capsys.readouterr().out == f"would delete {len(rows)} trials, 1 run and 1 winner from sqlite:///{path} " \
         "(--dry-run: nothing was deleted)\n"
     assert main(["store", "rm", "--store", str(path), "--kernel", "add_kernel", "--status", "runtime_error"]) == 0

@@ -14,7 +14,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import torch
 
@@ -94,6 +96,10 @@ def test_a_config_marked_crashed_by_an_outside_kill_is_measured_again_isolated(s
     assert measured[64].ok and measured[128].ok
     with ResultsStore(str(store_path)) as store:
         assert [t.config.kwargs["BLOCK"] for t in store.history(kernel.identity) if t.crashed] == [64]
+    # the crash is resolved by the config's run in the worker: the next key is tuned in-process again
+    x, y, out = vector_add.inputs(2 * N)
+    vector_add.launch(kernel, x, y, out)
+    assert torch.equal(out, x + y) and kernel.tuning_report.seconds_messaging == 0
 
 
 def test_a_mark_of_a_live_process_is_left_alone_and_a_finished_launch_leaves_none(store_path):
@@ -106,3 +112,70 @@ def test_a_mark_of_a_live_process_is_left_alone_and_a_finished_launch_leaves_non
             assert store.record_crashes(kernel.identity) == []  # this process is alive
         assert store.record_crashes(kernel.identity) == []  # and its mark went with the block
         assert all(not t.crashed for t in store.history(kernel.identity))
+
+
+def run_script(body: str, *args: str) -> subprocess.CompletedProcess:
+    """``body`` as a script file of its own (its kernels live in ``__main__``: no worker can import them)."""
+    script = Path(tempfile.mkdtemp(prefix="crash-loop-")) / "script.py"
+    script.write_text(textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TRITON_INTERPRET="1"))
+
+
+SCRIPT_KERNEL = """
+    import sys
+    import torch, triton, triton.language as tl, tunekit
+    from tunekit.kernels import vector_add
+
+    @triton.jit
+    def script_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+        if BLOCK == 128 and n >= 2000:  # far out of bounds from n = 2000 on: a fault that depends on the shape
+            tl.store(out_ptr + offsets + (1 << 40), value)
+        else:
+            tl.store(out_ptr + offsets, value, mask=mask)
+
+    n = int(sys.argv[2])
+    kernel = tunekit.autotune(space=tunekit.Space(BLOCK=[128, 64], num_warps=[4]), key=["n"],
+                              strategy="exhaustive", store=sys.argv[1])(script_add)
+    x, y, out = vector_add.inputs(n)
+    vector_add.launch(kernel, x, y, out)
+    print("ok", torch.equal(out, x + y), kernel.best_config.kwargs["BLOCK"])
+"""
+
+
+def test_a_crash_of_a_kernel_no_worker_can_import_happens_once(store_path):
+    """Injected: a segfaulting config of a kernel defined in the script (``__main__``), which a
+    benchmark worker cannot import, so tuning stays in-process. Survives: the second run skips the
+    crashed config and tunes; so do later runs."""
+    assert run_script(SCRIPT_KERNEL, str(store_path), "4096").returncode == -signal.SIGSEGV
+    for _ in range(2):
+        again = run_script(SCRIPT_KERNEL, str(store_path), "4096")
+        assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]
+
+
+def test_a_config_that_ran_at_one_shape_and_crashes_at_another_crashes_once(store_path):
+    """Injected: a config that runs at n = 1000 and stores far out of bounds at n = 4000, tuned
+    in-process at 1000 (so the store knows it ran), then at 4000. Survives: the run after the
+    crash at 4000 records it and tunes."""
+    first = run_script(SCRIPT_KERNEL, str(store_path), "1000")
+    assert first.returncode == 0 and first.stdout.split()[:2] == ["ok", "True"], first.stderr[-2000:]
+    assert run_script(SCRIPT_KERNEL, str(store_path), "4000").returncode == -signal.SIGSEGV
+    again = run_script(SCRIPT_KERNEL, str(store_path), "4000")
+    assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]
+
+
+def test_a_mark_whose_process_id_now_belongs_to_another_process_is_a_crash(store_path):
+    """Injected: an in-flight mark whose process id is now this live process's, with another start
+    time (a restarted container reuses process ids). Survives: the mark is taken for a crash."""
+    from tunekit.store import _InFlightRow
+
+    kernel = tunekit.autotune(space=Space(BLOCK=[64, 128], num_warps=[4]), key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    with ResultsStore(str(store_path)) as store:
+        with store.in_flight(kernel.identity, "{}", '{"BLOCK": 64}', run_id="earlier"):
+            with store._session(write=True) as session:  # the mark as the container's earlier process left it
+                session.query(_InFlightRow).update({"process_start": "another-boot:1"})
+            assert [t.config.kwargs["BLOCK"] for t in store.record_crashes(kernel.identity)] == [64]

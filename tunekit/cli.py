@@ -120,6 +120,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
     """Delete trials (and, unless --status is given, runs and winners) that match every filter."""
     if not (args.run or args.kernel or args.key or args.status):
         args.parser.error("give at least one filter: --run, --kernel, --key or --status (nothing was deleted)")
+    if args.key and not (args.kernel or args.run):
+        args.parser.error("--key needs --kernel (or --run): kernels share keys such as one size and three float32 "
+                          "pointers, and every kernel's trials at that key would go (nothing was deleted)")
     with _store(args, read_only=args.dry_run) as store:
         run_id = _find_run(store, args.run) if args.run else None
         deleted = store.delete(run_id=run_id, kernel=args.kernel, key=args.key, status=args.status,
@@ -258,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("--run", help="a run id (a prefix is enough): its trials, the run and the winner it chose")
     rm.add_argument("--kernel", help="a kernel's trials, runs and winners")
     rm.add_argument("--key", type=_tuning_key,
-                    help="a tuning key, JSON as export writes it: its trials, runs and winners")
+                    help="a tuning key, JSON as export writes it, with --kernel: its trials, runs and winners")
     rm.add_argument("--status", choices=[status.value for status in Status],
                     help="only trials of this status (runs and winners are kept)")
     rm.add_argument("--dry-run", action="store_true", help="say what would be deleted, and delete nothing")

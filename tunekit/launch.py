@@ -124,9 +124,11 @@ class Launch:
                             f"{'it is' if len(by_position) == 1 else 'they are'} set by the autotuner: leave "
                             f"{which} out of the call ({name}'s parameters: {', '.join(parameters)}). "
                             "Nothing was tuned or stored.")
-        named = {key: None for key in kwargs if key in parameters}
+        # heuristics' values replace the caller's (as Triton's Heuristics does); tuned ones passed by
+        # keyword were refused before this
+        named = {key: None for key in [*kwargs, *added] if key in parameters}
         try:
-            inspect.signature(python_fn).bind(*args, **named, **{key: None for key in added if key in parameters})
+            inspect.signature(python_fn).bind(*args, **named)
         except TypeError as error:
             raise TypeError(f"{name}'s arguments do not match its parameters ({', '.join(parameters)}; "
                             f"{', '.join(sorted(added)) or 'none'} set by the autotuner): {error}. "

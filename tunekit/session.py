@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -108,9 +109,10 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
-        #: Runtime failures not stored yet: while no config has run and every failure is the same
-        #: error, it may be the call's (a wrong argument), and stored failures would be reused by
-        #: the corrected call. Stored as soon as a config runs or another error shows (then None).
+        #: Failures at run time (errors, wrong outputs) not stored yet: while no config has run and
+        #: every failure is the same, it may be the call's (a wrong argument, an output too short),
+        #: and stored failures would be reused by the corrected call. Stored as soon as a config runs
+        #: or another failure shows (then None).
         self._held: list[Trial] | None = []
         #: What a budget that ends before any measurement falls back to: the first config that
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
@@ -123,17 +125,15 @@ class TuningSession:
         """Search, choose the winner, record everything; the winner and what it cost."""
         store, identity, text = self.store, self.identity, self.key.json
         for trial in store.record_crashes(identity):
-            logger.warning("%s: config %s killed a tuning process that launched it in-process (%s); recorded as "
-                           "crashed, and configs are checked in a benchmark worker from now on",
-                           self.launch.kernel_name, trial.config, trial.error)
+            logger.warning("%s: config %s was in flight when a tuning process died (%s); recorded as crashed: it is "
+                           "measured again only in a benchmark worker", self.launch.kernel_name, trial.config,
+                           trial.error)
         history = store.history(identity)
-        #: Configs that ran correctly before (any key): launching them in-process needs no in-flight mark.
-        self._proven = {t.config_id for t in history if t.ok}
+        #: Configs that ran correctly at this key: launching them in-process needs no in-flight mark (a
+        #: config that ran at another shape may still store far out of bounds at this one).
+        self._proven = {t.config_id for t in history if t.ok and t.key is not None and t.key.json == text}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
-        # A crash is measured again, isolated: the process may have died of something else (killed
-        # from outside); a config that really crashes then kills only a worker, and that is stored.
-        known = {t.config_id: t for t in history if t.key is not None and t.key.json == text and not t.crashed}
         strategy = self.options.strategy.clone()
         context = SearchContext(self.space, self.options.budget, self.key.as_dict(), derive_seed(self.options.seed, text),
                                 tuple(history))
@@ -149,7 +149,8 @@ class TuningSession:
             if bar is not None:
                 bar.update(1)
             if self._held is not None:  # no config has run yet, and every failure so far was the same
-                if trial.status is Status.RUNTIME_ERROR and (not self._held or trial.error == self._held[0].error):
+                if trial.status in (Status.RUNTIME_ERROR, Status.WRONG) and (
+                        not self._held or _same_failure(trial, self._held[0])):
                     self._held.append(trial)
                     return
                 held, self._held = self._held, None
@@ -161,6 +162,12 @@ class TuningSession:
             return self._evaluate(configs, args, kwargs, deadline)
 
         runner = self._runner = self._make_runner(args, kwargs, history)
+        # A crash is measured again in a benchmark worker (the process may have been killed from
+        # outside: nothing tells the two apart); one that really crashes then kills only a worker,
+        # and that is stored. In this process it is never launched again.
+        isolated = isinstance(runner, IsolatedRunner)
+        known = {t.config_id: t for t in history
+                 if t.key is not None and t.key.json == text and not (t.crashed and isolated)}
         result: SearchResult | None = None
         winner: Trial | None = None
         try:
@@ -277,7 +284,7 @@ class TuningSession:
             return self.options.isolate
         if kernel_address(self.launch.fn) is None:
             return False
-        if any(t.crashed for t in history):  # under the interpreter too: its far stores segfault
+        if _unresolved_crashes(history):  # under the interpreter too: its far stores segfault
             return True
         if settings.interpreting():
             return False
@@ -415,6 +422,24 @@ class TuningSession:
         budget = self.options.budget
         total = min(len(self.space), budget.evals) if budget.evals else len(self.space)
         return tqdm(total=total, desc=f"tuning {self.launch.kernel_name}", unit="config", leave=False)
+
+
+def _unresolved_crashes(history: Sequence[Trial]) -> set[tuple[str, str]]:
+    """(config, key) pairs recorded as crashed that never ran correctly since, in a worker: a
+    crash record from a process killed from outside is resolved by the config's measurement."""
+    def pair(trial: Trial) -> tuple[str, str]:
+        return trial.config_id, trial.key.json if trial.key is not None else ""
+
+    return {pair(t) for t in history if t.crashed} - {pair(t) for t in history if t.ok}
+
+
+def _same_failure(trial: Trial, other: Trial) -> bool:
+    """The same status and error text, numbers aside (byte counts, sizes and addresses differ
+    between configs that fail for one reason)."""
+    def shape(error: str | None) -> str:
+        return re.sub(r"\d+", "#", error or "")
+
+    return trial.status is other.status and shape(trial.error) == shape(other.error)
 
 
 def _multiple_of_median(seen: Sequence[float], after: int, before: float | None, factor: float,

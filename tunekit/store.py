@@ -151,6 +151,9 @@ class _InFlightRow(_Base):
     run_id: Mapped[str] = mapped_column(String(64))
     host: Mapped[str] = mapped_column(String(256))
     pid: Mapped[int] = mapped_column(Integer)
+    #: When that process started (boot id and start time in clock ticks; empty without /proc): a
+    #: process id reused by another process (a restarted container) does not pass for the marker's.
+    process_start: Mapped[str] = mapped_column(String(64))
     started_at: Mapped[float] = mapped_column(Float)
 
 
@@ -216,15 +219,27 @@ def _trial_row(identity: KernelIdentity, key_json: str, trial: Trial, *, strateg
     )
 
 
-def _process_alive(pid: int) -> bool:
-    """Whether a process with this id runs on this host (one of another user's counts)."""
+def _process_start(pid: int) -> str:
+    """When process ``pid`` of this host started: the boot's id and the process's start time in
+    clock ticks since boot (``/proc``), or "" where there is no ``/proc``."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return f"{boot}:{fields[19]}"
+    except (OSError, IndexError):
+        return ""
+
+
+def _process_alive(pid: int, started: str) -> bool:
+    """Whether the process ``pid`` that started at ``started`` (``_process_start``) still runs on
+    this host; another process that now has its id does not count."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    return True
+    except PermissionError:  # another user's process has this id now
+        pass
+    return not started or _process_start(pid) == started
 
 
 def _trial_from_row(row: _TrialRow) -> Trial:
@@ -381,7 +396,8 @@ class ResultsStore:
         row = _InFlightRow(kernel_name=identity.name, source_hash=identity.source_hash,
                            triton_version=identity.triton_version, device=identity.device,
                            timing_method=identity.timing_method, key=key_json, config=config_id, run_id=run_id,
-                           host=socket.gethostname(), pid=os.getpid(), started_at=time.time())
+                           host=socket.gethostname(), pid=os.getpid(), process_start=_process_start(os.getpid()),
+                           started_at=time.time())
         with self._session(write=True) as session:
             session.add(row)
             session.flush()
@@ -406,7 +422,7 @@ class ResultsStore:
         crashed = []
         with self._session(write=True) as session:
             for mark in session.scalars(statement).all():
-                if _process_alive(mark.pid):
+                if _process_alive(mark.pid, mark.process_start):
                     continue
                 trial = Trial(config_from_dict(json.loads(mark.config)), Status.RUNTIME_ERROR,
                               error=f"{CRASHED} process {mark.pid} on {host} died while launching it in-process "
