@@ -74,6 +74,38 @@ def test_a_store_in_a_read_only_location_is_read_and_left_as_it_was(tmp_path, ma
     assert snapshot(folder) == before
 
 
+def test_a_store_with_its_write_ahead_log_on_read_only_media_is_read_whole(tmp_path, make_read_only):
+    """Injected: a store whose writer was killed before merging its write-ahead log, copied with its
+    -wal file (and no -shm) onto read-only media. Survives: every trial, the log's included, is read,
+    and not a file changes or is added there."""
+    import subprocess
+    import sys
+    import textwrap
+
+    written = tmp_path / "written"
+    written.mkdir()
+    script = textwrap.dedent(f"""
+        import os
+        from tunekit.store import ResultsStore
+        from tunekit.testing.stores import IDENTITY, KEY, ok_trial
+        store = ResultsStore({str(written / "store.db")!r})
+        for index in range(5):
+            store.record(IDENTITY, KEY, ok_trial(2 ** index, 1.0 + index), strategy="s", run_id="r")
+        os._exit(0)  # killed, as it were: no checkpoint, no clean-up
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True)
+    assert (written / "store.db-wal").stat().st_size > 0
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    for name in ("store.db", "store.db-wal"):
+        shutil.copyfile(written / name, folder / name)
+    make_read_only(folder)
+    before = snapshot(folder)
+    with ResultsStore(folder / "store.db", read_only=True) as store:
+        assert len(store.rows()) == 5
+    assert snapshot(folder) == before
+
+
 def test_a_read_only_store_refuses_writes_with_a_message(store_path):
     write_store(store_path)
     store = ResultsStore(store_path, read_only=True)

@@ -11,10 +11,13 @@ is ``store.py``'s business.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
@@ -129,6 +132,30 @@ def _nobody_writes(path: Path) -> bool:
     return not _writable(path) and (not log.exists() or log.stat().st_size == 0)
 
 
+def _readable_copy(path: Path) -> Path:
+    """``path`` itself, or, for a WAL store that this process cannot write with a write-ahead log
+    beside it (copied onto read-only media after a process was killed), a copy of both in a
+    temporary directory of tunekit's: SQLite reads the log only where it can create the lock file
+    beside it, and reading the file immutable would ignore the trials still in the log."""
+    log = Path(f"{path}-wal")
+    if _writable(path) or not log.exists() or log.stat().st_size == 0:
+        return path
+    version = (path.resolve(), path.stat().st_mtime_ns, log.stat().st_mtime_ns, log.stat().st_size)
+    if version in _READABLE_COPIES:
+        return _READABLE_COPIES[version]
+    directory = Path(tempfile.mkdtemp(prefix="tunekit-read-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    shutil.copyfile(path, directory / path.name)
+    shutil.copyfile(log, directory / log.name)
+    logger.info("store %s: read through a copy with its write-ahead log in %s", path, directory)
+    _READABLE_COPIES[version] = directory / path.name
+    return directory / path.name
+
+
+#: Copies made by ``_readable_copy``, by the file's path and the versions of it and of its log.
+_READABLE_COPIES: dict[tuple[Path, int, int, int], Path] = {}
+
+
 def refuse_foreign_sqlite(url: str) -> None:
     """Refuse a file that exists and is not a tunekit store, without changing it or creating any
     file beside it. A new path or a 0-byte file may become a store; any other file must hold
@@ -143,6 +170,7 @@ def refuse_foreign_sqlite(url: str) -> None:
     # A reader of a WAL database creates its -wal and -shm files; where none exist, read it immutable
     # instead. A store that tunekit is creating right now is never seen half-made: it becomes a WAL
     # database only after its tables are committed (make_engine).
+    path = _readable_copy(path)
     before = path.stat()
     log = Path(f"{path}-wal")
     tables, problems = _inspect(path, immutable=_in_wal_mode(path) and (not log.exists() or _nobody_writes(path)))
@@ -186,7 +214,8 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
     if path is None:
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     elif read_only:
-        uri = _read_only_uri(path, immutable=_nobody_writes(path))
+        readable = _readable_copy(path)
+        uri = _read_only_uri(readable, immutable=_nobody_writes(readable))
         engine = create_engine(url, creator=lambda: sqlite3.connect(uri, uri=True, timeout=120,
                                                                     check_same_thread=False))
     else:
