@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -243,6 +244,82 @@ def test_without_memory_for_the_copies_tuning_runs_on_the_callers_tensors_with_o
     assert torch.equal(x, x0 + y)
 
 
+#: Tunes vector addition of int32 tensors (integers compare without float64 temporaries) with the
+#: process's address space capped at what it uses plus argv[2] MiB, one intra-op thread keeping the
+#: rest of it predictable; prints the trials' statuses, the warnings and whether out == x + y.
+#: argv[1] "outputs": x, y and out of 100 MiB each, n all of them; "small-output": x and y of
+#: 128 MiB, out and n 1024 elements. Exits 77 where the cap cannot be set.
+UNDER_A_MEMORY_CAP = """
+import json, os, resource, sys, warnings
+import torch
+import tunekit
+from tunekit.kernels import vector_add
+
+torch.set_num_threads(1)
+big, n = (25 << 20, 25 << 20) if sys.argv[1] == "outputs" else (32 << 20, 1024)
+x, y = torch.arange(big, dtype=torch.int32), torch.ones(big, dtype=torch.int32)
+out = torch.zeros(n if sys.argv[1] == "small-output" else big, dtype=torch.int32)
+
+
+def once(kernel_call, quantiles=None):
+    kernel_call()
+    return [1.0, 1.0, 1.0]
+
+
+kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (1 << 16, 1 << 17)], key=["n"],
+                          do_bench=once, store=None, isolate=False)(vector_add.add_kernel)
+used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+_, hard = resource.getrlimit(resource.RLIMIT_AS)
+try:
+    resource.setrlimit(resource.RLIMIT_AS, (used + (int(sys.argv[2]) << 20), hard))
+except (ValueError, OSError):
+    sys.exit(77)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    kernel[vector_add.grid(n)](x, y, out, n)
+print(json.dumps({"statuses": [t.status.value for t in kernel.trials], "warnings": [str(w.message) for w in caught],
+                  "correct": bool(torch.equal(out[:n], x[:n] + y[:n]))}))
+"""
+
+
+def tuned_under_a_memory_cap(tmp_path, tensors: str, cap_mib: int) -> dict:
+    """``UNDER_A_MEMORY_CAP`` run in a new process: what it printed (skips where the cap cannot be set)."""
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/self/statm"):
+        pytest.skip("needs /proc/self/statm to measure the address space in use")
+    script = tmp_path / "under_a_memory_cap.py"
+    script.write_text(UNDER_A_MEMORY_CAP)
+    done = subprocess.run([sys.executable, str(script), tensors, str(cap_mib)], capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode == 77:
+        pytest.skip("cannot cap the address space with setrlimit(RLIMIT_AS)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_tuning_needs_one_copy_of_the_tensors_not_two(tmp_path):
+    """Injected: three 100 MiB tensors with the address space capped 700 MiB above what the process
+    uses. The guarded copies (1.5 x 300 MiB with their bands) and the reference output (100 MiB) fit;
+    a second copy of every tensor as the check's pristine values (300 MiB) would not. Survives: both
+    configs are `ok`, tuned on the copies (no warning), and out == x + y."""
+    result = tuned_under_a_memory_cap(tmp_path, "outputs", 700)
+    assert result == {"statuses": ["ok", "ok"], "warnings": [], "correct": True}
+
+
+def test_without_memory_for_the_copies_under_a_real_cap_tuning_runs_on_the_callers_tensors(tmp_path):
+    """Injected: inputs x and y of 128 MiB (the kernel reads their first 1024 elements) with the
+    address space capped 320 MiB above what the process uses: x's guarded copy (192 MiB with its
+    bands) fits, y's does not. Survives: what was copied is let go, one warning says out-of-bounds
+    writes cannot be caught, and the configs are checked on the caller's tensors (the check's
+    clones of them, 256 MiB, fit): both `ok`, out == x + y."""
+    result = tuned_under_a_memory_cap(tmp_path, "small-output", 320)
+    assert result["statuses"] == ["ok", "ok"] and result["correct"]
+    assert [w for w in result["warnings"] if "out-of-bounds writes cannot be caught" in w] == result["warnings"]
+    assert len(result["warnings"]) == 1
+
+
 # -- out-of-bounds stores -------------------------------------------------------------------------------
 
 #: Elements of the overrunning tests' vectors: not a multiple of their BLOCKs, so the last tile
@@ -253,11 +330,17 @@ PAST_THE_END = {"BLOCK": 64, "PAST_END": faults.OVERRUN, "BEFORE_START": 0}
 BEFORE_THE_START = {"BLOCK": 64, "PAST_END": 0, "BEFORE_START": faults.OVERRUN}
 
 
+#: Elements of the caller's allocation beside ``out`` in the overrunning tests: fewer than the
+#: overrun, so that its last 20 of 24 elements (80 of 96 bytes) land past the allocation's end.
+PADDING = 4
+
+
 def beside_a_sentinel(n: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``out`` (NaN) as a view of a larger buffer, and the rest of that buffer (7.0), right after
-    out or right before it: the caller's memory an out-of-bounds store would hit."""
-    buffer = torch.full((n + 1024,), 7.0)
-    out, sentinel = (buffer[:n], buffer[n:]) if side == "after" else (buffer[1024:], buffer[:1024])
+    """``out`` (NaN) as a view of a slightly larger allocation, and the rest of it (``PADDING``
+    elements of 7.0) right after out or right before it: the caller's padding, which a config
+    may write (on its copy, while tuning) and an overrun runs through and past."""
+    buffer = torch.full((n + PADDING,), 7.0)
+    out, sentinel = (buffer[:n], buffer[n:]) if side == "after" else (buffer[PADDING:], buffer[:PADDING])
     out.fill_(float("nan"))
     return out, sentinel
 
@@ -266,9 +349,10 @@ def beside_a_sentinel(n: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
 def test_a_store_outside_out_is_wrong_and_the_memory_beside_out_survives(store_path, side):
     """Injected: BLOCK 64 stores 24 floats (96 bytes) past the end of out (its mask one tile too
     loose) or before its start, is the first config (so it would be the reference) and is timed
-    10x faster than the correct BLOCK 128; out is a view of a buffer whose rest, beside out, is a
-    sentinel. Survives: BLOCK 64 is `wrong`, its error in the store naming out_ptr, the guard band
-    and the 96 bytes; BLOCK 128 wins; out == x + y; the sentinel, x and y are unchanged."""
+    10x faster than the correct BLOCK 128; out is a view of an allocation whose 4 other floats,
+    beside out, are a sentinel, so 80 of the 96 bytes land past the allocation. Survives: BLOCK 64
+    is `wrong`, its error in the store naming out_ptr, the guard band, the 80 bytes in it and
+    their reach from out; BLOCK 128 wins; out == x + y; the sentinel, x and y are unchanged."""
     pre_hook, do_bench = times_by_block({64: 0.1, 128: 1.0})
     bad = PAST_THE_END if side == "after" else BEFORE_THE_START
     configs = [tunekit.Config(config, num_warps=4, pre_hook=pre_hook) for config in (bad, CORRECT)]
@@ -284,7 +368,7 @@ def test_a_store_outside_out_is_wrong_and_the_memory_beside_out_survives(store_p
     assert bool((sentinel == 7.0).all())
     (row,) = [r for r in ResultsStore(store_path).rows() if r["status"] == "wrong"]
     reach = "96 bytes past its end" if side == "after" else "96 bytes before its start"
-    assert f"out-of-bounds store: it wrote 96 bytes into the guard band {side} out_ptr, up to {reach}" == row["error"]
+    assert f"out-of-bounds store: it wrote 80 bytes into the guard band {side} out_ptr, up to {reach}" == row["error"]
 
 
 def test_a_store_past_the_end_while_timed_makes_a_checked_config_wrong():
@@ -313,7 +397,7 @@ def test_a_store_past_the_end_while_timed_makes_a_checked_config_wrong():
     vector_add.launch(kernel, x, y, out)
     assert [t.status for t in kernel.trials] == [Status.OK, Status.WRONG]
     wrong = kernel.trials[1]
-    assert wrong.error.startswith("while timed, out-of-bounds store: it wrote 96 bytes into the guard band after "
+    assert wrong.error.startswith("while timed, out-of-bounds store: it wrote 80 bytes into the guard band after "
                                   "out_ptr") and wrong.timing is None and wrong.relative_error == 0.0
     assert kernel.best_config.kwargs == CORRECT
     assert torch.equal(out, x + y) and bool((sentinel == 7.0).all())
@@ -340,6 +424,49 @@ def test_an_in_place_call_with_one_tensor_twice_tunes_on_one_copy_and_its_overru
     assert "guard band after x_ptr/out_ptr" in kernel.trials[0].error
     assert kernel.best_config.kwargs == CORRECT
     assert torch.equal(x, x0 + y) and bool((sentinel == 7.0).all())
+
+
+@triton.jit
+def add_one_unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out = x + 1 in whole tiles, with no mask: the caller pads both allocations to a multiple of
+    every BLOCK, and ``n`` (the elements it uses) is only the tuning key."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1.0)
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "in-a-worker"])
+def test_an_unmasked_store_into_the_padding_of_the_callers_allocation_is_legal(isolate):
+    """Not a fault: out is the first 1000 elements of a 1024-element allocation and the kernel
+    stores all 1024 unmasked, which stock Triton runs. Survives: both configs are `ok` (the
+    padding is the caller's memory, so no guard band sits there), and the final launch fills
+    the padding as stock Triton's does."""
+    padded = torch.full((1024,), 7.0)
+    out, x = padded[:1000], torch.arange(1024, dtype=torch.float32)
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
+                              store=None, isolate=isolate)(add_one_unmasked)
+    kernel[lambda meta: (1024 // meta["BLOCK"],)](x, out, 1000)
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.OK], [t.error for t in kernel.trials]
+    assert torch.equal(padded, x + 1)
+
+
+@triton.jit
+def add_one_through_a_tuple(x_ptr, outs, n, BLOCK: tl.constexpr):
+    """outs[0] = x + 1: the output reached through a tuple argument."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(outs[0] + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+
+def test_a_tensor_also_reached_through_a_tuple_is_checked_from_its_value_before_tuning():
+    """Injected: x passed as x_ptr and inside the tuple outs, so x = x + 1 in place through the
+    tuple, whose tensors are the caller's (not copied). Configs write the caller's x, so the check
+    cannot take the caller's x as x_ptr's pristine value; it keeps a clone. Survives: each check
+    starts from x's value before tuning, both configs are `ok` (integers: any drift is an error)."""
+    x = torch.arange(1000, dtype=torch.int32)
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
+                              do_bench=three_runs, store=None, isolate=False)(add_one_through_a_tuple)
+    kernel[vector_add.grid(1000)](x, (x,), 1000)
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.OK], [t.error for t in kernel.trials]
 
 
 # -- in a worker process --------------------------------------------------------------------------------
@@ -386,7 +513,7 @@ def test_a_benchmark_worker_catches_a_store_past_the_end_too():
     out, sentinel = beside_a_sentinel(M, "after")
     vector_add.launch(kernel, x, y, out)
     assert [t.status for t in kernel.trials] == [Status.WRONG, Status.OK]
-    assert "96 bytes into the guard band after out_ptr" in kernel.trials[0].error
+    assert "80 bytes into the guard band after out_ptr, up to 96 bytes past its end" in kernel.trials[0].error
     assert kernel.best_config.kwargs == CORRECT
     assert torch.equal(out, x + y) and bool((sentinel == 7.0).all())
 

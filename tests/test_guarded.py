@@ -70,10 +70,75 @@ def test_guard_bands_are_a_quarter_of_the_span_within_bounds():
     assert guard_bytes(1 << 40) == MAX_GUARD
     assert guard_bytes((1 << 20) + 3) % 16 == 0
     guarded = GuardedTensors.copy_of({"x": torch.zeros(1000)})
-    (span,) = guarded._spans
-    before, after = span.bands()
+    (region,) = guarded._regions
+    before, after = region.bands().values()
     assert before.numel() >= MIN_GUARD and after.numel() >= MIN_GUARD
     assert bool((before == GUARD_BYTE).all()) and bool((after == GUARD_BYTE).all())
+
+
+@pytest.mark.parametrize("how", ["copied here", "shipped and landed"])
+def test_a_padded_view_is_copied_with_its_padding_and_guarded_only_past_its_allocation(how):
+    """``middle`` is elements 24 to 999 of a 1024-element allocation. Its copy holds the caller's
+    padding on both sides (a kernel reading it reads the same values); stores into the padding are
+    the caller's to make and not reported; 8 floats past either end of the allocation land in a
+    guard band, reported with their reach from middle's own ends (96 + 32 bytes). The caller's
+    allocation is unchanged."""
+    padded = torch.arange(1024, dtype=torch.float32)
+    tensors = {"middle": padded[24:1000]}
+    guarded = copied(tensors, how)
+    copy = guarded.tensors["middle"]
+    before, after = (torch.as_strided(copy, (24,), (1,), copy.storage_offset() + at) for at in (-24, 976))
+    assert torch.equal(before, padded[:24]) and torch.equal(after, padded[1000:])
+    before.fill_(-1.0)
+    after.fill_(-1.0)
+    assert guarded.verify() is None
+    torch.as_strided(copy, (8,), (1,), copy.storage_offset() - 32).fill_(-1.0)
+    torch.as_strided(copy, (8,), (1,), copy.storage_offset() + 1000).fill_(-1.0)
+    assert guarded.verify() == ("out-of-bounds store: it wrote 32 bytes into the guard band before middle, up to 128 "
+                                "bytes before its start; 32 bytes into the guard band after middle, up to 128 bytes "
+                                "past its end")
+    assert torch.equal(padded, torch.arange(1024, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("how", ["copied here", "shipped and landed"])
+def test_where_the_allocation_goes_on_past_the_margin_there_is_no_band(how):
+    """Views of a 4 MiB allocation: ``middle`` (100 floats far from both ends) is copied with a
+    64 KiB margin of the caller's bytes on each side and no band (a store there may be legal, so
+    none is reported); ``head`` (its first 100 floats) gets a band before it only. Neither copy
+    holds the whole allocation."""
+    base = torch.arange(1 << 20, dtype=torch.float32)
+    margin = MIN_GUARD // 4  # floats
+    for name, tensor, sides in (("middle", base[500_000:500_100], []), ("head", base[:100], ["before"])):
+        guarded = copied({name: tensor}, how)
+        (region,) = guarded._regions
+        assert list(region.bands()) == sides
+        assert region.buffer.numel() < len(sides) * MIN_GUARD + 400 + 2 * MIN_GUARD + 16
+        copy = guarded.tensors[name]
+        after = torch.as_strided(copy, (margin,), (1,), copy.storage_offset() + 100)
+        assert torch.equal(after, base[tensor.storage_offset() + 100:][:margin])
+        after.fill_(-1.0)
+        assert guarded.verify() is None, name
+
+
+def test_the_originals_are_the_callers_tensors_or_the_landed_bytes():
+    """What the check keeps as pristine values, so that it needs no clones: in the caller's process
+    the caller's tensors themselves; in a worker the landed bytes, which the copies do not share."""
+    tensors = views_of_one_buffer()
+    here = GuardedTensors.copy_of(tensors)
+    assert all(here.originals[name] is tensor for name, tensor in tensors.items())
+    landed = pickle.loads(pickle.dumps(ship(tensors))).land()
+    copies_memory = {t.untyped_storage().data_ptr() for t in landed.tensors.values()}
+    for name, tensor in tensors.items():
+        original = landed.originals[name]
+        assert torch.equal(original, tensor) and original.stride() == tensor.stride(), name
+        assert original.untyped_storage().data_ptr() not in copies_memory, name
+
+
+def copied(tensors: dict[str, torch.Tensor], how: str) -> GuardedTensors:
+    """``tensors`` copied in this process, or shipped (through pickle) and landed."""
+    if how == "copied here":
+        return GuardedTensors.copy_of(tensors)
+    return pickle.loads(pickle.dumps(ship(tensors))).land()
 
 
 def test_with_tensors_puts_copies_in_place_of_positional_and_keyword_arguments():

@@ -1,8 +1,9 @@
 """Output checking: a config whose outputs differ from a reference is a ``wrong`` trial.
 
 Kernel Tuner's ``answer``/``verify`` semantics adapted to Triton launches. Before any config
-runs, every tensor argument is copied (the *pristine* inputs). Each candidate is launched
-once from the pristine inputs and its outputs are compared with the reference: the output
+runs, every tensor argument's value is kept (the *pristine* inputs: the tensors that configs'
+copies were made from, or else clones). Each candidate is launched once from the pristine
+inputs and its outputs are compared with the reference: the output
 of a user-supplied reference function, or by default the output of the first config that
 ran. Outputs are the arguments the user names, or else those in ``reset_to_zero`` /
 ``restore_value`` and every tensor the reference wrote; any other tensor a candidate
@@ -120,10 +121,15 @@ class OutputCheck:
 
     # -- inputs --------------------------------------------------------------------------------
 
-    def snapshot(self, nargs: Mapping[str, Any]) -> None:
-        """Copy every tensor argument before anything runs: what each check starts from."""
-        self.pristine = {name: value.detach().clone() for name, value in nargs.items()
-                         if isinstance(value, torch.Tensor)}
+    def snapshot(self, nargs: Mapping[str, Any], pristine: Mapping[str, torch.Tensor] | None = None) -> None:
+        """Keep every tensor argument's value before anything runs: what each check starts from.
+
+        ``pristine`` holds those values already when configs run on copies (the tensors copied
+        from, which no config writes): they are kept as they are, so that checking needs no
+        memory for them; the other tensors are cloned."""
+        kept = pristine or {}
+        self.pristine = {name: kept[name].detach() if name in kept else value.detach().clone()
+                         for name, value in nargs.items() if isinstance(value, torch.Tensor)}
 
     def restore(self, nargs: Mapping[str, Any]) -> None:
         """Put the pristine values back into the tensors in ``nargs`` (the user's, or clones)."""

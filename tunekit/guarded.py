@@ -2,23 +2,31 @@
 
 A config whose mask is one tile too loose stores past the end of its output. On the caller's
 tensors that store lands in whatever memory follows (another of the caller's tensors), and an
-output check that compares only the arguments passes it. So configs run on copies: each storage
-the arguments use is copied once (the span from its first used byte to its last), between two
-guard bands filled with ``GUARD_BYTE``, and every argument is viewed into its copy with the
-caller's size, strides, dtype, device and misalignment to 16 bytes (Triton specialises on
-alignment). Arguments that share memory in the call (views of one buffer, one tensor passed as
-input and output) share it in the copies too, at the same distances apart. A store into a guard
-band hurts nothing, and ``GuardedTensors.verify`` reports it.
+output check that compares only the arguments passes it. So configs run on copies. For each
+storage the arguments use, the *region* is copied once: the span from the arguments' first used
+byte to their last, widened by a guard band's size on each side but never beyond the caller's
+allocation (the storage). Where the region reaches an end of the allocation, a guard band filled
+with ``GUARD_BYTE`` borders it in the copy; a store there is out of bounds for any kernel, hurts
+nothing, and ``GuardedTensors.verify`` reports it. Where the allocation goes on past the region
+there is no band: a store there may be legal (a padded output, ``torch.empty(1024)[:1000]``,
+written whole by an unmasked kernel) and cannot be told from an overrun, so it is not caught; the
+region's bytes beyond the span are the caller's bytes, so a kernel that reads its padding reads
+the same values. Every argument is viewed into its copy with the caller's size, strides, dtype,
+device and misalignment to 16 bytes (Triton specialises on alignment); arguments that share
+memory in the call (views of one buffer, one tensor passed as input and output) share it in the
+copies too, at the same distances apart.
 
-``ship`` turns the same tensors into a ``ShippedTensors`` for a benchmark worker (each span's
-bytes once, on the CPU, with its members' layouts); ``ShippedTensors.land`` builds the guarded
-copies there.
+``GuardedTensors.originals`` are the tensors the copies were made from, which a config writes
+only through arguments that are not copied (tensors in tuples, TensorDescriptor bases): the
+check's pristine values, so that they need no copy of their own. ``ship`` turns the tensors
+into a ``ShippedTensors`` for a benchmark worker (each region's bytes once, on the CPU, with its
+members' layouts); ``ShippedTensors.land`` builds the same copies there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -35,16 +43,19 @@ ALIGNMENT = 16
 
 
 def guard_bytes(span: int) -> int:
-    """Bytes of each guard band around a copied span of ``span`` bytes: a quarter of the span,
-    at least 64 KiB and at most 64 MiB, rounded up to 16 bytes.
+    """Bytes of each guard band (and of the margin copied beside a span where the caller's
+    allocation goes on) around a span of ``span`` bytes: a quarter of the span, at least 64 KiB
+    and at most 64 MiB, rounded up to 16 bytes.
 
     An overrun that a mask lets through is at most about one tile past the tensor's end (or
     before its start): for a 1-D tile, BLOCK elements (64 KiB holds a 16K-element float32 tile);
     for a 2-D tile whose row mask is missing, up to BLOCK_M rows of the tensor, which is a small
     fraction of any tensor large enough to need many tiles (a quarter covers 64 of 256 rows). The
     64 MiB cap bounds the memory added to a large tensor (at most 2 x 64 MiB, an eighth of a 1 GiB
-    span); a store past the guard band is not caught, and lands in other memory of the copy's
-    process, never in the caller's tensors.
+    span). A store beyond the band (or beyond the margin, where there is no band) is not caught
+    and lands past the copy, in other memory of the process that runs the config: in a benchmark
+    worker, the worker's own; in the caller's process, which shares its allocator with the
+    caller's tensors, possibly one of them.
     """
     quarter = -(-(span // 4) // ALIGNMENT) * ALIGNMENT
     return min(MAX_GUARD, max(MIN_GUARD, quarter))
@@ -52,7 +63,7 @@ def guard_bytes(span: int) -> int:
 
 def out_of_memory(error: BaseException) -> bool:
     """Whether ``error`` says an allocation failed for lack of memory (device or host)."""
-    if isinstance(error, torch.OutOfMemoryError):
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(error)
     return isinstance(error, RuntimeError) and any(
@@ -61,7 +72,7 @@ def out_of_memory(error: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class Member:
-    """One argument within a copied span: its name, where it starts (bytes from the span's
+    """One argument within a copied region: its name, where it starts (bytes from the region's
     start) and its layout."""
 
     name: str
@@ -79,129 +90,140 @@ class Member:
 
 
 @dataclass(frozen=True)
-class ShippedSpan:
-    """One storage's used span on its way to a benchmark worker."""
+class Region:
+    """What is copied of one storage: its members' span, widened by up to ``guard`` bytes on
+    each side within the caller's allocation, with a guard band of ``guard`` bytes on each side
+    where the region reached the allocation's end."""
 
-    data: torch.Tensor  # the span's bytes (uint8), on the CPU
-    misalignment: int  # the span's start modulo 16 bytes in the caller's process
+    data: torch.Tensor  # the region's bytes (uint8): a view of the caller's memory, or a CPU copy when shipped
+    misalignment: int  # the region's start modulo 16 bytes in the caller's process
     device: str
     members: tuple[Member, ...]
+    guard: int
+    band_before: bool  # the region starts where the caller's allocation does
+    band_after: bool  # the region ends where the caller's allocation does
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Where the members' span starts and ends, in bytes from the region's start."""
+        return min(m.offset for m in self.members), max(m.offset + m.extent for m in self.members)
 
 
 @dataclass(frozen=True)
 class ShippedTensors:
-    """Named tensors on their way to a benchmark worker: each storage's used span once (a CPU
-    copy, so it pickles by value), with the layouts of the arguments in it."""
+    """Named tensors on their way to a benchmark worker: each storage's region once (a CPU copy,
+    so it pickles by value), with the layouts of the arguments in it."""
 
-    spans: tuple[ShippedSpan, ...]
+    regions: tuple[Region, ...]
 
     def land(self, *, guarded: bool = True) -> GuardedTensors:
-        """The copies in this process, on the tensors' devices, between guard bands (without
-        them if not ``guarded``: what a worker falls back to when the bands do not fit)."""
-        return GuardedTensors([_GuardedSpan.copy(s.data, s.misalignment, s.device, s.members, guarded)
-                               for s in self.spans])
+        """The copies in this process, on the tensors' devices, with their guard bands (none if
+        not ``guarded``: what a worker falls back to when the bands do not fit). The regions'
+        bytes landed on the devices are the copies' ``originals``."""
+        copies, originals = [], {}
+        for region in self.regions:
+            landed = region.data.to(region.device)  # no copy when it is there already
+            if (landed.data_ptr() - region.misalignment) % ALIGNMENT:
+                buffer, start = _place(landed, region.misalignment, region.device, 0, 0)
+                landed = buffer[start:start + landed.numel()]
+            originals.update(_views(landed, region.members))
+            copies.append(_GuardedRegion.copy(replace(region, data=landed), guarded))
+        return GuardedTensors(copies, originals)
 
 
-class _GuardedSpan:
-    """One storage's used span copied into a buffer between two guard bands, and its members'
-    views into the copy."""
+class _GuardedRegion:
+    """One region copied into a buffer between its guard bands, and its members' views into the copy."""
 
-    def __init__(self, buffer: torch.Tensor, start: int, length: int, members: tuple[Member, ...]) -> None:
-        self.buffer = buffer  # uint8: guard band, the span, guard band
+    def __init__(self, buffer: torch.Tensor, start: int, region: Region, guarded: bool) -> None:
+        self.buffer = buffer  # uint8: guard band (or alignment slack), the region, guard band (or slack)
         self.start = start
-        self.length = length
-        self.members = members
-        storage = buffer.untyped_storage()
-        self.tensors: dict[str, torch.Tensor] = {}
-        for member in members:
-            element = member.dtype.itemsize
-            where = start + member.offset
-            if where % element:
-                raise ValueError(f"{member.name} is not aligned to its {element}-byte elements, so it cannot be "
-                                 "copied with its alignment")
-            self.tensors[member.name] = torch.empty(0, dtype=member.dtype, device=buffer.device).set_(
-                storage, where // element, member.size, member.stride)
+        self.length = region.data.numel()
+        self.members = region.members
+        self.span = region.span
+        self.sides = [side for side, band in (("before", region.band_before), ("after", region.band_after))
+                      if guarded and band]
+        self.tensors = _views(buffer[start:start + self.length], region.members)
 
     @classmethod
-    def copy(cls, data: torch.Tensor, misalignment: int, device: str | torch.device, members: tuple[Member, ...],
-             guarded: bool) -> _GuardedSpan:
-        """A new buffer on ``device`` holding ``data`` (uint8) at ``misalignment`` to 16 bytes,
+    def copy(cls, region: Region, guarded: bool) -> _GuardedRegion:
+        """A new buffer on the region's device holding its bytes at its misalignment to 16 bytes,
         its guard bands (if ``guarded``) filled."""
-        length = data.numel()
-        guard = guard_bytes(length) if guarded else 0
-        buffer = _allocate(guard + ALIGNMENT - 1 + length + guard, device)
-        start = guard + (misalignment - buffer.data_ptr() - guard) % ALIGNMENT
-        buffer[start:start + length].copy_(data)
-        span = cls(buffer, start, length, members)
-        span.reset()
-        return span
+        guard = region.guard if guarded else 0
+        buffer, start = _place(region.data, region.misalignment, region.device,
+                               guard if region.band_before else 0, guard if region.band_after else 0)
+        guarded_region = cls(buffer, start, region, guarded)
+        guarded_region.reset()
+        return guarded_region
 
-    def bands(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The guard band before the span and the one after it (the alignment slack included)."""
-        return self.buffer[:self.start], self.buffer[self.start + self.length:]
+    def bands(self) -> dict[str, torch.Tensor]:
+        """The guard bands by side (``before``, ``after``; the alignment slack included); a side
+        where the caller's allocation goes on past the region has none."""
+        slices = {"before": self.buffer[:self.start], "after": self.buffer[self.start + self.length:]}
+        return {side: slices[side] for side in self.sides}
 
     def reset(self) -> None:
-        """Fill both guard bands with ``GUARD_BYTE``."""
-        for band in self.bands():
+        """Fill the guard bands with ``GUARD_BYTE``."""
+        for band in self.bands().values():
             band.fill_(GUARD_BYTE)
 
     def written(self) -> list[str]:
-        """What was stored into either guard band, one phrase per band; those bands are reset."""
-        found = []
+        """What was stored into the guard bands, one phrase per band written; those bands are reset."""
         bands = self.bands()
-        counts = torch.stack([(band != GUARD_BYTE).sum() for band in bands]).tolist()  # one wait for the device
-        for band, side, count in zip(bands, ("before", "after"), counts):
+        if not bands:
+            return []
+        marks = {side: band != GUARD_BYTE for side, band in bands.items()}
+        counts = torch.stack([torch.count_nonzero(m) for m in marks.values()]).tolist()  # one wait for the device
+        found = []
+        first, end = self.span
+        for (side, mark), count in zip(marks.items(), counts):
             if not count:
                 continue
-            positions = (band != GUARD_BYTE).nonzero()
-            if side == "before":
-                reach, where = band.numel() - int(positions.min()), "before its start"
-            else:
-                reach, where = int(positions.max()) + 1, "past its end"
-            found.append(f"{count} bytes into the guard band {side} {self._edge(side)}, up to {reach} bytes {where}")
-            band.fill_(GUARD_BYTE)
+            as_bytes = mark.view(torch.uint8)
+            if side == "before":  # from the band's first written byte to the first member's start
+                reach = self.start - int(as_bytes.argmax()) + first
+                names, where = [m.name for m in self.members if m.offset == first], "before its start"
+            else:  # from the last member's end to the band's last written byte
+                reach = self.length - end + as_bytes.numel() - int(as_bytes.flip(0).argmax())
+                names, where = [m.name for m in self.members if m.offset + m.extent == end], "past its end"
+            found.append(f"{count} bytes into the guard band {side} {'/'.join(names)}, up to {reach} bytes {where}")
+            bands[side].fill_(GUARD_BYTE)
         return found
-
-    def _edge(self, side: str) -> str:
-        """The arguments that start (``before``) or end (``after``) where the span does."""
-        at_edge = [m.name for m in self.members
-                   if (m.offset == 0 if side == "before" else m.offset + m.extent == self.length)]
-        return "/".join(at_edge or [m.name for m in self.members])
 
 
 class GuardedTensors:
-    """Copies of named tensors, each storage's used span once, between guard bands.
+    """Copies of named tensors, each storage's region once, with guard bands where the regions
+    reach the ends of the caller's allocations.
 
     Build it with ``copy_of`` (in the caller's process) or ``ShippedTensors.land`` (in a worker);
-    ``tensors`` are the copies by name; ``verify`` after a launch says whether it stored into a
-    guard band.
+    ``tensors`` are the copies by name; ``originals`` the tensors they were copied from (the
+    caller's, or the worker's landed bytes), which launches on the copies do not write; ``verify``
+    after a launch says whether it stored into a guard band.
     """
 
-    def __init__(self, spans: Sequence[_GuardedSpan]) -> None:
-        self._spans = list(spans)
-        self.tensors: dict[str, torch.Tensor] = {name: t for s in self._spans for name, t in s.tensors.items()}
+    def __init__(self, regions: Sequence[_GuardedRegion], originals: Mapping[str, torch.Tensor]) -> None:
+        self._regions = list(regions)
+        self.tensors: dict[str, torch.Tensor] = {name: t for r in self._regions for name, t in r.tensors.items()}
+        self.originals = dict(originals)
 
     @classmethod
     def copy_of(cls, tensors: Mapping[str, torch.Tensor]) -> GuardedTensors:
-        """Copies of ``tensors`` on their own devices. Raises what the allocator raises when the
-        memory for them is lacking (see ``out_of_memory``)."""
-        return cls([_GuardedSpan.copy(*_span_of(members), guarded=True) for members in _by_storage(tensors)])
+        """Copies of ``tensors`` on their own devices; ``tensors`` are their originals. Raises what
+        the allocator raises when the memory for them is lacking (see ``out_of_memory``)."""
+        return cls([_GuardedRegion.copy(_region_of(members), guarded=True) for members in _by_storage(tensors)],
+                   tensors)
 
     def verify(self) -> str | None:
         """None if no guard band was written since the last ``verify``; else a message naming the
         arguments next to each band written, how many bytes were written and how far from the
         argument they reached. Written bands are reset."""
-        found = [phrase for s in self._spans for phrase in s.written()]
+        found = [phrase for r in self._regions for phrase in r.written()]
         return "out-of-bounds store: it wrote " + "; ".join(found) if found else None
 
 
 def ship(tensors: Mapping[str, torch.Tensor]) -> ShippedTensors:
-    """``tensors`` as a benchmark worker needs them: each storage's used span once, on the CPU."""
-    spans = []
-    for members in _by_storage(tensors):
-        data, misalignment, device, layout = _span_of(members)
-        spans.append(ShippedSpan(data.to("cpu", copy=True), misalignment, str(device), layout))
-    return ShippedTensors(tuple(spans))
+    """``tensors`` as a benchmark worker needs them: each storage's region once, on the CPU."""
+    regions = (_region_of(members) for members in _by_storage(tensors))
+    return ShippedTensors(tuple(replace(r, data=r.data.to("cpu", copy=True)) for r in regions))
 
 
 def with_tensors(arg_names: Sequence[str], args: tuple, kwargs: Mapping[str, Any],
@@ -214,8 +236,33 @@ def with_tensors(arg_names: Sequence[str], args: tuple, kwargs: Mapping[str, Any
 
 
 def _allocate(nbytes: int, device: str | torch.device) -> torch.Tensor:
-    """A new uint8 buffer: the one allocation of guarded copies."""
+    """A new uint8 buffer: the one allocation of each guarded copy."""
     return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+def _place(data: torch.Tensor, misalignment: int, device: str | torch.device, before: int,
+           after: int) -> tuple[torch.Tensor, int]:
+    """A new buffer on ``device`` holding ``before`` bytes, then ``data`` (uint8) at ``misalignment``
+    to 16 bytes (after up to 15 bytes of slack), then ``after`` bytes; and where ``data`` starts in it."""
+    buffer = _allocate(before + ALIGNMENT - 1 + data.numel() + after, device)
+    start = before + (misalignment - buffer.data_ptr() - before) % ALIGNMENT
+    buffer[start:start + data.numel()].copy_(data)
+    return buffer, start
+
+
+def _views(region: torch.Tensor, members: Sequence[Member]) -> dict[str, torch.Tensor]:
+    """Each member viewed into ``region`` (uint8, its bytes at the members' alignment), by name."""
+    storage, base = region.untyped_storage(), region.storage_offset()
+    views = {}
+    for member in members:
+        element = member.dtype.itemsize
+        where = base + member.offset
+        if where % element:
+            raise ValueError(f"{member.name} is not aligned to its {element}-byte elements, so it cannot be "
+                             "copied with its alignment")
+        views[member.name] = torch.empty(0, dtype=member.dtype, device=region.device).set_(
+            storage, where // element, member.size, member.stride)
+    return views
 
 
 def _by_storage(tensors: Mapping[str, torch.Tensor]) -> list[list[tuple[str, torch.Tensor]]]:
@@ -226,14 +273,20 @@ def _by_storage(tensors: Mapping[str, torch.Tensor]) -> list[list[tuple[str, tor
     return list(groups.values())
 
 
-def _span_of(members: list[tuple[str, torch.Tensor]]) -> tuple[torch.Tensor, int, torch.device, tuple[Member, ...]]:
-    """The used span of one storage's ``members``: its bytes (a uint8 view of the caller's memory),
-    its start's misalignment, its device, and the members' layouts relative to its start."""
-    first = min(t.data_ptr() for _, t in members)
-    layouts = tuple(Member(name, t.data_ptr() - first, tuple(t.shape), tuple(t.stride()), t.dtype)
-                    for name, t in members)
-    length = max(m.offset + m.extent for m in layouts)
+def _region_of(members: list[tuple[str, torch.Tensor]]) -> Region:
+    """The region of one storage's ``members`` (its bytes a uint8 view of the caller's memory):
+    their span, widened by a guard band's size on each side within the storage."""
     storage = members[0][1].untyped_storage()
     device = members[0][1].device
-    data = torch.empty(0, dtype=torch.uint8, device=device).set_(storage, first - storage.data_ptr(), (length,), (1,))
-    return data, first % ALIGNMENT, device, layouts
+    first = min(t.data_ptr() for _, t in members)
+    span = tuple(Member(name, t.data_ptr() - first, tuple(t.shape), tuple(t.stride()), t.dtype) for name, t in members)
+    end = first + max(m.offset + m.extent for m in span)
+    guard = guard_bytes(end - first)
+    allocation_start, allocation_end = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    start = min(first, max(allocation_start, first - guard))
+    stop = max(end, min(allocation_end, end + guard))
+    layouts = tuple(replace(m, offset=m.offset + first - start) for m in span)
+    data = torch.empty(0, dtype=torch.uint8, device=device).set_(storage, start - allocation_start, (stop - start,),
+                                                                  (1,))
+    return Region(data, start % ALIGNMENT, str(device), layouts, guard, band_before=start <= allocation_start,
+                  band_after=stop >= allocation_end)

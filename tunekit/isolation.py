@@ -5,11 +5,11 @@ An illegal memory access poisons a CUDA context for the rest of its process, and
 or a hang in a launch cannot be caught at all, so the only safe place to try a config nobody
 has run before is another process. The worker imports the kernel's module (the decorated
 kernel must live at the top level of an importable module, as for the compile pool), gets
-guarded copies of the launch's tensor arguments (``tunekit.guarded``: each storage's used span
-once, with the caller's strides and alignment, between guard bands), and runs a ``LocalRunner``
-on them: the caller's tensors are never touched. A worker that dies or
-outlives the run timeout is killed; its config is a ``runtime_error`` or ``timeout`` trial and
-the next config gets a new worker, which is handed the reference outputs the check had.
+guarded copies of the launch's tensor arguments (``tunekit.guarded``: each storage's used region
+once, with the caller's strides and alignment, and guard bands where the caller's allocations
+end), and runs a ``LocalRunner`` on them: the caller's tensors are never touched. A worker that
+dies or outlives the run timeout is killed; its config is a ``runtime_error`` or ``timeout``
+trial and the next config gets a new worker, which is handed the reference outputs the check had.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str]], launch:
     warning = None
     try:
         copies = tensors.land()
-    except RuntimeError as error:
+    except (RuntimeError, MemoryError) as error:
         if not out_of_memory(error):
             raise
         copies = tensors.land(guarded=False)

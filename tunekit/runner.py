@@ -5,9 +5,11 @@ A ``LocalRunner`` holds one tuning's launch arguments, its tensors replaced by g
 For each config it launches the kernel once from the pristine inputs, has the guard bands
 verified (a store into one makes the config ``wrong``) and the ``OutputCheck`` judge the outputs
 (a wrong config is not timed), then times it with the launch's ``Benchmarker`` under Triton's
-hook semantics (``reset_to_zero``, ``restore_value``, pre/post hooks). When the copies do not
-fit in memory, it works on the caller's tensors and ``finish`` puts their pristine values back,
-so that the launch that follows sees the caller's original values. ``tunekit.isolation`` runs
+hook semantics (``reset_to_zero``, ``restore_value``, pre/post hooks). The tensors the copies
+were made from, never written by a config, are the check's pristine values, so tuning needs one
+copy of each tensor, not two. When the copies do not fit in memory, it works on the caller's
+tensors (the check then keeps clones of them) and ``finish`` puts their pristine values back, so
+that the launch that follows sees the caller's original values. ``tunekit.isolation`` runs
 the same runner in a worker process, on copies landed there.
 """
 
@@ -35,8 +37,8 @@ class LocalRunner:
         check: the tuning's ``OutputCheck``, or None to time without checking outputs.
         copies: the guarded copies to run on, by argument name (a benchmark worker's, landed
             there; ``args``/``kwargs`` may hold anything in their places); by default the runner
-            copies the tensors of ``args``/``kwargs``, or, when they do not fit in memory, warns
-            and runs on the caller's tensors.
+            copies the tensors of ``args``/``kwargs``, or, when the copies or the check's snapshot
+            run out of memory, warns and runs on the caller's tensors.
     """
 
     #: What isolation cost (``IsolatedRunner`` has the same): nothing here.
@@ -48,16 +50,37 @@ class LocalRunner:
                  copies: GuardedTensors | None = None) -> None:
         self.launch = launch
         self.check = check
-        self.copies = copies if copies is not None else _copies_of(launch, args, kwargs)
-        if self.copies is not None:
-            args, kwargs = with_tensors(launch.arg_names, args, kwargs, self.copies.tensors)
+        self.copies: GuardedTensors | None = None
+        try:
+            if copies is None:
+                self._run_on(GuardedTensors.copy_of(_tensor_arguments(launch, args, kwargs)), args, kwargs)
+            else:  # a benchmark worker's, which has a fallback of its own
+                self._run_on(copies, args, kwargs)
+        except (RuntimeError, MemoryError) as error:
+            if copies is not None or not out_of_memory(error):
+                raise
+            self.copies, self.args, self.kwargs, self.nargs = None, (), {}, {}  # free what was built
+        if self.copies is None:
+            warn_at_caller(f"tunekit: no memory for copies of {launch.kernel_name}'s tensor arguments between guard "
+                           "bands, so configs are checked and timed on the caller's tensors and out-of-bounds writes "
+                           "cannot be caught for this tuning", RuntimeWarning)
+            self._run_on(None, args, kwargs)
+        if check is not None and check.reference is not None:
+            check.compute_reference(self.nargs)
+
+    def _run_on(self, copies: GuardedTensors | None, args: tuple, kwargs: dict) -> None:
+        """Put ``copies`` (None: none, the caller's tensors) in place of the tensor arguments and
+        have the check keep the pristine values: the copies' originals where no config can write
+        them, or else clones."""
+        self.copies = copies
+        if copies is not None:
+            args, kwargs = with_tensors(self.launch.arg_names, args, kwargs, copies.tensors)
         self.args = args
         self.kwargs = kwargs
-        self.nargs = launch.named(args, kwargs)
-        if check is not None:
-            check.snapshot(self.nargs)
-            if check.reference is not None:
-                check.compute_reference(self.nargs)
+        self.nargs = self.launch.named(args, kwargs)
+        if self.check is not None:
+            pristine = _unwritable(copies.originals, (*args, *kwargs.values())) if copies is not None else None
+            self.check.snapshot(self.nargs, pristine=pristine)
 
     def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
         """One config: checked (unless the runner has no check), then timed. A ``retiming`` of a
@@ -134,18 +157,30 @@ class LocalRunner:
         self.args, self.kwargs, self.nargs = (), {}, {}
 
 
-def _copies_of(launch: Launch, args: tuple, kwargs: dict) -> GuardedTensors | None:
-    """Guarded copies of the tensor arguments; None, with a warning, when memory for them is lacking."""
-    tensors = {name: value for name, value in launch.named(args, kwargs).items() if isinstance(value, torch.Tensor)}
-    try:
-        return GuardedTensors.copy_of(tensors)
-    except RuntimeError as error:
-        if not out_of_memory(error):
-            raise
-    warn_at_caller(f"tunekit: no memory for copies of {launch.kernel_name}'s tensor arguments between guard bands, "
-                   "so configs are checked and timed on the caller's tensors and out-of-bounds writes cannot be "
-                   "caught for this tuning", RuntimeWarning)
-    return None
+def _tensor_arguments(launch: Launch, args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
+    """The tensor arguments of the call by name (those in tuples and TensorDescriptors are not)."""
+    return {name: value for name, value in launch.named(args, kwargs).items() if isinstance(value, torch.Tensor)}
+
+
+def _unwritable(originals: dict[str, torch.Tensor], values: tuple) -> dict[str, torch.Tensor]:
+    """``originals`` without those whose storage a tensor in a tuple argument or a TensorDescriptor's
+    base among ``values`` views too: such tensors are not copied, so configs write the caller's memory."""
+    uncopied: set[tuple[str, int]] = set()
+
+    def visit(value: object, nested: bool) -> None:
+        if isinstance(value, torch.Tensor):
+            if nested:
+                uncopied.add((str(value.device), value.untyped_storage().data_ptr()))
+        elif isinstance(value, tuple):
+            for item in value:
+                visit(item, True)
+        elif isinstance(getattr(value, "base", None), torch.Tensor):  # a TensorDescriptor
+            visit(value.base, True)
+
+    for value in values:
+        visit(value, False)
+    return {name: t for name, t in originals.items()
+            if (str(t.device), t.untyped_storage().data_ptr()) not in uncopied}
 
 
 def _synchronize(nargs: dict) -> None:
