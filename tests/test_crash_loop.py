@@ -179,3 +179,30 @@ def test_a_mark_whose_process_id_now_belongs_to_another_process_is_a_crash(store
             with store._session(write=True) as session:  # the mark as the container's earlier process left it
                 session.query(_InFlightRow).update({"process_start": "another-boot:1"})
             assert [t.config.kwargs["BLOCK"] for t in store.record_crashes(kernel.identity)] == [64]
+
+
+HOOK_SCRIPT = """
+    import sys
+    import torch, tunekit
+    from tunekit.kernels import vector_add
+    from tunekit.testing import faults
+
+    def my_hook(nargs, reset_only=False):  # the user's hook, in the script: no worker can import it
+        nargs["out_ptr"].zero_()
+
+    kernel = tunekit.autotune(space=tunekit.Space(BLOCK=[faults.SEGFAULT_BLOCK, 64], num_warps=[4]), key=["n"],
+                              strategy="exhaustive", store=sys.argv[1], pre_hook=my_hook)(faults.faulty_add)
+    x, y, out = vector_add.inputs(1024)
+    vector_add.launch(kernel, x, y, out)
+    print("ok", torch.equal(out, x + y), kernel.best_config.kwargs["BLOCK"])
+"""
+
+
+def test_a_crash_with_a_hook_from_the_script_happens_once_and_the_kernel_stays_usable(store_path):
+    """Injected: a segfaulting config of an importable kernel tuned with a ``pre_hook`` defined in the
+    script. Survives: after the crash, isolation is wanted but the hook cannot reach a worker, so the
+    next runs tune in-process without the crashed config, instead of failing to start a worker."""
+    assert run_script(HOOK_SCRIPT, str(store_path)).returncode == -signal.SIGSEGV
+    for _ in range(2):
+        again = run_script(HOOK_SCRIPT, str(store_path))
+        assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]

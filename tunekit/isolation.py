@@ -19,7 +19,7 @@ import logging
 import os
 import pickle
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -69,17 +69,28 @@ def _resolve_kernel(module: str, qualname: str, chain: list[str]) -> Any:
     return found
 
 
-def _shippable(launch: Launch) -> Launch:
-    """``launch`` without its function, checked to pickle: what a worker is sent."""
+def _shippable(launch: Launch, config_hooks: Sequence[Any] = ()) -> Launch:
+    """``launch`` without its function, checked to reach a worker intact (with the configs'
+    ``pre_hook``s): what a worker is sent."""
     shipped = launch.without_fn()
     for name in ("user_pre_hook", "user_post_hook", "benchmarker", "reference", "tolerance"):
-        try:
-            pickle.dumps(getattr(shipped, name))
-        except Exception as error:
-            what = name.removeprefix("user_")
-            raise IsolationError(f"{what} of {launch.kernel_name} cannot be sent to a benchmark worker ({error}); "
-                                 "define it at the top level of a module, or pass isolate=False") from None
+        check_shippable(getattr(shipped, name), f"{name.removeprefix('user_')} of {launch.kernel_name}")
+    for hook in config_hooks:
+        check_shippable(hook, f"a config's pre_hook of {launch.kernel_name}")
     return shipped
+
+
+def check_shippable(value: Any, what: str) -> None:
+    """Raise an ``IsolationError`` when ``value`` cannot be rebuilt in a worker: it does not pickle,
+    or it refers to the user's script (``__main__``), which a worker does not run."""
+    try:
+        pickled = pickle.dumps(value)
+    except Exception as error:
+        raise IsolationError(f"{what} cannot be sent to a benchmark worker ({error}); define it at the top level "
+                             "of a module, or pass isolate=False") from None
+    if b"__main__" in pickled:
+        raise IsolationError(f"{what} is defined in the script being run (__main__), which a benchmark worker "
+                             "cannot import; define it in a module, or pass isolate=False")
 
 
 def warm_up() -> None:
@@ -198,10 +209,12 @@ class IsolatedRunner:
             None for no limit, or a callable asked before each config.
         time_left: seconds left to the tuning's deadline (None: no deadline), so that waiting
             for a worker to start does not outlast it.
+        config_hooks: the ``pre_hook``s of the configs to be measured, checked here to reach the
+            worker (an ``IsolationError`` now, where the caller can still tune in its own process).
     """
 
     def __init__(self, launch: Launch, args: tuple, kwargs: dict, *, check: bool, timeout: Timeout = None,
-                 time_left: Callable[[], float | None] | None = None) -> None:
+                 time_left: Callable[[], float | None] | None = None, config_hooks: Sequence[Any] = ()) -> None:
         address = kernel_address(launch.fn)
         if address is None:
             raise IsolationError(f"{launch.kernel_name} is defined in __main__ or inside a function, so a "
@@ -209,7 +222,7 @@ class IsolatedRunner:
                                  "pass isolate=False")
         self.launch = launch
         self.address = (*address, _chain(launch.fn))
-        self.shipped = _shippable(launch)
+        self.shipped = _shippable(launch, config_hooks)
         tensors = {name: v for name, v in launch.named(args, kwargs).items() if isinstance(v, torch.Tensor)}
         self.tensors = ship(tensors)
         # the tensors travel in self.tensors; the worker puts its copies in their places
@@ -273,11 +286,7 @@ class IsolatedRunner:
 
     def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
-        try:
-            pickle.dumps(config.pre_hook)
-        except Exception as error:
-            raise IsolationError(f"the pre_hook of config {config} cannot be sent to a benchmark worker ({error}); "
-                                 "define it at the top level of a module, or pass isolate=False") from None
+        check_shippable(config.pre_hook, f"the pre_hook of config {config}")
         grid = self.launch.grid_of(config, self._caller_args, self._caller_kwargs)
         request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, retiming))
         for attempt in range(2):

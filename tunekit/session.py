@@ -295,8 +295,10 @@ class TuningSession:
         if self._isolated(history):
             logger.info("%s: checking and timing configs in a benchmark worker process", name)
             try:
+                hooks = {id(c.pre_hook): c.pre_hook for c in self.space.configs() if c.pre_hook is not None}
                 return IsolatedRunner(self.launch, args, kwargs, check=self.options.check, timeout=self._run_timeout,
-                                      time_left=lambda: self._active_deadline.remaining())
+                                      time_left=lambda: self._active_deadline.remaining(),
+                                      config_hooks=list(hooks.values()))
             except IsolationError as error:
                 if self.options.isolate:
                     raise
