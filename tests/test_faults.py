@@ -310,11 +310,11 @@ def test_tuning_needs_one_copy_of_the_tensors_not_two(tmp_path):
 
 def test_without_memory_for_the_copies_under_a_real_cap_tuning_runs_on_the_callers_tensors(tmp_path):
     """Injected: inputs x and y of 128 MiB (the kernel reads their first 1024 elements) with the
-    address space capped 320 MiB above what the process uses: x's guarded copy (192 MiB with its
+    address space capped 352 MiB above what the process uses: x's guarded copy (192 MiB with its
     bands) fits, y's does not. Survives: what was copied is let go, one warning says out-of-bounds
     writes cannot be caught, and the configs are checked on the caller's tensors (the check's
     clones of them, 256 MiB, fit): both `ok`, out == x + y."""
-    result = tuned_under_a_memory_cap(tmp_path, "small-output", 320)
+    result = tuned_under_a_memory_cap(tmp_path, "small-output", 352)
     assert result["statuses"] == ["ok", "ok"] and result["correct"]
     assert [w for w in result["warnings"] if "out-of-bounds writes cannot be caught" in w] == result["warnings"]
     assert len(result["warnings"]) == 1

@@ -18,6 +18,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -227,7 +228,7 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout=120000")
         if path is not None and not read_only and cursor.execute("PRAGMA page_count").fetchone()[0] > 0:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _switch_to_wal(cursor)
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -237,6 +238,20 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
         connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _switch_to_wal(cursor: sqlite3.Cursor, seconds: float = 120.0) -> None:
+    """Put the database in WAL mode unless it is already. The switch needs the database to itself,
+    and SQLite answers "database is locked" at once, without waiting, while another process reads
+    it (one opening the same new store): retry until the switch is made, by us or by the other."""
+    deadline = time.monotonic() + seconds
+    while cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def memory_copy(engine: Engine) -> Engine:
