@@ -114,24 +114,26 @@ class Launch:
         python_fn = getattr(unwrap_jit(self.fn), "fn", None)
         if not callable(python_fn):
             return
-        parameters = list(inspect.signature(python_fn).parameters)
+        signature = inspect.signature(python_fn)
+        parameters = list(signature.parameters)
         added = {*tuned, *self._heuristic_names()}
         by_position = [name for name in parameters[:len(args)] if name in added]
         name = self.kernel_name
         if by_position:
             which = ", ".join(by_position)
             raise TypeError(f"{name} was called with {len(args)} positional arguments, so {which} got one, but "
-                            f"{'it is' if len(by_position) == 1 else 'they are'} set by the autotuner: leave "
+                            f"{'it is' if len(by_position) == 1 else 'they are'} set by the autotuner (or its "
+                            "heuristics): leave "
                             f"{which} out of the call ({name}'s parameters: {', '.join(parameters)}). "
                             "Nothing was tuned or stored.")
         # heuristics' values replace the caller's (as Triton's Heuristics does); tuned ones passed by
         # keyword were refused before this
         named = {key: None for key in [*kwargs, *added] if key in parameters}
         try:
-            inspect.signature(python_fn).bind(*args, **named)
+            signature.bind(*args, **named)
         except TypeError as error:
             raise TypeError(f"{name}'s arguments do not match its parameters ({', '.join(parameters)}; "
-                            f"{', '.join(sorted(added)) or 'none'} set by the autotuner): {error}. "
+                            f"{', '.join(sorted(added)) or 'none'} set by the autotuner or its heuristics): {error}. "
                             "Nothing was tuned or stored.") from None
 
     def _heuristic_names(self) -> list[str]:
