@@ -414,11 +414,8 @@ class ResultsStore:
         all in one transaction. Marks of live processes, and of other hosts (whose processes this
         one cannot see), are left as they are."""
         host = socket.gethostname()
-        statement = select(_InFlightRow).where(
-            _InFlightRow.source_hash == identity.source_hash, _InFlightRow.triton_version == identity.triton_version,
-            _InFlightRow.device == identity.device, _InFlightRow.timing_method == identity.timing_method,
-            _InFlightRow.host == host,
-        ).with_for_update()
+        statement = self._identity_filter(select(_InFlightRow), identity, _InFlightRow).where(
+            _InFlightRow.host == host).with_for_update()
         crashed = []
         with self._session(write=True) as session:
             for mark in session.scalars(statement).all():
@@ -529,12 +526,13 @@ class ResultsStore:
 
     # -- reading --------------------------------------------------------------------------
 
-    def _identity_filter(self, statement, identity: KernelIdentity):
+    def _identity_filter(self, statement, identity: KernelIdentity, row: type = _TrialRow):
+        """``statement`` narrowed to the rows (of ``row``'s table) of this kernel identity."""
         return statement.where(
-            _TrialRow.source_hash == identity.source_hash,
-            _TrialRow.triton_version == identity.triton_version,
-            _TrialRow.device == identity.device,
-            _TrialRow.timing_method == identity.timing_method,
+            row.source_hash == identity.source_hash,
+            row.triton_version == identity.triton_version,
+            row.device == identity.device,
+            row.timing_method == identity.timing_method,
         )
 
     def history(self, identity: KernelIdentity) -> list[Trial]:
