@@ -2,7 +2,9 @@
 
 Contract:
     * ``record`` commits each trial in its own transaction before it returns, so a crash
-      loses at most the trial in flight.
+      loses at most the trial in flight. (SQLite stores sync the disk at checkpoints, not at
+      every commit: what a process committed survives its death at once; a power loss may
+      take the last commits.)
     * Several processes may write one store at once. SQLite stores use WAL, ``BEGIN
       IMMEDIATE`` and a long busy timeout, so writers queue instead of failing with
       "database is locked"; server databases (PostgreSQL) serialise writers themselves.
