@@ -368,14 +368,6 @@ def test_an_in_place_call_with_one_tensor_twice_tunes_on_one_copy_and_its_overru
     assert torch.equal(x, x0 + y) and bool((sentinel == 7.0).all())
 
 
-@triton.jit
-def add_one_unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    """out = x + 1 in whole tiles, with no mask: the caller pads both allocations to a multiple of
-    every BLOCK, and ``n`` (the elements it uses) is only the tuning key."""
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1.0)
-
-
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "in-a-worker"])
 def test_an_unmasked_store_into_the_padding_of_the_callers_allocation_is_legal(isolate):
     """Not a fault: out is the first 1000 elements of a 1024-element allocation and the kernel
@@ -385,7 +377,7 @@ def test_an_unmasked_store_into_the_padding_of_the_callers_allocation_is_legal(i
     padded = torch.full((1024,), 7.0)
     out, x = padded[:1000], torch.arange(1024, dtype=torch.float32)
     kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
-                              store=None, isolate=isolate)(add_one_unmasked)
+                              store=None, isolate=isolate)(faults.add_one_unmasked)
     kernel[lambda meta: (1024 // meta["BLOCK"],)](x, out, 1000)
     assert [t.status for t in kernel.trials] == [Status.OK, Status.OK], [t.error for t in kernel.trials]
     assert torch.equal(padded, x + 1)

@@ -7,7 +7,8 @@ tile, ``RAISE_BLOCK`` fails a static assertion. ``faulty_add_gpu`` does the same
 device faults for a GPU: an illegal memory access, a wrong tile, and a spin that never ends.
 ``overrunning_add`` adds two vectors and, for configs that ask for it, also stores a few
 elements past the end of its output or before its start, as a mask one tile too loose or an
-offset off by a few elements does: memory that belongs to no argument. They live at the top
+offset off by a few elements does: memory that belongs to no argument. ``add_one_unmasked``
+stores whole tiles with no mask, legal where the caller pads its allocations. They live at the top
 level of an importable module so that benchmark workers can import them.
 """
 
@@ -90,3 +91,11 @@ def overrunning_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, PAST_END: tl.
     tl.store(out_ptr + offsets, value, mask=offsets < n + PAST_END)
     if BEFORE_START > 0:
         tl.store(out_ptr + offsets - BEFORE_START, value, mask=offsets < BEFORE_START)
+
+
+@triton.jit
+def add_one_unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out = x + 1 in whole tiles, with no mask: the caller pads both allocations to a multiple of
+    every BLOCK, and ``n`` (the elements it uses) is only the tuning key."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1.0)
