@@ -17,6 +17,7 @@ _BUILT_IN = {
     "exhaustive": ("exhaustive", "Exhaustive"),
     "random": ("random", "RandomSearch"),
     "optuna": ("optuna_tpe", "OptunaSearch"),
+    "optuna-gp": ("optuna_tpe", "OptunaGPSearch"),
     "rf": ("forest", "ForestSearch"),
     "default": ("default", "DefaultSearch"),
 }
@@ -27,7 +28,7 @@ for _name, (_module, _class) in _BUILT_IN.items():
 #: spaces (experiments/learned_search.py; the README says which spaces were held out).
 DEFAULT = "default"
 
-__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "RandomSearch", "DEFAULT"]
+__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "OptunaGPSearch", "RandomSearch", "DEFAULT"]
 
 
 def __getattr__(name: str) -> Any:

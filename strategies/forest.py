@@ -32,18 +32,20 @@ class ForestSearch(Strategy):
         candidates: configs scored per fit at most (a random subset of larger Spaces).
         n_estimators: trees per forest.
         refit_growth: refit once this tuning's trials grew by this fraction since the last fit.
+        failure_threshold: configs the failure forest gives a higher probability of failing rank last.
     """
 
     name = "rf"
 
     def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
-                 n_estimators: int = 32, refit_growth: float = 0.1) -> None:
+                 n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5) -> None:
         self.top_k = top_k
         self.initial = initial
         self.kappa = kappa
         self.candidates = candidates
         self.n_estimators = n_estimators
         self.refit_growth = refit_growth
+        self.failure_threshold = failure_threshold
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
@@ -91,7 +93,7 @@ class ForestSearch(Strategy):
         features = self._model.features_of_encoded(self._encoded[scored], key)
         self._per_tree = self._model.per_tree_log(features)
         score = self._per_tree.mean(axis=0) - self.kappa * self._per_tree.std(axis=0)
-        score[self._model.failure_probability_of(features) > self._model.failure_threshold] = np.inf
+        score[self._model.failure_probability_of(features) > self.failure_threshold] = np.inf
         order = np.argsort(score, kind="stable")
         self._scored, self._per_tree = scored[order], self._per_tree[:, order]
 

@@ -4,8 +4,11 @@ Domains of powers of two are searched as integer exponents, other domains as cat
 proposal the Space's constraints reject, or one already proposed (TPE repeats itself in a finite
 space), is told to Optuna as failed and drawn again, without spending budget; after
 ``max_redraws`` such draws the nearest untried valid config to the last one is taken instead.
-A config that failed to compile or run is told as a completed trial with a penalty worse than
-any time, since TPE learns nothing from failed trials. Batches use TPE's constant liar, so that
+Optuna is told log times (Optuna's GP models its values as a smooth function; a time's log
+varies far more evenly over a Space than the time). A config that failed to compile or run is
+told as a completed trial twice as slow as the slowest time so far (or ``FAILURE_PENALTY``
+before any), since TPE learns nothing from failed trials and the GP's fit should not be swamped
+by an arbitrary huge penalty. Batches use TPE's constant liar, so that
 the configs of one batch differ. When the store holds the kernel's trials on other keys, their
 best configs are enqueued first (cross-shape warm start).
 """
@@ -22,7 +25,7 @@ from tunekit.space import Space, is_power_of_two
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Trial
 
-#: What a failed config is told as: worse than any time, so it ranks with the bad trials.
+#: What a failed config is told as before any config ran (as a time in ms; its log is told).
 FAILURE_PENALTY = 1e12
 SAMPLERS = ("tpe", "gp", "cmaes", "random")
 
@@ -84,6 +87,7 @@ class OptunaSearch(Strategy):
         self._distributions, self._decoders = _distributions(context.space)
         self._asked: dict[str, object] = {}  # config id -> the Optuna trial waiting for its result
         self._proposed: set[str] = set()
+        self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()
         self._ids = [config_json(c) for c in self._configs]
         self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
@@ -153,7 +157,11 @@ class OptunaSearch(Strategy):
         from optuna.trial import create_trial
 
         for trial in trials:
-            value = trial.time_ms if trial.ok else FAILURE_PENALTY
+            if trial.ok:
+                value = math.log(trial.time_ms)
+                self._slowest = max(self._slowest, value)
+            else:
+                value = self._slowest + math.log(2) if math.isfinite(self._slowest) else math.log(FAILURE_PENALTY)
             waiting = self._asked.pop(trial.config_id, None)
             if waiting is not None:
                 self._study.tell(waiting, value)
@@ -161,3 +169,13 @@ class OptunaSearch(Strategy):
             # a config this sampler did not draw (a nearest feasible one): add it as a finished trial
             self._study.add_trial(create_trial(params=self._optuna_params(trial.config),
                                                distributions=self._distributions, value=value))
+
+
+class OptunaGPSearch(OptunaSearch):
+    """``OptunaSearch`` with Optuna's Gaussian-process sampler (``strategy="optuna-gp"``)."""
+
+    name = "optuna-gp"
+
+    def __init__(self, sampler: str = "gp", n_startup_trials: int = 10, max_redraws: int = 5,
+                 warm_start: int = 8) -> None:
+        super().__init__(sampler, n_startup_trials, max_redraws, warm_start)

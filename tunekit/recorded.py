@@ -115,7 +115,9 @@ class RecordedSpace:
 
     def key(self) -> dict[str, Any]:
         """The tuning key the space was measured at: the problem size when it is one of
-        tunekit's keys (``{"args": ..., "dtypes": ...}``), else one naming the space."""
+        tunekit's keys (``{"args": ..., "dtypes": ...}``); a Kernel Tuner problem size (a number
+        or a list of them) as ``problem_size`` or ``problem_size_0``, ``problem_size_1``, ..., so
+        that a perf model sees the shape; else one naming the space."""
         size = self.problem_size
         if isinstance(size, str):
             try:
@@ -124,6 +126,10 @@ class RecordedSpace:
                 pass
         if isinstance(size, dict) and "args" in size:
             return {"args": dict(size["args"]), "dtypes": list(size.get("dtypes", []))}
+        if _is_number(size):
+            return {"args": {"problem_size": size}, "dtypes": []}
+        if isinstance(size, list) and size and all(_is_number(v) for v in size):
+            return {"args": {f"problem_size_{i}": v for i, v in enumerate(size)}, "dtypes": []}
         return {"args": {"space": self.name}, "dtypes": []}
 
     def trials(self) -> list[Trial]:
@@ -154,6 +160,10 @@ class RecordedSpace:
 
     def __repr__(self) -> str:
         return f"RecordedSpace({self.name!r}, {len(self.records)} configs, {len(self.valid_times)} valid)"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # -- reading ----------------------------------------------------------------------------------
