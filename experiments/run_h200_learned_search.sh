@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The tunekit part of experiments/learned_search.py on the device machine's CPU cores (the replay
+# needs no GPU; the machine has 16-32 cores against 2 here). Resumable: the runs so far travel in
+# .ls_runs/ (carried) and come back under $OUT. Set up here first:
+#   pip wheel --no-deps -w .whl <a checkout of the commit>; cp -r ../shared/spaces/kerneltuner .spaces/
+# then run with carry [".whl", ".spaces", ".ls_runs"]; STOP_AFTER (s) bounds one call.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES="$PWD/.spaces"
+mkdir -p .ls_runs
+repo="$PWD"
+(cd /tmp && python3 "$repo/experiments/learned_search.py" --part "${PART:-tunekit}" --out "$repo/.ls_runs" \
+    --jobs "$(nproc)" --stop-after "${STOP_AFTER:-450}" > "$OUT/report.md" 2> "$OUT/log.txt")
+rc=$?
+cp -r .ls_runs "$OUT/"
+tail -5 "$OUT/log.txt"
+exit $rc
