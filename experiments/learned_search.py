@@ -104,11 +104,27 @@ def part_tasks(part: str, budget: int, seeds: int) -> list[tuple]:
     return [(function, str(p), s, seed, budget, ()) for p in all_paths() for s in strategies for seed in range(seeds)]
 
 
-def read_runs(path: Path) -> list[dict]:
+def read_runs(path: Path, repair: bool = False) -> list[dict]:
+    """The runs written so far. A replay killed while writing leaves a cut-off last line: it is
+    dropped, and with ``repair`` the file is rewritten without it, so that appending goes on."""
     if not path.exists():
         return []
+    runs, cut = [], False
     with gzip.open(path, "rt") as lines:
-        return [json.loads(line) for line in lines if line.strip()]
+        try:
+            for line in lines:
+                try:
+                    runs.append(json.loads(line))
+                except json.JSONDecodeError:
+                    cut = True
+        except (EOFError, gzip.BadGzipFile):
+            cut = True
+    if cut and repair:
+        whole = path.with_suffix(".repaired")
+        with gzip.open(whole, "wt") as sink:
+            sink.writelines(json.dumps(run) + "\n" for run in runs)
+        whole.replace(path)
+    return runs
 
 
 def replay_part(part: str, out: Path, budget: int, seeds: int, jobs: int, shard: tuple[int, int],
@@ -116,7 +132,7 @@ def replay_part(part: str, out: Path, budget: int, seeds: int, jobs: int, shard:
     """Replay the part's tunings that ``out/part/runs.jsonl.gz`` lacks, appending each as it ends."""
     target = out / part / "runs.jsonl.gz"
     target.parent.mkdir(parents=True, exist_ok=True)
-    done = {(r["space"], r["strategy"], r["seed"]) for r in read_runs(target)}
+    done = {(r["space"], r["strategy"], r["seed"]) for r in read_runs(target, repair=True)}
     tasks = [t for i, t in enumerate(part_tasks(part, budget, seeds)) if i % shard[1] == shard[0]
              and (_space(t[1]).name, t[2], t[3]) not in done and (not strategies or t[2] in strategies)]
     print(f"{part}: {len(tasks)} tunings to replay ({len(done)} already done)", file=sys.stderr, flush=True)

@@ -96,14 +96,18 @@ class PerfModel(BaseEstimator):
         regressor: any scikit-learn regressor; fit on log time. Cloned, never fit in place.
         classifier: any scikit-learn classifier with ``predict_proba``; None to ignore failures.
         failure_threshold: predicted probability of failure above which a config is ``inf``.
+        prior: a fitted model of the same Space (usually fit on the kernel's other keys) whose
+            predicted log time is one more feature: a model fit on a few trials of a new key
+            then learns how far the other shapes' ranking holds there, and ignores it where not.
     """
 
     def __init__(self, space: Space, regressor: Any = None, classifier: Any = None,
-                 failure_threshold: float = 0.5) -> None:
+                 failure_threshold: float = 0.5, prior: "PerfModel | None" = None) -> None:
         self.space = space
         self.regressor = regressor
         self.classifier = classifier
         self.failure_threshold = failure_threshold
+        self.prior = prior
 
     # -- features ------------------------------------------------------------------------------
 
@@ -120,7 +124,10 @@ class PerfModel(BaseEstimator):
         names = getattr(self, "key_feature_names_", None)
         shape = np.asarray([values.get(name, MISSING) for name in (values if names is None else names)],
                            dtype=np.float64)
-        return np.hstack([encoded, np.broadcast_to(shape, (len(encoded), len(shape)))])
+        columns = [encoded, np.broadcast_to(shape, (len(encoded), len(shape)))]
+        if self.prior is not None:
+            columns.append(self.prior.regressor_.predict(self.prior.features_of_encoded(encoded, key))[:, None])
+        return np.hstack(columns)
 
     # -- estimator API ---------------------------------------------------------------------------
 

@@ -1,22 +1,28 @@
-"""The default strategy: a space-filling start, the forest's ranking, refinement around the best
-config, and an early stop.
+"""The default strategy: a space-filling start (or the other shapes' best guesses), the forest's
+ranking, refinement around the best config, and an early stop.
 
 With nothing of the kernel in the store, it starts with ``initial`` configs spread over the Space
 (greedy maximin distance over the encoding, so the first measurements cover every parameter's
-range instead of clustering as random draws do). It then proposes what ``rf`` proposes (the
-untried configs with the lowest lower confidence bound of predicted time, learned from this
-kernel's trials on every key the store holds), ranking last any config the failure forest gives
-more than a small chance of failing, and gives part of each ask to untried neighbours of the best
-config so far (one parameter one step away), which catches the sharp local optima a forest
-smooths over. It stops when the forest's expected improvement over the best time (a normal with
-the mean and spread of its trees' predictions) has stayed under the timing noise for
-``patience`` evaluations and the best has not improved by more than the noise in the latter half
-of the tuning: further evaluations are then unlikely to pay.
+range instead of clustering as random draws do). When the store holds the kernel's other keys,
+a forest fit on them (the prior) proposes its ``warm_start`` best configs for this key first.
+From then on it proposes what ``rf`` proposes, the untried configs with the lowest lower
+confidence bound of predicted time, from a forest fit on this key's trials with the prior's
+prediction as one more feature: it follows the other shapes' ranking as far as this shape's
+trials agree with it, so a shape unlike the others is not steered by them (fitting one forest on
+every key's trials, as ``rf`` does, let the many trials of other shapes outvote the few of this
+one). Any config the failure forest gives more than a small chance of failing ranks last; part
+of each ask goes to untried neighbours of the best config so far (one parameter one step away),
+which catches the sharp local optima a forest smooths over. It stops when the forest's expected
+improvement over the best time (a normal with the mean and spread of its trees' predictions)
+has stayed under the timing noise for ``patience`` evaluations and the best has not improved by
+more than the noise in the latter half of the tuning: further evaluations are then unlikely to pay.
 
-The options were chosen on six recorded spaces named in ``experiments/learned_search.py``
-(``SELECTION``); every other recorded space is held out. Tried there and not kept: expected
-improvement instead of the confidence bound, a larger or smaller neighbour share, ``kappa`` of
-0.5 or 2, and pairwise products of the parameters as features.
+The options without the store were chosen on six recorded spaces named in
+``experiments/learned_search.py`` (``SELECTION``); every other recorded space is held out. Tried
+there and not kept: expected improvement instead of the confidence bound, a larger or smaller
+neighbour share, ``kappa`` of 0.5 or 2, and pairwise products of the parameters as features. The
+use of the store was chosen on the shipped H200 spaces (the only recorded spaces with several
+shapes of one kernel), so its figures there are not held out.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import math
 import numpy as np
 
 from tunekit.config import Config, config_json
+from tunekit.perfmodels import RandomForest
+from tunekit.trial import Trial
 
 from .forest import ForestSearch
 
@@ -45,6 +53,8 @@ class DefaultSearch(ForestSearch):
 
     Args:
         initial: configs of the space-filling start, when the store holds nothing of this kernel.
+        warm_start: configs the prior (the forest of the kernel's other keys) proposes first, when
+            the store holds some; it keeps proposing until that many of them ran.
         local_fraction: share of the proposals given to neighbours of the best config.
         noise: relative improvement under which a better time is not worth measuring (timing
             noise; 0.01 = 1 %).
@@ -55,10 +65,12 @@ class DefaultSearch(ForestSearch):
 
     name = "default"
 
-    def __init__(self, initial: int = 10, local_fraction: float = 0.1, noise: float = 0.01, patience: int = 20,
-                 min_evals: int = 30, top_k: int | None = None, kappa: float = 1.0, candidates: int = 20000,
-                 n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.1) -> None:
+    def __init__(self, initial: int = 10, warm_start: int = 3, local_fraction: float = 0.1, noise: float = 0.01,
+                 patience: int = 20, min_evals: int = 30, top_k: int | None = None, kappa: float = 1.0,
+                 candidates: int = 20000, n_estimators: int = 32, refit_growth: float = 0.1,
+                 failure_threshold: float = 0.1) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold)
+        self.warm_start = warm_start
         self.local_fraction = local_fraction
         self.noise = noise
         self.patience = patience
@@ -68,11 +80,21 @@ class DefaultSearch(ForestSearch):
         super().start(context)
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
+        self._prior: RandomForest | None = None  # the model of the kernel's other keys
+        self._prior_ranking = np.empty(0, dtype=int)
+        if self._learned_elsewhere:
+            self._prior = self._new_model().fit(list(context.history), context.key)
+            features = self._prior.features_of_encoded(self._encoded, context.key)
+            predicted = self._prior.regressor_.predict(features)
+            predicted[self._prior.failure_probability_of(features) > self.failure_threshold] = np.inf
+            self._prior_ranking = np.argsort(predicted, kind="stable")
 
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)
         if not self._learned_elsewhere and len(self._here) < self.initial:
             return self._spread(min(n, self.initial - len(self._here)))
+        if self._prior is not None and sum(t.ok for t in self._here) < self.warm_start:
+            return self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:n])
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
@@ -80,6 +102,15 @@ class DefaultSearch(ForestSearch):
         local_count = math.floor((done + n) * self.local_fraction) - math.floor(done * self.local_fraction)
         local = self._neighbours_of_best(local_count)
         return local + (super().ask(n - len(local)) if n > len(local) else [])
+
+    def _new_model(self) -> RandomForest:
+        return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
+                            prior=self._prior)
+
+    def _training_trials(self) -> list[Trial]:
+        """With a model of the other keys as a feature, this key's trials alone: the other keys
+        speak through that feature, and only as far as this key's trials agree."""
+        return self._here if self._prior is not None else self._trials
 
     def _spread(self, count: int) -> list[Config]:
         """Untried configs far from every tried one (greedy maximin over the encoding scaled to

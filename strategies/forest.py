@@ -83,10 +83,13 @@ class ForestSearch(Strategy):
             ranked = self._scored[~self._tried[self._scored]]
         return self._take(ranked[:n])
 
+    def _new_model(self) -> RandomForest:
+        """An unfitted model with a random state drawn from this tuning's generator."""
+        return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)))
+
     def _fit(self) -> None:
-        space, key = self.context.space, self.context.key
-        self._model = RandomForest(space, self.n_estimators, random_state=int(self.rng.integers(2**31)))
-        self._model.fit(self._trials, key)
+        key = self.context.key
+        self._model = self._new_model().fit(self._training_trials(), key)
         self._fitted_at = len(self._here)
         untried = np.flatnonzero(~self._tried)
         scored = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
@@ -96,6 +99,10 @@ class ForestSearch(Strategy):
         score[self._model.failure_probability_of(features) > self.failure_threshold] = np.inf
         order = np.argsort(score, kind="stable")
         self._scored, self._per_tree = scored[order], self._per_tree[:, order]
+
+    def _training_trials(self) -> list[Trial]:
+        """What the model learns from: every trial of the kernel, on every key."""
+        return self._trials
 
     def _mark(self, configs) -> None:
         for config in configs:

@@ -48,6 +48,22 @@ def test_kernel_tuner_cache_statuses(tmp_path, name):
     assert len(space.space()) == 5
 
 
+def test_a_kernel_tuner_problem_size_becomes_the_key_a_perf_model_sees(tmp_path):
+    """Kernel Tuner files give the shape as ``problem_size`` (a number or a list): it is the key,
+    so that a model fit on several sizes of a kernel learns the shape; without one, the key names
+    the space."""
+    from tunekit.perfmodels.base import key_features
+
+    path = write_kt(tmp_path / "space.json", ENTRIES)
+    assert read_space(path).key() == {"args": {"problem_size_0": 64}, "dtypes": []}
+    assert key_features(read_space(path).key()) == {"problem_size_0": 6.0}
+    data = json.loads(path.read_text())
+    for size, key in ((20000000, {"problem_size": 20000000}), ("a callable", {"space": "mine"}), (None, {"space": "mine"})):
+        data["problem_size"] = size
+        path.write_text(json.dumps(data))
+        assert read_space(path, name="mine").key() == {"args": key, "dtypes": []}
+
+
 def test_an_unclosed_kernel_tuner_file_is_read_as_kernel_tuner_writes_it(tmp_path):
     """Kernel Tuner writes the header, then one '"key": {...},' line per evaluation, and closes at the end."""
     closed = json.loads((write_kt(tmp_path / "full.json", ENTRIES)).read_text())

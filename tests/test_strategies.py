@@ -98,6 +98,38 @@ class TestDefaultSearch(StrategyConformance):
             assert min(toy_time(c) for c in found) == 1.0  # it stopped after finding the optimum
 
 
+    def test_starts_spread_over_the_space(self):
+        """The first ``initial`` configs are a greedy maximin design: each is an untried config
+        farthest (L1 over the encoding scaled to [0, 1]) from those before it, so the start covers
+        every parameter's range."""
+        import numpy as np
+
+        space = toy_space()
+        encoded = space.encode(space.configs())
+        scaled = (encoded - encoded.min(axis=0)) / np.ptp(encoded, axis=0)
+        index = {config_json(c): i for i, c in enumerate(space.configs())}
+        for seed in range(3):
+            start = [index[config_json(c)] for c in drive(DefaultSearch(initial=6), space, evals=6, seed=seed, batch=1)]
+            for position in range(1, 6):
+                nearest = np.abs(scaled[:, None, :] - scaled[start[:position]][None]).sum(axis=2).min(axis=1)
+                nearest[start[:position]] = -1
+                assert nearest[start[position]] == nearest.max()
+
+    def test_configs_likely_to_fail_rank_last(self):
+        """Injected: 128x128 tiles fail (toy_trial). Once the failure forest has seen some fail,
+        a config it gives more than ``failure_threshold`` chance of failing is proposed only after
+        every other config: fewer failures after the start than random search tries."""
+        from tunekit.testing.strategies import toy_trial
+
+        def failures_after_start(strategy, seed):
+            tried = drive(strategy, toy_space(), evals=40, seed=seed, batch=1)[10:]
+            return sum(not toy_trial(c).ok for c in tried)
+
+        default = sum(failures_after_start(DefaultSearch(initial=10, min_evals=10**6), s) for s in range(5))
+        random = sum(failures_after_start(RandomSearch(), s) for s in range(5))
+        assert default < random / 2, (default, random)
+
+
 def history_at_another_key(configs) -> tuple:
     """Trials of ``configs`` stored at key M=2, the first the fastest."""
     from tunekit.trial import Status, Timing, Trial
@@ -170,3 +202,43 @@ def test_entry_point_plugin_is_discovered(tmp_path, monkeypatch):
     assert "from_plugin" in available()
     assert type(make_strategy("from_plugin")).__name__ == "PluginStrategy"
     sys.modules.pop("my_plugin", None)
+
+
+def test_default_trusts_other_keys_only_as_far_as_this_keys_trials_agree():
+    """The store holds another key whose ranking is the reverse of this key's (the toy optimum is
+    that key's slowest config). ``default`` proposes that key's best configs first, then learns
+    from this key's trials with the other key's prediction as a feature: it finds the optimum
+    sooner than random search and than ``rf`` (one forest fit on both keys' trials, where the
+    other key's 59 trials outvote this key's few), in the median of 7 seeds."""
+    from tunekit.budget import Budget
+    from tunekit.search import run_search
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.deadline import SimulatedClock
+
+    space = toy_space()
+    reversed_history = history_at_another_key(sorted(space.configs(), key=toy_time, reverse=True))
+
+    def evaluations_to_optimum(strategy, seed):
+        def evaluate(configs, deadline):
+            for config in configs:
+                yield config, toy_trial(config)
+
+        context = SearchContext(space, Budget(evals=len(space)), {"args": {"M": 1}, "dtypes": []}, seed,
+                                reversed_history)
+        steps = run_search(strategy, context, evaluate, clock=SimulatedClock()).steps
+        return next(i for i, step in enumerate(steps, 1) if toy_time(step.trial.config) == 1.0)
+
+    default = sorted(evaluations_to_optimum(DefaultSearch(min_evals=10**6), s) for s in range(7))
+    forest = sorted(evaluations_to_optimum(ForestSearch(), s) for s in range(7))
+    rnd = sorted(evaluations_to_optimum(RandomSearch(), s) for s in range(7))
+    assert default[3] < forest[3] and default[3] < rnd[3], (default, forest, rnd)
+
+
+def test_optuna_gp_is_a_registered_strategy_that_survives_failures():
+    """``optuna-gp`` is Optuna's GP sampler by name; told the toy's injected failures, it goes on
+    proposing new configs."""
+    strategy = make_strategy("optuna-gp")
+    assert strategy.sampler == "gp"
+    found = drive(strategy, toy_space(), evals=14, batch=1)
+    assert len({config_json(c) for c in found}) == 14
