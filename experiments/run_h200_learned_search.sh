@@ -7,11 +7,10 @@
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES="$PWD/.spaces"
-mkdir -p .ls_runs
+mkdir -p .ls_runs && cp -r .ls_runs "$OUT/"  # runs are appended under $OUT: a call cut off keeps them
 repo="$PWD"
-(cd /tmp && python3 "$repo/experiments/learned_search.py" --part "${PART:-tunekit}" --out "$repo/.ls_runs" \
+(cd /tmp && python3 "$repo/experiments/learned_search.py" --part "${PART:-tunekit}" --out "$OUT/.ls_runs" \
     --jobs "$(nproc)" --stop-after "${STOP_AFTER:-450}" > "$OUT/report.md" 2> "$OUT/log.txt")
 rc=$?
-cp -r .ls_runs "$OUT/"
 tail -5 "$OUT/log.txt"
 exit $rc

@@ -96,18 +96,14 @@ class PerfModel(BaseEstimator):
         regressor: any scikit-learn regressor; fit on log time. Cloned, never fit in place.
         classifier: any scikit-learn classifier with ``predict_proba``; None to ignore failures.
         failure_threshold: predicted probability of failure above which a config is ``inf``.
-        prior: a fitted model of the same Space (usually fit on the kernel's other keys) whose
-            predicted log time is one more feature: a model fit on a few trials of a new key
-            then learns how far the other shapes' ranking holds there, and ignores it where not.
     """
 
     def __init__(self, space: Space, regressor: Any = None, classifier: Any = None,
-                 failure_threshold: float = 0.5, prior: "PerfModel | None" = None) -> None:
+                 failure_threshold: float = 0.5) -> None:
         self.space = space
         self.regressor = regressor
         self.classifier = classifier
         self.failure_threshold = failure_threshold
-        self.prior = prior
 
     # -- features ------------------------------------------------------------------------------
 
@@ -125,15 +121,27 @@ class PerfModel(BaseEstimator):
         shape = np.asarray([values.get(name, MISSING) for name in (values if names is None else names)],
                            dtype=np.float64)
         columns = [encoded, np.broadcast_to(shape, (len(encoded), len(shape)))]
-        if self.prior is not None:
-            columns.append(self.prior.regressor_.predict(self.prior.features_of_encoded(encoded, key))[:, None])
+        prior = getattr(self, "prior_", None)
+        if prior is not None:
+            columns.append(prior.regressor_.predict(prior.features_of_encoded(encoded, key))[:, None])
         return np.hstack(columns)
 
     # -- estimator API ---------------------------------------------------------------------------
 
-    def fit(self, trials: Sequence[Trial], key: Key | None = None) -> PerfModel:
+    def fit(self, trials: Sequence[Trial], key: Key | None = None, prior: PerfModel | None = None) -> PerfModel:
         """Learn from ``trials``; a trial without a stored key was measured at ``key``. The key
-        features are those of ``key`` and of every trial's key (``key_feature_names_``)."""
+        features are those of ``key`` and of every trial's key (``key_feature_names_``).
+
+        ``prior``: a fitted model of the same Space (usually fit on the kernel's other keys) whose
+        predicted log time becomes one more feature: a model fit on a few trials of a new key then
+        learns how far the other shapes' ranking holds there, and ignores it where it does not."""
+        if prior is not None:
+            if not hasattr(prior, "regressor_"):
+                raise ValueError("PerfModel.fit(prior=...) needs a fitted model; fit the prior first")
+            if dict(prior.space.domains) != dict(self.space.domains):
+                raise ValueError("PerfModel.fit(prior=...): the prior was fit on another Space "
+                                 f"({dict(prior.space.domains)} against {dict(self.space.domains)})")
+        self.prior_ = prior
         groups: dict[str, tuple[Key | None, list[Trial]]] = {}
         for trial in trials:
             trial_key = key_of(trial) or key
@@ -146,7 +154,7 @@ class PerfModel(BaseEstimator):
             times += [math.log(t.time_ms) if t.ok else math.nan for t in group]
             failed += [not t.ok for t in group]
         x = np.vstack(rows) if rows else np.empty((0, len(self.space.domains)))
-        log_times, failed_array = np.asarray(times), np.asarray(failed)
+        log_times, failed_array = np.asarray(times), np.asarray(failed, dtype=bool)
         if not (~failed_array).any():
             raise ValueError("PerfModel.fit needs at least one successful trial")
         self.regressor_ = clone(self.regressor if self.regressor is not None else self._default_regressor())

@@ -23,15 +23,15 @@ class RandomForest(PerfModel):
         n_estimators: trees per forest.
         min_samples_leaf: as scikit-learn's; larger smooths predictions on few trials.
         random_state: seeds both forests.
-        failure_threshold, prior: see ``PerfModel``.
+        failure_threshold: see ``PerfModel``.
     """
 
     def __init__(self, space: Space, n_estimators: int = 64, min_samples_leaf: int = 1,
-                 random_state: int | None = 0, failure_threshold: float = 0.5, prior: PerfModel | None = None) -> None:
+                 random_state: int | None = 0, failure_threshold: float = 0.5) -> None:
         self.n_estimators = n_estimators
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
-        super().__init__(space, None, None, failure_threshold, prior)
+        super().__init__(space, None, None, failure_threshold)
 
     def _default_regressor(self) -> RandomForestRegressor:
         return RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,

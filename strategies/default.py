@@ -27,12 +27,14 @@ shapes of one kernel), so its figures there are not held out.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 
 from tunekit.config import Config, config_json
 from tunekit.perfmodels import RandomForest
+from tunekit.perfmodels.base import key_of
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
@@ -53,8 +55,8 @@ class DefaultSearch(ForestSearch):
 
     Args:
         initial: configs of the space-filling start, when the store holds nothing of this kernel.
-        warm_start: configs the prior (the forest of the kernel's other keys) proposes first, when
-            the store holds some; it keeps proposing until that many of them ran.
+        warm_start: configs the prior (the forest of the kernel's trials in the store) proposes
+            first, when the store holds some.
         local_fraction: share of the proposals given to neighbours of the best config.
         noise: relative improvement under which a better time is not worth measuring (timing
             noise; 0.01 = 1 %).
@@ -65,36 +67,40 @@ class DefaultSearch(ForestSearch):
 
     name = "default"
 
-    def __init__(self, initial: int = 10, warm_start: int = 3, local_fraction: float = 0.1, noise: float = 0.01,
-                 patience: int = 20, min_evals: int = 30, top_k: int | None = None, kappa: float = 1.0,
-                 candidates: int = 20000, n_estimators: int = 32, refit_growth: float = 0.1,
-                 failure_threshold: float = 0.1) -> None:
+    def __init__(self, local_fraction: float = 0.1, noise: float = 0.01, patience: int = 20, min_evals: int = 30,
+                 top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
+                 n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.1,
+                 warm_start: int = 3) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold)
-        self.warm_start = warm_start
         self.local_fraction = local_fraction
         self.noise = noise
         self.patience = patience
         self.min_evals = min_evals
+        self.warm_start = warm_start
 
     def start(self, context) -> None:
         super().start(context)
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
-        self._prior: RandomForest | None = None  # the model of the kernel's other keys
-        self._prior_ranking = np.empty(0, dtype=int)
+        self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
+        self._prior_ranking = np.empty(0, dtype=int)  # every config, by the prior's prediction, best first
+        self._prior_failing = np.zeros(len(self._configs), dtype=bool)
+        here = json.dumps(dict(context.key), sort_keys=True, default=str)
+        self._stored_here = [t for t in context.history if json.dumps(key_of(t), sort_keys=True, default=str) == here]
         if self._learned_elsewhere:
             self._prior = self._new_model().fit(list(context.history), context.key)
             features = self._prior.features_of_encoded(self._encoded, context.key)
-            predicted = self._prior.regressor_.predict(features)
-            predicted[self._prior.failure_probability_of(features) > self.failure_threshold] = np.inf
+            self._prior_failing = self._prior.failure_probability_of(features) > self.failure_threshold
+            predicted = np.where(self._prior_failing, np.inf, self._prior.regressor_.predict(features))
             self._prior_ranking = np.argsort(predicted, kind="stable")
 
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)
         if not self._learned_elsewhere and len(self._here) < self.initial:
             return self._spread(min(n, self.initial - len(self._here)))
-        if self._prior is not None and sum(t.ok for t in self._here) < self.warm_start:
-            return self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:n])
+        if self._prior is not None and len(self._here) < self.warm_start:
+            return self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:min(n, self.warm_start -
+                                                                                          len(self._here))])
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
@@ -103,14 +109,22 @@ class DefaultSearch(ForestSearch):
         local = self._neighbours_of_best(local_count)
         return local + (super().ask(n - len(local)) if n > len(local) else [])
 
-    def _new_model(self) -> RandomForest:
-        return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
-                            prior=self._prior)
-
     def _training_trials(self) -> list[Trial]:
-        """With a model of the other keys as a feature, this key's trials alone: the other keys
-        speak through that feature, and only as far as this key's trials agree."""
-        return self._here if self._prior is not None else self._trials
+        """With a prior, this key's trials (measured now or stored) alone: the other keys speak
+        through the prior's feature, only as far as this key's trials agree. Until one of them
+        ran, every trial of the kernel."""
+        if self._prior is None:
+            return self._trials
+        here = self._stored_here + self._here
+        return here if any(t.ok for t in here) else self._trials
+
+    def _fit_options(self) -> dict:
+        return {"prior": self._prior}
+
+    def _failing(self, indices: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """Expected to fail by this key's model or by the prior (which saw the other keys' failures:
+        a tile that runs out of shared memory at one shape usually does at the others)."""
+        return super()._failing(indices, features) | self._prior_failing[indices]
 
     def _spread(self, count: int) -> list[Config]:
         """Untried configs far from every tried one (greedy maximin over the encoding scaled to
@@ -135,8 +149,12 @@ class DefaultSearch(ForestSearch):
         if not measured or count == 0:
             return []
         best = min(measured, key=lambda t: t.time_ms).config
-        untried = [c for c in self.context.space.neighbours(best) if not self._tried[self._index[config_json(c)]]]
-        return self._take([self._index[config_json(untried[i])] for i in self.rng.permutation(len(untried))[:count]])
+        open_ = [i for i in (self._index[config_json(c)] for c in self.context.space.neighbours(best))
+                 if not self._tried[i] and not self._prior_failing[i]]
+        if open_ and self._model is not None:
+            features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
+            open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]
+        return self._take([open_[i] for i in self.rng.permutation(len(open_))[:count]])
 
     def _last_gain(self) -> int:
         """Evaluations made when the best time last improved by more than ``noise``."""

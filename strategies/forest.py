@@ -89,20 +89,28 @@ class ForestSearch(Strategy):
 
     def _fit(self) -> None:
         key = self.context.key
-        self._model = self._new_model().fit(self._training_trials(), key)
+        self._model = self._new_model().fit(self._training_trials(), key, **self._fit_options())
         self._fitted_at = len(self._here)
         untried = np.flatnonzero(~self._tried)
         scored = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
         features = self._model.features_of_encoded(self._encoded[scored], key)
         self._per_tree = self._model.per_tree_log(features)
         score = self._per_tree.mean(axis=0) - self.kappa * self._per_tree.std(axis=0)
-        score[self._model.failure_probability_of(features) > self.failure_threshold] = np.inf
+        score[self._failing(scored, features)] = np.inf
         order = np.argsort(score, kind="stable")
         self._scored, self._per_tree = scored[order], self._per_tree[:, order]
 
     def _training_trials(self) -> list[Trial]:
         """What the model learns from: every trial of the kernel, on every key."""
         return self._trials
+
+    def _fit_options(self) -> dict:
+        """Keyword arguments of the model's ``fit`` beside the trials and the key."""
+        return {}
+
+    def _failing(self, indices: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """Which of the configs at ``indices`` (with the model's ``features``) are expected to fail."""
+        return self._model.failure_probability_of(features) > self.failure_threshold
 
     def _mark(self, configs) -> None:
         for config in configs:

@@ -132,3 +132,20 @@ def test_keys_of_other_shapes_are_aligned_by_name_and_never_crash():
     assert model.predict(configs[:1], key(64))[0] > model.predict(configs[:1], key(16))[0]  # the trend is kept
     np.testing.assert_array_equal(model.features(configs[:1], {"args": {"M": 16, "K": 8}, "dtypes": []})[0, -3:],
                                   [4.0, -1.0, -1.0])
+
+
+def test_a_prior_must_be_fitted_and_of_the_same_space():
+    """``fit(prior=...)`` takes a fitted model of the same Space; anything else is refused with a
+    message that says which."""
+    from tunekit.perfmodels import RandomForest
+    from tunekit.testing.strategies import toy_space, toy_trial
+
+    space = toy_space()
+    trials = [toy_trial(c) for c in space.configs()[:12]]
+    with pytest.raises(ValueError, match="needs a fitted model"):
+        RandomForest(space).fit(trials, prior=RandomForest(space))
+    other = tunekit.Space(BLOCK_M=[16, 32], BLOCK_N=[16], num_warps=[1])
+    with pytest.raises(ValueError, match="the prior was fit on another Space"):
+        RandomForest(space).fit(trials, prior=RandomForest(other).fit([toy_trial(c) for c in other.configs()]))
+    with_prior = RandomForest(space).fit(trials, prior=RandomForest(space).fit(trials))
+    assert with_prior.predict(space.configs()[:3], None).shape == (3,)

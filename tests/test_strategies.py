@@ -236,9 +236,57 @@ def test_default_trusts_other_keys_only_as_far_as_this_keys_trials_agree():
 
 
 def test_optuna_gp_is_a_registered_strategy_that_survives_failures():
-    """``optuna-gp`` is Optuna's GP sampler by name; told the toy's injected failures, it goes on
-    proposing new configs."""
+    """``optuna-gp`` is Optuna's GP sampler by name. Injected: the toy's 128x128 tiles fail.
+    Survives: after the GP has been told failures, it still proposes configs to the budget's end."""
+    from tunekit.testing.strategies import toy_trial
+
     strategy = make_strategy("optuna-gp")
     assert strategy.sampler == "gp"
-    found = drive(strategy, toy_space(), evals=14, batch=1)
-    assert len({config_json(c) for c in found}) == 14
+    found = drive(strategy, toy_space(), evals=40, batch=1)
+    failures = [i for i, c in enumerate(found) if not toy_trial(c).ok]
+    assert len(found) == 40 and failures and failures[0] < 39
+
+
+def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0) -> list:
+    """Configs ``strategy`` measures at key M=1 with ``history`` in the store, ``trial_of`` as the benchmark."""
+    from tunekit.budget import Budget
+    from tunekit.deadline import SimulatedClock
+    from tunekit.search import run_search
+    from tunekit.strategy import SearchContext
+
+    def evaluate(configs, deadline):
+        for config in configs:
+            yield config, trial_of(config)
+
+    context = SearchContext(toy_space(), Budget(evals=evals), {"args": {"M": 1}, "dtypes": []}, seed, history)
+    return [step.trial.config for step in run_search(strategy, context, evaluate, clock=SimulatedClock()).steps]
+
+
+def test_default_avoids_configs_that_failed_at_other_keys():
+    """Injected: the store holds another key where 128x128 tiles failed (as the toy's do here).
+    Survives: at the new key, ``default`` proposes no 128x128 config in 30 evaluations, although its
+    model of this key learns from this key's trials only (the prior's failure forest is consulted)."""
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Trial
+
+    key = TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}')
+    history = tuple(Trial(c, Status.OUT_OF_RESOURCES, key=key) if not toy_trial(c).ok else
+                    Trial(c, Status.OK, toy_trial(c).timing, key=key) for c in toy_space().configs())
+    for seed in range(3):
+        found = run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial, evals=30, seed=seed)
+        assert len(found) == 30 and all(toy_trial(c).ok for c in found), [c for c in found if not toy_trial(c).ok]
+        assert min(toy_time(c) for c in found) == 1.0
+
+
+def test_default_with_a_store_survives_a_key_where_every_config_fails():
+    """Injected: every config fails at the new key (the store's key ran fine). Survives: ``default``
+    (and with ``warm_start=0``) goes on proposing untried configs to the budget's end instead of
+    raising: with no success at this key its model learns from every stored trial."""
+    from tunekit.testing.strategies import toy_time
+    from tunekit.trial import Status, Trial
+
+    ranked = sorted(toy_space().configs(), key=toy_time)
+    for strategy in (DefaultSearch(min_evals=10**6), DefaultSearch(warm_start=0, min_evals=10**6)):
+        found = run_at_a_new_key(strategy, history_at_another_key(ranked),
+                                 lambda c: Trial(c, Status.RUNTIME_ERROR, error="injected"), evals=20)
+        assert len({config_json(c) for c in found}) == 20
