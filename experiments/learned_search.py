@@ -354,6 +354,19 @@ def report(out: Path, budget: int) -> str:
                 rows.append(cells)
         lines += markdown(["space", "strategy", "to 2 % alone", "to 2 % with store", "to 5 % alone",
                            "to 5 % with store"], rows) + [""]
+        summary = []
+        for strategy in TRANSFER_STRATEGIES:
+            mine = [r for r in rows if r[1] == strategy]
+            if not mine:
+                continue
+            number = lambda cell: math.inf if cell.startswith("not") else float(cell.split()[0])  # noqa: E731
+            cells = [strategy, str(len(mine))]
+            for column in (3, 5):
+                cells.append(fmt(statistics.median(number(r[column]) for r in mine), 1))
+            cells += [str(sum("worse" in r[3] for r in mine)), str(sum("worse" in r[5] for r in mine))]
+            summary.append(cells)
+        lines += markdown(["strategy", "spaces", "median over spaces: to 2 % with store", "to 5 % with store",
+                           "spaces worse with the store (2 %)", "(5 %)"], summary) + [""]
     return "\n".join(lines) + "\n"
 
 
