@@ -28,7 +28,8 @@ for _name, (_module, _class) in _BUILT_IN.items():
 #: spaces (experiments/learned_search.py; the README says which spaces were held out).
 DEFAULT = "default"
 
-__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "OptunaGPSearch", "RandomSearch", "DEFAULT"]
+__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "OptunaGPSearch", "RandomSearch",
+           "DEFAULT"]
 
 
 def __getattr__(name: str) -> Any:

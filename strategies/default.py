@@ -27,14 +27,13 @@ shapes of one kernel), so its figures there are not held out.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 
 from tunekit.config import Config, config_json
+from tunekit.keys import TuningKey
 from tunekit.perfmodels import RandomForest
-from tunekit.perfmodels.base import key_of
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
@@ -85,8 +84,8 @@ class DefaultSearch(ForestSearch):
         self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
         self._prior_ranking = np.empty(0, dtype=int)  # every config, by the prior's prediction, best first
         self._prior_failing = np.zeros(len(self._configs), dtype=bool)
-        here = json.dumps(dict(context.key), sort_keys=True, default=str)
-        self._stored_here = [t for t in context.history if json.dumps(key_of(t), sort_keys=True, default=str) == here]
+        here = TuningKey.from_dict(context.key)
+        self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
         if self._learned_elsewhere:
             self._prior = self._new_model().fit(list(context.history), context.key)
             features = self._prior.features_of_encoded(self._encoded, context.key)
@@ -184,4 +183,3 @@ class DefaultSearch(ForestSearch):
         if self._quiet_since is None:
             self._quiet_since = len(self._here)
         return len(self._here) - self._quiet_since >= self.patience
-

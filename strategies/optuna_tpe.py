@@ -8,10 +8,9 @@ Optuna is told log times (Optuna's GP models its values as a smooth function; a 
 varies far more evenly over a Space than the time). A config that failed to compile or run is
 told as a completed trial twice as slow as the slowest time so far, since TPE learns nothing
 from failed trials; before any config ran, as ``FAILURE_PENALTY`` ms (its log, about 28, where
-times of 1 us to 1 s give -7 to 7: an outlier for the GP's fit, which that fit has to absorb
-until configs run). Batches use TPE's constant liar, so that
-the configs of one batch differ. When the store holds the kernel's trials on other keys, their
-best configs are enqueued first (cross-shape warm start).
+times of 1 us to 1 s give -7 to 7: an outlier the GP's fit has to absorb until configs run).
+Batches use TPE's constant liar, so that the configs of one batch differ. When the store holds
+the kernel's trials on other keys, their best configs are enqueued first (cross-shape warm start).
 """
 
 from __future__ import annotations

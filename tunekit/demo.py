@@ -3,7 +3,7 @@
 With a GPU, it tunes the suite's GEMM live (4096^3, bf16) with a strategy and a seconds budget,
 tunes the same kernel with stock ``triton.autotune`` over the 8 configs of Triton's tutorial, and
 re-times both winners interleaved with ``torch.matmul``. Without one, it replays the H200 spaces
-shipped in ``tunekit.kernels`` with every registered strategy but ``exhaustive``, prints how many
+shipped in ``tunekit.kernels`` with every registered strategy but those in ``NOT_REPLAYED``, prints how many
 evaluations each needed to come within 2 % of each space's optimum, and writes the comparison's
 tables and tuning-curve PNGs.
 """
@@ -23,12 +23,17 @@ from . import strategy as strategy_registry
 from .console import print_table
 
 
+#: Registered strategies the demo leaves out: exhaustive search needs no comparison, and one replay
+#: of Optuna's GP sampler takes from 20 s to many minutes.
+NOT_REPLAYED = ("exhaustive", "optuna-gp")
+
+
 def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str | os.PathLike, jobs: int = 1) -> int:
     """Replay the shipped H200 spaces, print the table, write the outputs to ``out``."""
     from .compare import run_comparison, summary_rows, write_outputs
     from .kernels import shipped
 
-    strategies = list(strategies or [s for s in strategy_registry.available() if s != "exhaustive"])
+    strategies = list(strategies or [s for s in strategy_registry.available() if s not in NOT_REPLAYED])
     index = shipped.index()
     started = time.perf_counter()
     comparison = run_comparison(shipped.paths(), strategies, seeds, budget, jobs=jobs)
