@@ -47,8 +47,8 @@ import numpy as np
 
 from tunekit.compare import replay, same_kernel_elsewhere
 from tunekit.kernels import shipped
-from tunekit.metrics import (Run, SpaceStats, best_so_far, curve_at, curve_at_seconds, evaluation_points,
-                             seconds_points, standardised_score)
+from tunekit.metrics import (Run, SpaceStats, best_so_far, first_reaching, score_over_evaluations,
+                             score_over_seconds)
 from tunekit.recorded import RecordedSpace, read_space
 
 HERE = Path(__file__).resolve().parent
@@ -93,7 +93,8 @@ def _tunekit_task(path: str, strategy: str, seed: int, budget: int, history: Seq
 
 
 def _kernel_tuner_task(path: str, strategy: str, seed: int, budget: int, history: Sequence[str]) -> Run:
-    sys.path.insert(0, str(HERE))
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
     from kernel_tuner_side_by_side import kernel_tuner_run
 
     return kernel_tuner_run(_space(path), strategy, seed, budget, Path(os.environ["TMPDIR_KT"]) / str(os.getpid()))
@@ -224,24 +225,12 @@ class Table:
                 else stats.worst / stats.optimum for r in self.runs[space, strategy]]
 
     def score(self, space: str, strategy: str, seconds: bool = False) -> float:
-        """``tunekit.metrics``' score, over the part of the space's score range within the budget
-        (NaN where the range starts past it): a run is never scored where it did not run."""
+        """``tunekit.metrics``' score, within the budget only (a run is never scored where it did
+        not run; NaN where the space's score range starts past the budget)."""
         stats, runs = self.stats[space], self.runs[space, strategy]
         if seconds:
-            if stats.seconds_per_evaluation <= 0:
-                return math.nan
-            points = seconds_points(stats)
-            points = points[points <= self.budget * stats.seconds_per_evaluation]
-            if not len(points):
-                return math.nan
-            mean = np.mean([curve_at_seconds(self.best(r), r.seconds, points, stats.worst) for r in runs], axis=0)
-            return standardised_score(stats.random_curve(points / stats.seconds_per_evaluation), mean, stats.optimum)
-        points = evaluation_points(stats)
-        points = points[points <= self.budget]
-        if not len(points):
-            return math.nan
-        mean = np.mean([curve_at(self.best(r), points, stats.worst) for r in runs], axis=0)
-        return standardised_score(stats.random_curve(points), mean, stats.optimum)
+            return score_over_seconds(stats, [(self.best(r), r.seconds) for r in runs], self.budget)
+        return score_over_evaluations(stats, [self.best(r) for r in runs], self.budget)
 
     def failing_share(self, space: str, strategy: str, after: int = 20) -> float:
         """Share of failing configs among the evaluations after the ``after``-th, over all seeds."""
@@ -251,11 +240,8 @@ class Table:
     def evals_to(self, space: str, strategy: str, threshold: float) -> float:
         """Median over seeds of the evaluations to within ``threshold`` (unreached: infinite)."""
         target = self.stats[space].optimum * threshold
-        reached = []
-        for run in self.runs[space, strategy]:
-            hits = np.nonzero(self.best(run) <= target)[0]
-            reached.append(float(hits[0] + 1) if len(hits) else math.inf)
-        return float(np.median(reached))
+        reached = [first_reaching(self.best(run), target) for run in self.runs[space, strategy]]
+        return float(np.median([math.inf if r is None else r for r in reached]))
 
 
 def space_failure_share(stats: SpaceStats) -> float:

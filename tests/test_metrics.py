@@ -68,3 +68,21 @@ def test_paired_bootstrap_interval_covers_the_difference():
     assert low == pytest.approx(1.0) and high == pytest.approx(1.0)  # paired: the same seeds on both sides
     low, high = metrics.bootstrap_interval(lambda idx: float(np.mean(a[idx])), 4)
     assert 1.0 <= low < 2.5 < high <= 4.0
+
+
+def test_a_budget_scores_only_the_part_of_the_range_a_run_reached():
+    """A 200-evaluation run is not scored on the 1,000 evaluations of a range it never ran: with a
+    budget, only the range's points within it count, and none (NaN) if the range starts past it."""
+    times = np.linspace(1.0, 2.0, 1000)
+    stats = SpaceStats(1000, times, 1.0)
+    low, high = stats.score_range()
+    inside = int(low) + 5
+    found = np.full(inside, stats.worst)
+    found[-1] = stats.optimum  # the optimum at the budget's last evaluation, held after it
+    run = metrics.best_so_far(found, stats.worst)
+    full = metrics.score_over_evaluations(stats, [run])
+    assert metrics.score_over_evaluations(stats, [run], budget=int(high) + 1) == pytest.approx(full)
+    within = metrics.score_over_evaluations(stats, [run], budget=inside)
+    assert within < full  # the held optimum past the budget no longer counts
+    assert math.isnan(metrics.score_over_evaluations(stats, [run], budget=max(1, int(low) - 1)))
+    assert math.isnan(metrics.score_over_seconds(stats, [(run, np.arange(1.0, inside + 1))], budget=max(1, int(low) - 1)))

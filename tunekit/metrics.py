@@ -205,18 +205,30 @@ def seconds_points(stats: SpaceStats) -> np.ndarray:
     return np.linspace(low, high, SECONDS_POINTS) * stats.seconds_per_evaluation
 
 
-def score_over_evaluations(stats: SpaceStats, runs: Sequence[np.ndarray]) -> float:
-    """The score of the mean over ``runs`` (best-so-far per evaluation, one array per seed)."""
+def score_over_evaluations(stats: SpaceStats, runs: Sequence[np.ndarray], budget: int | None = None) -> float:
+    """The score of the mean over ``runs`` (best-so-far per evaluation, one array per seed).
+    ``budget``: score only the part of the range within that many evaluations (NaN if none is),
+    so that runs are not scored where they did not run."""
     points = evaluation_points(stats)
+    if budget is not None:
+        points = points[points <= budget]
+        if not len(points):
+            return math.nan
     mean = np.mean([curve_at(run, points, stats.worst) for run in runs], axis=0)
     return standardised_score(stats.random_curve(points), mean, stats.optimum)
 
 
-def score_over_seconds(stats: SpaceStats, runs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
-    """The same over seconds; ``runs`` holds (best-so-far, cumulative seconds) per seed."""
+def score_over_seconds(stats: SpaceStats, runs: Sequence[tuple[np.ndarray, np.ndarray]],
+                       budget: int | None = None) -> float:
+    """The same over seconds; ``runs`` holds (best-so-far, cumulative seconds) per seed.
+    ``budget`` (evaluations): only the range within that many evaluations' mean cost."""
     if stats.seconds_per_evaluation <= 0:
         return math.nan
     points = seconds_points(stats)
+    if budget is not None:
+        points = points[points <= budget * stats.seconds_per_evaluation]
+        if not len(points):
+            return math.nan
     mean = np.mean([curve_at_seconds(best, seconds, points, stats.worst) for best, seconds in runs], axis=0)
     return standardised_score(stats.random_curve(points / stats.seconds_per_evaluation), mean, stats.optimum)
 
