@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tunekit.store import ResultsStore, StoreError, export_rows, open_store
-from tunekit.testing.stores import IDENTITY, KEY, StoreConformance, hammer, ok_trial
+from tunekit.testing.stores import IDENTITY, KEY, StoreConformance, finish_runs, hammer, ok_trial
 from tunekit.trial import Status, Trial
 
 
@@ -158,6 +158,27 @@ def test_an_export_that_fails_part_way_leaves_no_half_file(tmp_path):
     with pytest.raises(ValueError):
         export_rows(rows, tmp_path / "t.csv")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_runs_finishing_the_same_keys_at_once_all_succeed(backend, tmp_path, request):
+    """Injected: 4 processes finishing a run with a winner for each of 40 keys at the same moments
+    (on a server, two of them can both find a key without a winner and both insert one).
+    Survives: every process, every run finished, one winner per key, from one of those runs."""
+    url = str(tmp_path / "store.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=finish_runs, args=(url, w, 40)) for w in range(4)]
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join(120)
+    assert [p.exitcode for p in writers] == [0, 0, 0, 0]
+    store = ResultsStore(url)
+    runs = store.runs()
+    assert len(runs) == 160 and all(run["finished_at"] is not None for run in runs)
+    winners = store.winners(IDENTITY)
+    assert len(winners) == 40
+    assert {json.loads(config)["BLOCK"] for config, _, _ in winners.values()} <= {64 << w for w in range(4)}
 
 
 TUNING_PROCESS = """

@@ -221,6 +221,23 @@ def _trial_row(identity: KernelIdentity, key_json: str, trial: Trial, *, strateg
     )
 
 
+def _put_winner(session: Session, primary: dict[str, str], values: dict[str, Any]) -> None:
+    """Insert or replace the winner row ``primary`` names. Two processes finishing runs of one key
+    at once on a server database may both find no row; the later insert then fails on the primary
+    key inside its savepoint, and it updates the row the other one committed instead."""
+    identity = tuple(primary.values())
+    row = session.get(_WinnerRow, identity)
+    if row is None:
+        try:
+            with session.begin_nested():
+                session.add(_WinnerRow(**primary, **values))
+            return
+        except IntegrityError:
+            row = session.get(_WinnerRow, identity, populate_existing=True)
+    for name, value in values.items():
+        setattr(row, name, value)
+
+
 def _process_start(pid: int) -> str:
     """When process ``pid`` of this host started: the boot's id and the process's start time in
     clock ticks since boot (``/proc``), or "" where there is no ``/proc``."""
@@ -473,23 +490,16 @@ class ResultsStore:
                 run.costs = json.dumps(costs, sort_keys=True) if costs else None
             if winner is None:
                 return
-            primary = (identity.source_hash, identity.triton_version, identity.device, identity.timing_method, key_json)
-            row = session.get(_WinnerRow, primary)
-            if row is None:
-                row = _WinnerRow(
-                    source_hash=identity.source_hash,
-                    triton_version=identity.triton_version,
-                    device=identity.device,
-                    timing_method=identity.timing_method,
-                    key=key_json,
-                )
-                session.add(row)
-            row.kernel_name = identity.name
-            row.config = winner.config_id
-            row.median_ms = winner.time_ms if winner.ok else None
-            row.space_hash = space_hash
-            row.run_id = run_id
-            row.created_at = now
+            primary = {"source_hash": identity.source_hash, "triton_version": identity.triton_version,
+                       "device": identity.device, "timing_method": identity.timing_method, "key": key_json}
+            _put_winner(session, primary, {
+                "kernel_name": identity.name,
+                "config": winner.config_id,
+                "median_ms": winner.time_ms if winner.ok else None,
+                "space_hash": space_hash,
+                "run_id": run_id,
+                "created_at": now,
+            })
 
     # -- deleting -------------------------------------------------------------------------
 

@@ -25,6 +25,17 @@ def hammer(url: str, writer: int, count: int) -> None:
         store.record(IDENTITY, KEY, ok_trial(writer * 1000 + i, 1.0), strategy=f"writer{writer}", run_id=str(writer))
 
 
+def finish_runs(url: str, writer: int, count: int) -> None:
+    """Start and finish ``count`` runs, one per key ``{"n": i}``, each with a winner: run in several
+    processes at once to test that runs finishing the same keys together all succeed."""
+    store = ResultsStore(url)
+    for i in range(count):
+        key, run = f'{{"n": {i}}}', f"{writer}-{i}"
+        store.start_run(IDENTITY, key, strategy=f"writer{writer}", budget=None, run_id=run)
+        store.finish_run(IDENTITY, key, run_id=run, winner=ok_trial(64 << writer, 1.0 + writer), evaluations=1,
+                         tuning_seconds=0.1, space_hash="h")
+
+
 class StoreConformance:
     def test_a_recorded_trial_comes_back(self, store: ResultsStore):
         run = new_run_id()
