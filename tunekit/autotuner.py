@@ -154,6 +154,7 @@ class Autotuner(_TritonAutotuner):
         self._last_key_position = max(self._key_positions, default=-1)
         self._tuned: dict[tuple, tuple[Config, dict[str, Any]]] = {}
         self._lock = threading.RLock()
+        self._prune_lock = threading.Lock()  # pruning sets self.nargs, as Triton's prune_configs reads it
         self._identity: KernelIdentity | None = None
         self.trials: list = []
         self.run_id: str | None = None
@@ -306,15 +307,7 @@ class Autotuner(_TritonAutotuner):
         with self._lock:
             if key in self._tuned:
                 return self._tuned[key]
-            conflicts = kwargs.keys() & set(self.space.meta_params)
-            if conflicts:
-                raise ValueError(
-                    f"{self.kernel_name} was called with {', '.join(sorted(conflicts))}, which the autotuner tunes. "
-                    "Make sure that you don't re-define auto-tuned symbols."
-                )
-            self.launch.check_call(args, kwargs, self.space.meta_params)
-            named = {**dict(zip(self.arg_names, args)), **kwargs}
-            tuning_key = TuningKey.from_call([k for k in self.keys if k in named], key)
+            tuning_key = self._checked_key(key, args, kwargs)
             if len(self.space) == 1:
                 config = self.space.configs()[0]
             else:
@@ -323,6 +316,35 @@ class Autotuner(_TritonAutotuner):
             self._tuned[key] = entry
             self.cache[tuning_key.triton_key] = config  # stock Triton's attribute and key, for code that reads it
             return entry
+
+    def tuning_key(self, args: tuple, kwargs: dict) -> TuningKey:
+        """The key a call with these arguments is tuned and stored under (``kwargs`` as ``run``
+        gets them: ``grid`` and Triton's launch options included). Raises on a call that cannot be
+        tuned (a tuned parameter passed, arguments the kernel does not take)."""
+        return self._checked_key(self._slow_key(args, kwargs), args, kwargs)
+
+    def _checked_key(self, key: tuple, args: tuple, kwargs: dict) -> TuningKey:
+        conflicts = kwargs.keys() & set(self.space.meta_params)
+        if conflicts:
+            raise ValueError(
+                f"{self.kernel_name} was called with {', '.join(sorted(conflicts))}, which the autotuner tunes. "
+                "Make sure that you don't re-define auto-tuned symbols."
+            )
+        self.launch.check_call(args, kwargs, self.space.meta_params)
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        return TuningKey.from_call([k for k in self.keys if k in named], key)
+
+    def tuning_space(self, args: tuple, kwargs: dict) -> Space:
+        """The configs a call with these arguments is tuned over: the Space after Triton's
+        ``prune_configs_by`` (``early_config_prune``, ``perf_model``), if given."""
+        if not (self.early_config_prune or self.perf_model):
+            return self.space
+        with self._prune_lock:
+            self.nargs = dict(zip(self.arg_names, args))
+            try:
+                return Space.from_configs(self.prune_configs(kwargs))
+            finally:
+                self.nargs = None
 
     def _stored_or_tuned(self, key: TuningKey, args: tuple, kwargs: dict) -> Config:
         winners = self.store.winners(self.identity)
@@ -357,11 +379,7 @@ class Autotuner(_TritonAutotuner):
 
     def _tune(self, key: TuningKey, args: tuple, kwargs: dict) -> Config:
         """One tuning, in a session of its own; this object keeps its winner and report."""
-        space = self.space
-        if self.early_config_prune or self.perf_model:
-            self.nargs = dict(zip(self.arg_names, args))
-            space = Space.from_configs(self.prune_configs(kwargs))
-            self.nargs = None
+        space = self.tuning_space(args, kwargs)
         if len(space) == 1:
             return space.configs()[0]
         session = TuningSession(self.launch, space, self.options, self.store, self.identity, key, self.space_hash)

@@ -5,6 +5,7 @@
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
     tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
     tunekit store rm      [--run RUN_ID] [--kernel NAME] [--key KEY_JSON] [--status STATUS] [--dry-run]
+    tunekit tune          MANIFEST [--store URL] [--gpus all|0,1] [--evals N] [--seconds S] [--dry-run]
     tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] [--transfer] --out DIR
     tunekit demo          [--replay] [--strategy NAME ...] [--seeds N] [--budget EVALS] [--out DIR]
 """
@@ -140,7 +141,8 @@ def _counted(deleted: Deleted) -> str:
         return f"{count} {noun}{'' if count == 1 else 's'}"
 
     trials, runs = plural(deleted.trials, "trial"), plural(deleted.runs, "run")
-    return f"{trials}, {runs} and {plural(deleted.winners, 'winner')}"
+    claims = f" and {plural(deleted.claims, 'claim')} of tunekit tune" if deleted.claims else ""
+    return f"{trials}, {runs}{',' if claims else ' and'} {plural(deleted.winners, 'winner')}{claims}"
 
 
 def _budget(text: str) -> int:
@@ -230,6 +232,45 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Tune a manifest's (kernel, shapes) ahead of time into the store; resumable."""
+    from .ahead import ManifestTuning, plan, select_devices
+    from .budget import Budget
+    from .manifest import ManifestError, load_manifest
+
+    try:
+        entries = load_manifest(args.manifest)
+        budget = Budget(evals=args.evals, seconds=args.seconds) if args.evals or args.seconds else None
+        devices = select_devices(args.gpus)
+    except (ManifestError, ValueError) as error:
+        print(f"tunekit: {error}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        try:
+            store = open_store(args.store or True, read_only=True, create=False)
+        except StoreError:
+            store = None
+        rows = plan(entries, store)
+        print(f"store: {store.shown_url if store is not None else (args.store or 'default')}; "
+              f"devices: {', '.join('cpu' if d is None else f'cuda:{d}' for d in devices)}")
+        print_table([(r["kernel"], _short(r["shape"], 40), _short(r["key"], 60), r["store"]) for r in rows],
+                    ("kernel", "shape", "key", "in the store"))
+        return 0
+    with open_store(args.store or True) as store:
+        print(f"store: {store.shown_url}; devices: {', '.join('cpu' if d is None else f'cuda:{d}' for d in devices)}",
+              file=sys.stderr)
+        outcomes = ManifestTuning(entries, store, devices, budget=budget, lease=args.lease,
+                                  progress=args.progress).run()
+    print_table([(o.kernel, _short(o.shape, 40), _short(o.key, 50), o.status, _short(o.winner, 70),
+                  f"{o.time_ms:.4g}" if o.time_ms is not None else "-", o.evaluations or "-",
+                  f"{o.seconds:.1f}" if o.seconds else "-", o.device) for o in outcomes],
+                ("kernel", "shape", "key", "status", "winner", "ms", "evals", "seconds", "device"))
+    for outcome in outcomes:
+        if outcome.detail:
+            print(f"{outcome.kernel} {outcome.shape}: {outcome.detail}", file=sys.stderr)
+    return 1 if any(o.status in ("failed", "error") for o in outcomes) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tunekit", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -266,6 +307,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only trials of this status (runs and winners are kept)")
     rm.add_argument("--dry-run", action="store_true", help="say what would be deleted, and delete nothing")
     rm.set_defaults(handler=cmd_rm, parser=rm)
+
+    tune = commands.add_parser("tune", help="tune a manifest of kernels and shapes ahead of time, on every GPU")
+    tune.add_argument("manifest", help="a TOML or Python manifest (a path, a module, or package:resource.toml)")
+    tune.add_argument("--store", **store_flag)
+    tune.add_argument("--gpus", default="all", help="all (default) or device numbers, e.g. 0,1")
+    tune.add_argument("--evals", type=_budget, default=None, help="evaluations per key (default: the manifest's, "
+                      "else the decorator's budget)")
+    tune.add_argument("--seconds", type=float, default=None, help="seconds per key, besides --evals")
+    tune.add_argument("--lease", type=float, default=60.0,
+                      help="seconds a claim on a key lasts unless renewed (a dead host's keys wait this long)")
+    tune.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="one progress bar per device (default: on a terminal)")
+    tune.add_argument("--dry-run", action="store_true", help="list what would be tuned and what the store holds")
+    tune.set_defaults(handler=cmd_tune)
 
     compare = commands.add_parser("compare", help="compare search strategies on recorded spaces")
     compare.add_argument("--space", action="append", required=True,

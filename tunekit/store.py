@@ -82,6 +82,7 @@ class Deleted:
     trials: int
     runs: int
     winners: int
+    claims: int = 0
 
 
 class _Base(DeclarativeBase):
@@ -157,6 +158,27 @@ class _InFlightRow(_Base):
     #: process id reused by another process (a restarted container) does not pass for the marker's.
     process_start: Mapped[str] = mapped_column(String(64))
     started_at: Mapped[float] = mapped_column(Float)
+
+
+class _ClaimRow(_Base):
+    """Who tunes a (kernel, device kind, key) ahead of time (``tunekit tune``): claimed before it is
+    tuned, so that hosts and GPUs sharing a store divide the work. A claim whose owner stops
+    renewing it expires and may be taken over; a finished one is not tuned again."""
+
+    __tablename__ = "claims"
+    source_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
+    triton_version: Mapped[str] = mapped_column(String(128), primary_key=True)
+    device: Mapped[str] = mapped_column(String(256), primary_key=True)
+    timing_method: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    kernel_name: Mapped[str] = mapped_column(String(256))
+    owner: Mapped[str] = mapped_column(String(256))
+    claimed_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: How the finished tuning ended: "winner", or why it has none.
+    outcome: Mapped[str | None] = mapped_column(Text, nullable=True)
+    takeovers: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class _RunRow(_Base):
@@ -501,6 +523,77 @@ class ResultsStore:
                 "created_at": now,
             })
 
+    # -- claims (tuning ahead of time) ---------------------------------------------------------
+
+    def claim(self, identity: KernelIdentity, key_json: str, *, owner: str, lease: float) -> str:
+        """Try to claim the tuning of ``key_json`` for ``owner`` for ``lease`` seconds, in one
+        transaction: ``"claimed"`` (new, expired, or already ``owner``'s), ``"done"`` (finished by
+        anyone), or ``"taken"`` (another owner's live claim, or one being claimed this instant:
+        the row is locked with ``FOR UPDATE SKIP LOCKED`` on servers, so no claimer waits)."""
+        primary = {"source_hash": identity.source_hash, "triton_version": identity.triton_version,
+                   "device": identity.device, "timing_method": identity.timing_method, "key": key_json}
+        now = time.time()
+        with self._session(write=True) as session:
+            statement = select(_ClaimRow).filter_by(**primary).with_for_update(skip_locked=True)
+            row = session.scalars(statement).first()
+            if row is None:
+                if session.get(_ClaimRow, tuple(primary.values())) is not None:
+                    return "taken"  # locked by a claimer in another transaction
+                try:
+                    with session.begin_nested():
+                        session.add(_ClaimRow(**primary, kernel_name=identity.name, owner=owner, claimed_at=now,
+                                              expires_at=now + lease, takeovers=0))
+                except IntegrityError:
+                    return "taken"
+                return "claimed"
+            if row.finished_at is not None:
+                return "done"
+            if row.owner != owner and row.expires_at > now:
+                return "taken"
+            if row.owner != owner:
+                logger.warning("%s %s: the claim of %s expired %.0f s ago; %s takes it over", identity.name,
+                               key_json, row.owner, now - row.expires_at, owner)
+                row.takeovers += 1
+            row.owner, row.claimed_at, row.expires_at = owner, now, now + lease
+            return "claimed"
+
+    def renew_claim(self, identity: KernelIdentity, key_json: str, *, owner: str, lease: float) -> bool:
+        """Extend ``owner``'s claim by ``lease`` seconds from now; False if it is no longer theirs."""
+        with self._session(write=True) as session:
+            row = session.get(_ClaimRow, (identity.source_hash, identity.triton_version, identity.device,
+                                          identity.timing_method, key_json), with_for_update=True)
+            if row is None or row.owner != owner or row.finished_at is not None:
+                return False
+            row.expires_at = time.time() + lease
+            return True
+
+    def release_claim(self, identity: KernelIdentity, key_json: str, *, owner: str,
+                      outcome: str | None = None) -> None:
+        """End ``owner``'s claim: finished with ``outcome`` (never tuned again by a claimer), or,
+        without one, given back for anyone to claim at once."""
+        with self._session(write=True) as session:
+            row = session.get(_ClaimRow, (identity.source_hash, identity.triton_version, identity.device,
+                                          identity.timing_method, key_json), with_for_update=True)
+            if row is None or row.owner != owner:
+                return
+            now = time.time()
+            if outcome is None:
+                row.expires_at = now
+            else:
+                row.finished_at, row.outcome = now, outcome
+
+    def claims(self, identity: KernelIdentity) -> dict[str, dict[str, Any]]:
+        """The claims on ``identity``'s keys: key JSON -> owner, expires_at, finished_at, outcome,
+        takeovers."""
+        with self._session() as session:
+            if not inspect(session.connection()).has_table(_ClaimRow.__tablename__):
+                return {}  # a store only read, written by a tunekit before tunekit tune
+            rows = session.scalars(select(_ClaimRow).filter_by(
+                source_hash=identity.source_hash, triton_version=identity.triton_version, device=identity.device,
+                timing_method=identity.timing_method)).all()
+            return {row.key: {"owner": row.owner, "expires_at": row.expires_at, "finished_at": row.finished_at,
+                              "outcome": row.outcome, "takeovers": row.takeovers} for row in rows}
+
     # -- deleting -------------------------------------------------------------------------
 
     def delete(
@@ -514,8 +607,9 @@ class ResultsStore:
     ) -> Deleted:
         """Delete the trials that match every filter given, in one transaction: how a user cleans up
         what an older tunekit stored. Without ``status``, the runs and stored winners that match go
-        too (a kernel's or key's next call then tunes again); with it, only trials. At least one
-        filter; ``dry_run`` counts and deletes nothing."""
+        too (a kernel's or key's next call then tunes again), and without ``run_id`` also the
+        claims of ``tunekit tune`` (so that it tunes them again); with ``status``, only trials. At
+        least one filter; ``dry_run`` counts and deletes nothing."""
         if run_id is None and kernel is None and key is None and status is None:
             raise ValueError("delete needs at least one of run_id, kernel, key, status; nothing was deleted.")
         filters = {_TrialRow: [(_TrialRow.run_id, run_id), (_TrialRow.kernel_name, kernel), (_TrialRow.key, key),
@@ -524,14 +618,16 @@ class ResultsStore:
             filters[_RunRow] = [(_RunRow.run_id, run_id), (_RunRow.kernel_name, kernel), (_RunRow.key, key)]
             filters[_WinnerRow] = [(_WinnerRow.run_id, run_id), (_WinnerRow.kernel_name, kernel),
                                    (_WinnerRow.key, key)]
-        counts = {_TrialRow: 0, _RunRow: 0, _WinnerRow: 0}
+            if run_id is None:
+                filters[_ClaimRow] = [(_ClaimRow.kernel_name, kernel), (_ClaimRow.key, key)]
+        counts = {_TrialRow: 0, _RunRow: 0, _WinnerRow: 0, _ClaimRow: 0}
         with self._session(write=not dry_run) as session:
             for table, pairs in filters.items():
                 conditions = [column == value for column, value in pairs if value is not None]
                 counts[table] = session.scalar(select(func.count()).select_from(table).where(*conditions)) or 0
                 if not dry_run and counts[table]:
                     session.execute(sql_delete(table).where(*conditions))
-        deleted = Deleted(counts[_TrialRow], counts[_RunRow], counts[_WinnerRow])
+        deleted = Deleted(counts[_TrialRow], counts[_RunRow], counts[_WinnerRow], counts[_ClaimRow])
         if not dry_run:
             logger.info("store %s: deleted %s", self.shown_url, deleted)
         return deleted

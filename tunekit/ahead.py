@@ -1,0 +1,348 @@
+"""Tuning ahead of time (``tunekit tune``): every (kernel, shape) of a manifest, on every GPU of
+this host, into a store that other hosts may share.
+
+One thread per GPU takes the manifest's shapes in turn; the process's worker service gives each
+GPU its benchmark worker and all of them one compile pool. Before a key is tuned it is claimed in
+the store (``ResultsStore.claim``), so that the GPUs of this host and other hosts running the same
+manifest against the same store divide the work; the owner renews the claim while it tunes, and a
+claim that is not renewed (its host died) expires and is taken over. A key taken over is tuned
+again with the trials its first owner stored answered from the store, so only the configs in
+flight when that host died are measured twice. Keys finished elsewhere or holding a stored winner
+are skipped: the command is resumable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from . import settings
+from .budget import Budget
+from .config import config_json
+from .keys import TuningKey
+from .manifest import ManifestEntry, Shape
+from .session import TuningError, TuningSession, stored_winner
+from .store import KernelIdentity, ResultsStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """What became of one (kernel, shape): ``status`` is ``tuned``, ``stored`` (a winner was in the
+    store), ``done elsewhere`` (another host or GPU finished it), ``single config``, ``failed``
+    (every config failed) or ``error`` (the inputs or the call could not be made)."""
+
+    kernel: str
+    shape: str
+    key: str
+    status: str
+    device: str = ""
+    winner: str = ""
+    time_ms: float | None = None
+    evaluations: int = 0
+    seconds: float = 0.0
+    detail: str = ""
+
+
+class _CapturedLaunch:
+    """Stands for the kernel in a manifest's ``launch``: records the call instead of running it."""
+
+    def __init__(self) -> None:
+        self.call: tuple[tuple, dict] | None = None
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        self.call = (args, kwargs)
+
+
+def captured_call(entry: ManifestEntry, shape: Shape, tensors: tuple) -> tuple[tuple, dict]:
+    """The arguments ``entry.launch`` passes to the kernel for these tensors."""
+    capture = _CapturedLaunch()
+    entry.launch(capture, *tensors, **shape.launch)
+    if capture.call is None:
+        raise ValueError(f"{entry.name}: launch {getattr(entry.launch, '__name__', entry.launch)} did not launch the "
+                         "kernel it was given (kernel[grid](...) or kernel.run(...)).")
+    return capture.call
+
+
+def select_devices(gpus: str | None) -> list[int | None]:
+    """The CUDA devices ``--gpus`` names (``all``, default, or ``0,1``), all of one kind: a winner
+    is chosen only from configs measured on the same kind of device. ``[None]`` (this process,
+    no GPU) under the Triton interpreter or without CUDA."""
+    if settings.interpreting():
+        return [None]
+    import torch
+
+    if not torch.cuda.is_available():
+        return [None]
+    count = torch.cuda.device_count()
+    if gpus in (None, "all"):
+        chosen = list(range(count))
+    else:
+        try:
+            chosen = sorted({int(part) for part in gpus.split(",")})
+        except ValueError:
+            raise ValueError(f"--gpus {gpus!r}: write all, or device numbers such as 0,1.") from None
+        outside = [d for d in chosen if not 0 <= d < count]
+        if outside:
+            raise ValueError(f"--gpus {gpus!r}: this host has {count} GPUs (0-{count - 1}), not {outside}.")
+    names = {d: torch.cuda.get_device_name(d) for d in chosen}
+    if len(set(names.values())) > 1:
+        listed = ", ".join(f"{d}: {name}" for d, name in names.items())
+        raise ValueError(f"The GPUs chosen are of different kinds ({listed}); tune each kind in its own "
+                         "tunekit tune with --gpus.")
+    return chosen
+
+
+def _device_name(device: int | None) -> str:
+    return "cpu" if device is None else f"cuda:{device}"
+
+
+def _prepared(entry: ManifestEntry, shape: Shape, device: str):
+    """Inputs, the captured call, the key and the Space of one (kernel, shape)."""
+    tensors = entry.make_inputs(shape, device)
+    args, kwargs = captured_call(entry, shape, tensors)
+    kernel = entry.kernel
+    return args, kwargs, kernel.tuning_key(args, kwargs), kernel.tuning_space(args, kwargs)
+
+
+class _Renewal:
+    """Renews a claim every third of its lease while a key is tuned, in a daemon thread."""
+
+    def __init__(self, store: ResultsStore, identity: KernelIdentity, key: str, owner: str, lease: float) -> None:
+        self._stop = threading.Event()
+
+        def renew() -> None:
+            while not self._stop.wait(lease / 3):
+                try:
+                    if not store.renew_claim(identity, key, owner=owner, lease=lease):
+                        logger.warning("%s %s: %s lost its claim (not renewed in time); another owner may tune "
+                                       "it too", identity.name, key, owner)
+                        return
+                except Exception as error:  # a store that is briefly unreachable: try again next time
+                    logger.warning("%s %s: renewing the claim failed: %s", identity.name, key, error)
+
+        self._thread = threading.Thread(target=renew, name="tunekit-claim-renewal", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class _Job:
+    position: int  # in the manifest: outcomes are reported in this order
+    entry: ManifestEntry
+    shape: Shape
+
+
+class ManifestTuning:
+    """Tunes every (kernel, shape) of ``entries`` on ``devices`` into ``store``.
+
+    Args:
+        budget: replaces each entry's (and each decorator's) budget when given.
+        lease: seconds a claim lasts unless renewed; a dead host's keys wait this long.
+        poll: seconds between looks at keys other owners hold.
+        progress: one progress bar per device (default: when stderr is a terminal).
+    """
+
+    def __init__(self, entries: Sequence[ManifestEntry], store: ResultsStore, devices: Sequence[int | None], *,
+                 budget: Budget | None = None, lease: float = 60.0, poll: float = 2.0,
+                 progress: bool | None = None) -> None:
+        if lease <= 0 or poll <= 0:
+            raise ValueError(f"lease and poll must be > 0 seconds; got lease={lease}, poll={poll}.")
+        self.store = store
+        self.devices = list(devices)
+        self.budget = budget
+        self.lease = lease
+        self.poll = poll
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.jobs = [_Job(position, entry, shape)
+                     for position, (entry, shape) in enumerate((e, s) for e in entries for s in e.shapes)]
+        self._outcomes: dict[int, Outcome] = {}
+        self._queue: deque[_Job] = deque(self.jobs)
+        self._waiting: list[_Job] = []  # held by other owners: looked at again every `poll` seconds
+        self._busy = 0  # jobs this process's threads are working on
+        self._lock = threading.Condition()
+
+    def run(self) -> list[Outcome]:
+        """Tune until every job is finished here or elsewhere; the outcomes, in manifest order."""
+        errors: list[BaseException] = []
+        bars = [self._bar(position, device) for position, device in enumerate(self.devices)]
+
+        def work(device: int | None, bar: Any) -> None:
+            try:
+                if device is not None:
+                    import torch
+
+                    torch.cuda.set_device(device)
+                self._work(device, bar)
+            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(error)
+                with self._lock:
+                    self._queue.clear()
+                    self._waiting.clear()
+                    self._lock.notify_all()
+
+        threads = [threading.Thread(target=work, args=(d, bar), name=f"tunekit-tune-{_device_name(d)}")
+                   for d, bar in zip(self.devices, bars)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for bar in bars:
+            if bar is not None:
+                bar.close()
+        if errors:
+            raise errors[0]
+        return [self._outcomes[position] for position in sorted(self._outcomes)]
+
+    def _bar(self, position: int, device: int | None) -> Any:
+        if not self.progress:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=len(self.jobs), position=position, desc=_device_name(device), unit="key", leave=True)
+
+    def _next(self) -> _Job | None:
+        """The next job to try: queued ones first, then those others held, once ``poll`` passed;
+        None when nothing is left to do."""
+        with self._lock:
+            while True:
+                if self._queue:
+                    self._busy += 1
+                    return self._queue.popleft()
+                if not self._waiting and not self._busy:
+                    return None
+                if self._waiting and not self._busy:
+                    self._lock.wait(self.poll)
+                    self._queue.extend(self._waiting)
+                    self._waiting.clear()
+                    continue
+                self._lock.wait(self.poll)  # another thread's job may finish or be given back
+
+    def _done(self, job: _Job, outcome: Outcome | None) -> None:
+        with self._lock:
+            self._busy -= 1
+            if outcome is None:
+                self._waiting.append(job)
+            else:
+                self._outcomes[job.position] = outcome
+            self._lock.notify_all()
+
+    def _work(self, device: int | None, bar: Any) -> None:
+        owner = f"{socket.gethostname()}:{os.getpid()}:{_device_name(device)}"
+        while (job := self._next()) is not None:
+            outcome = None
+            try:
+                if bar is not None:
+                    bar.set_postfix_str(f"{job.entry.kernel.kernel_name} {job.shape.label()}", refresh=True)
+                outcome = self._tune(job, device, owner)
+            finally:
+                self._done(job, outcome)
+            if outcome is not None and bar is not None:
+                bar.update(1)
+
+    def _tune(self, job: _Job, device: int | None, owner: str) -> Outcome | None:
+        """Tune one job, or say why not; None when another owner holds it."""
+        entry, shape = job.entry, job.shape
+        name, label = entry.kernel.kernel_name, shape.label()
+        where = _device_name(device)
+        try:
+            args, kwargs, key, space = _prepared(entry, shape, where)
+        except Exception as error:
+            logger.error("%s %s: the call could not be made: %s", name, label, error)
+            return Outcome(name, label, "", "error", where, detail=f"{type(error).__name__}: {error}")
+        kernel, store = entry.kernel, self.store
+        identity = kernel.identity
+        if len(space) == 1:
+            return Outcome(name, label, key.json, "single config", where, winner=config_json(space.configs()[0]))
+        winners = store.winners(identity)
+        if stored_winner(key.json, winners, space, kernel.space_hash) is not None:
+            return _stored(name, label, key, winners, "stored", where)
+        state = store.claim(identity, key.json, owner=owner, lease=self.lease)
+        if state == "taken":
+            return None
+        if state == "done":
+            return _stored(name, label, key, store.winners(identity), "done elsewhere", where)
+        budget = self.budget or entry.budget or kernel.options.budget
+        session = TuningSession(kernel.launch, space, replace(kernel.options, budget=budget, progress=False), store,
+                                identity, key, kernel.space_hash)
+        renewal = _Renewal(store, identity, key.json, owner, self.lease)
+        finished = False
+        try:
+            try:
+                winner, report = session.run(args, kwargs)
+            except TuningError as error:
+                finished = True
+                store.release_claim(identity, key.json, owner=owner, outcome=f"failed: {error}")
+                return Outcome(name, label, key.json, "failed", where, evaluations=len(session.trials),
+                               detail=str(error))
+            finished = True
+            store.release_claim(identity, key.json, owner=owner,
+                                outcome="fallback" if report.fallback else "winner")
+        finally:
+            renewal.stop()
+            if not finished:  # interrupted or broken: anyone may claim it at once
+                store.release_claim(identity, key.json, owner=owner)
+        stored = store.winners(identity).get(key.json)
+        return Outcome(name, label, key.json, "tuned", where, config_json(winner), stored[1] if stored else None,
+                       report.evaluations, report.seconds,
+                       "the budget ended before a measurement: a fallback config, not stored" if report.fallback
+                       else "")
+
+
+def _stored(name: str, label: str, key: TuningKey, winners: dict, status: str, where: str) -> Outcome:
+    config, median_ms, _ = winners.get(key.json, ("", None, ""))
+    return Outcome(name, label, key.json, status, where, config, median_ms)
+
+
+def plan(entries: Sequence[ManifestEntry], store: ResultsStore | None) -> list[dict[str, str]]:
+    """What ``tunekit tune`` would do (``--dry-run``): per (kernel, shape), the key and what the
+    store holds for it. Inputs are made on the ``meta`` device (no memory), else on the CPU."""
+    rows = []
+    for entry in entries:
+        for shape in entry.shapes:
+            row = {"kernel": entry.kernel.kernel_name, "shape": shape.label(), "key": "", "store": ""}
+            rows.append(row)
+            try:
+                try:
+                    _, _, key, space = _prepared(entry, shape, "meta")
+                except (RuntimeError, NotImplementedError):
+                    _, _, key, space = _prepared(entry, shape, "cpu")
+            except Exception as error:
+                row["store"] = f"error: {type(error).__name__}: {error}"
+                continue
+            row["key"] = key.json
+            row["store"] = _held(store, entry, key, space) if store is not None else "nothing (no store yet)"
+    return rows
+
+
+def _held(store: ResultsStore, entry: ManifestEntry, key: TuningKey, space: Any) -> str:
+    kernel = entry.kernel
+    identity = kernel.identity
+    if len(space) == 1:
+        return "one config: nothing to tune"
+    winners = store.winners(identity)
+    if stored_winner(key.json, winners, space, kernel.space_hash) is not None:
+        config, median_ms, _ = winners[key.json]
+        return f"winner {config}" + (f" ({median_ms:.4g} ms)" if median_ms is not None else "")
+    claim = store.claims(identity).get(key.json)
+    if claim is not None and claim["finished_at"] is not None:
+        return f"finished elsewhere: {claim['outcome']}"
+    if claim is not None and claim["expires_at"] > time.time():
+        return f"being tuned by {claim['owner']}"
+    measured = sum(1 for t in store.history(identity) if t.key is not None and t.key.json == key.json)
+    return f"{measured} trials stored, no winner: to tune" if measured else "to tune"
