@@ -30,6 +30,7 @@ from .compiler import unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .keys import Bucket, TuningKey, nearest_key, resolve_buckets
 from .launch import Launch
+from .ranks import agree, check_mode
 from .service import service
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
 from .space import Space
@@ -81,6 +82,7 @@ class Autotuner(_TritonAutotuner):
         tolerance: float | Mapping[str, float] | None = None,
         isolate: bool | None = None,
         run_timeout: float | None = None,
+        ranks: str = "rank0",
     ) -> None:
         name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
@@ -110,6 +112,7 @@ class Autotuner(_TritonAutotuner):
         if finalists is not None and (isinstance(finalists, bool) or not isinstance(finalists, int)
                                       or finalists < 1):
             raise ValueError(f"finalists must be an int >= 1 or None. Got {finalists!r} instead.")
+        self.ranks = check_mode(ranks)
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
         len(self.space)  # enumerate now: a constraint that rejects all or raises fails here, before any compile
@@ -311,7 +314,8 @@ class Autotuner(_TritonAutotuner):
             if len(self.space) == 1:
                 config = self.space.configs()[0]
             else:
-                config = self._stored_or_tuned(tuning_key, args, kwargs)
+                config = agree(self.ranks, tuning_key, self.space,
+                               lambda: self._stored_or_tuned(tuning_key, args, kwargs), self.kernel_name)
             entry = (config, config.all_kwargs())
             self._tuned[key] = entry
             self.cache[tuning_key.triton_key] = config  # stock Triton's attribute and key, for code that reads it
@@ -497,7 +501,10 @@ def autotune(
             config that runs), ``tolerance`` (a float or ``{name: float}``; by default by dtype,
             see ``tunekit.check``), ``isolate`` (check and time in a worker process, so that a
             crash or hang costs only that config; by default on a GPU when the kernel is first
-            tuned), ``run_timeout`` (seconds per config in that worker; adaptive by default).
+            tuned), ``run_timeout`` (seconds per config in that worker; adaptive by default),
+            ``ranks`` (in a ``torch.distributed`` job: ``"rank0"``, default, the lowest rank
+            calling with a key tunes it and the others take its winner; ``"each"``: every rank
+            tunes alone, as stock Triton does; see ``tunekit.ranks``).
 
     Example:
         >>> @tunekit.autotune(space=tunekit.Space(BLOCK=[256, 512, 1024], num_warps=[2, 4]),
