@@ -109,8 +109,9 @@ def _device_name(device: int | None) -> str:
     return "cpu" if device is None else f"cuda:{device}"
 
 
-def _prepared(entry: ManifestEntry, shape: Shape, device: str):
-    """Inputs, the captured call, the key and the Space of one (kernel, shape)."""
+def prepared_call(entry: ManifestEntry, shape: Shape, device: str) -> tuple[tuple, dict, TuningKey, Any]:
+    """The kernel's arguments (``grid`` among the keyword ones), its key and the Space it is tuned
+    over, for one (kernel, shape) with inputs made on ``device``."""
     tensors = entry.make_inputs(shape, device)
     args, kwargs = captured_call(entry, shape, tensors)
     kernel = entry.kernel
@@ -261,7 +262,7 @@ class ManifestTuning:
         name, label = entry.kernel.kernel_name, shape.label()
         where = _device_name(device)
         try:
-            args, kwargs, key, space = _prepared(entry, shape, where)
+            args, kwargs, key, space = prepared_call(entry, shape, where)
         except Exception as error:
             logger.error("%s %s: the call could not be made: %s", name, label, error)
             return Outcome(name, label, "", "error", where, detail=f"{type(error).__name__}: {error}")
@@ -319,9 +320,9 @@ def plan(entries: Sequence[ManifestEntry], store: ResultsStore | None) -> list[d
             rows.append(row)
             try:
                 try:
-                    _, _, key, space = _prepared(entry, shape, "meta")
+                    _, _, key, space = prepared_call(entry, shape, "meta")
                 except (RuntimeError, NotImplementedError):
-                    _, _, key, space = _prepared(entry, shape, "cpu")
+                    _, _, key, space = prepared_call(entry, shape, "cpu")
             except Exception as error:
                 row["store"] = f"error: {type(error).__name__}: {error}"
                 continue
