@@ -197,12 +197,14 @@ class ManifestTuning:
                     self._waiting.clear()
                     self._lock.notify_all()
 
-        threads = [threading.Thread(target=work, args=(d, bar), name=f"tunekit-tune-{_device_name(d)}")
+        # daemon threads: on Ctrl-C the process exits and its claims expire, as a dead host's do
+        threads = [threading.Thread(target=work, args=(d, bar), name=f"tunekit-tune-{_device_name(d)}", daemon=True)
                    for d, bar in zip(self.devices, bars)]
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join()
+            while thread.is_alive():
+                thread.join(0.5)
         for bar in bars:
             if bar is not None:
                 bar.close()
@@ -227,12 +229,10 @@ class ManifestTuning:
                     return self._queue.popleft()
                 if not self._waiting and not self._busy:
                     return None
-                if self._waiting and not self._busy:
-                    self._lock.wait(self.poll)
+                self._lock.wait(self.poll)  # another owner's claim may end; this process's jobs may finish
+                if not self._queue:
                     self._queue.extend(self._waiting)
                     self._waiting.clear()
-                    continue
-                self._lock.wait(self.poll)  # another thread's job may finish or be given back
 
     def _done(self, job: _Job, outcome: Outcome | None) -> None:
         with self._lock:
@@ -291,18 +291,23 @@ class ManifestTuning:
                 store.release_claim(identity, key.json, owner=owner, outcome=f"failed: {error}")
                 return Outcome(name, label, key.json, "failed", where, evaluations=len(session.trials),
                                detail=str(error))
+            except Exception as error:  # this key's; the claim is given back below, the other keys go on
+                logger.exception("%s %s: tuning failed", name, label)
+                return Outcome(name, label, key.json, "error", where, detail=f"{type(error).__name__}: {error}")
             finished = True
-            store.release_claim(identity, key.json, owner=owner,
-                                outcome="fallback" if report.fallback else "winner")
+            if report.fallback:  # given back: a later run, with a larger budget, tunes it
+                store.release_claim(identity, key.json, owner=owner)
+                return Outcome(name, label, key.json, "failed", where, evaluations=report.evaluations,
+                               seconds=report.seconds, detail="the budget ended before any config was measured; "
+                               "no winner stored (give it more --seconds)")
+            store.release_claim(identity, key.json, owner=owner, outcome="winner")
         finally:
             renewal.stop()
             if not finished:  # interrupted or broken: anyone may claim it at once
                 store.release_claim(identity, key.json, owner=owner)
         stored = store.winners(identity).get(key.json)
         return Outcome(name, label, key.json, "tuned", where, config_json(winner), stored[1] if stored else None,
-                       report.evaluations, report.seconds,
-                       "the budget ended before a measurement: a fallback config, not stored" if report.fallback
-                       else "")
+                       report.evaluations, report.seconds)
 
 
 def _stored(name: str, label: str, key: TuningKey, winners: dict, status: str, where: str) -> Outcome:

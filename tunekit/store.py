@@ -550,7 +550,7 @@ class ResultsStore:
                 return "done"
             if row.owner != owner and row.expires_at > now:
                 return "taken"
-            if row.owner != owner:
+            if row.owner not in ("", owner):  # "": given back
                 logger.warning("%s %s: the claim of %s expired %.0f s ago; %s takes it over", identity.name,
                                key_json, row.owner, now - row.expires_at, owner)
                 row.takeovers += 1
@@ -578,7 +578,7 @@ class ResultsStore:
                 return
             now = time.time()
             if outcome is None:
-                row.expires_at = now
+                row.owner, row.expires_at = "", now
             else:
                 row.finished_at, row.outcome = now, outcome
 

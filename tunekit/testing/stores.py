@@ -5,6 +5,8 @@ A backend's tests inherit ``StoreConformance`` and provide a ``store`` fixture.
 
 from __future__ import annotations
 
+import time
+
 from tunekit.config import Config
 from tunekit.store import KernelIdentity, ResultsStore, new_run_id
 from tunekit.trial import Status, Timing, Trial
@@ -57,6 +59,25 @@ class StoreConformance:
             KernelIdentity("k", "hash1", "3.y", "interpreter", "host_clock"),
         ):
             assert store.history(other) == []
+
+    def test_a_claim_is_exclusive_until_given_back_expired_or_finished(self, store: ResultsStore):
+        assert store.claim(IDENTITY, KEY, owner="a", lease=60) == "claimed"
+        assert store.claim(IDENTITY, KEY, owner="b", lease=60) == "taken"
+        assert store.claim(IDENTITY, KEY, owner="a", lease=60) == "claimed"  # its own, again
+        assert not store.renew_claim(IDENTITY, KEY, owner="b", lease=60)
+        store.release_claim(IDENTITY, KEY, owner="a")  # given back: anyone, at once, not a takeover
+        assert store.claim(IDENTITY, KEY, owner="b", lease=0.05) == "claimed"
+        assert store.renew_claim(IDENTITY, KEY, owner="b", lease=0.05)
+        time.sleep(0.1)  # b stops renewing: its claim expires
+        assert store.claim(IDENTITY, KEY, owner="c", lease=60) == "claimed"
+        assert not store.renew_claim(IDENTITY, KEY, owner="b", lease=60)
+        store.release_claim(IDENTITY, KEY, owner="b", outcome="winner")  # not b's any more: ignored
+        assert store.claim(IDENTITY, KEY, owner="d", lease=60) == "taken"
+        store.release_claim(IDENTITY, KEY, owner="c", outcome="winner")
+        assert store.claim(IDENTITY, KEY, owner="d", lease=60) == "done"
+        claim = store.claims(IDENTITY)[KEY]
+        assert (claim["owner"], claim["outcome"], claim["takeovers"]) == ("c", "winner", 1)
+        assert store.delete(kernel=IDENTITY.name).claims == 1 and store.claims(IDENTITY) == {}
 
     def test_winner_is_replaced_by_a_later_run(self, store: ResultsStore):
         for run, ms in (("r1", 2.0), ("r2", 1.0)):
