@@ -5,54 +5,62 @@ import multiprocessing
 
 import pytest
 
-from tunekit.testing.ranks import BLOCKS, run_rank
+from tunekit.testing.ranks import SPACES, run_rank
 
 
-def run_job(tmp_path, world: int, mode: str, sizes: list[int], fail: bool = False) -> list[dict]:
+def run_job(tmp_path, mode: str, calls: list[list[tuple[str, int]]], fail: bool = False) -> list[dict]:
+    world = len(calls)
     context = multiprocessing.get_context("spawn")
-    ranks = [context.Process(target=run_rank, args=(rank, world, str(tmp_path), mode, sizes, fail))
+    ranks = [context.Process(target=run_rank, args=(rank, world, str(tmp_path), mode, calls, fail))
              for rank in range(world)]
     for process in ranks:
         process.start()
     for process in ranks:
         process.join(240)
-    assert [p.exitcode for p in ranks] == [0] * world
+    assert [p.exitcode for p in ranks] == [0] * world, "a rank hung or died"
     return [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(world)]
 
 
-def test_ranks_launch_rank0s_winner_and_only_rank0_tunes(tmp_path):
-    """3 ranks with one key: rank 0 measures every config and chooses BLOCKS[0]; ranks 1 and 2,
-    whose own timings would choose BLOCKS[1] and BLOCKS[2], launch it too and measure nothing."""
-    results = run_job(tmp_path, 3, "rank0", [3000, 3000, 3000])
+def test_ranks_launch_one_decision_and_only_the_deciding_rank_measures(tmp_path):
+    """3 ranks, one key: whichever rank decides, all launch its config; one rank measured the 4
+    configs, the others nothing."""
+    results = run_job(tmp_path, "first", [[("wide", 3000)]] * 3)
     assert [r.get("error") for r in results] == [None] * 3
-    assert [r["block"] for r in results] == [BLOCKS[0]] * 3
-    assert all(r["correct"] for r in results)
-    assert [r["trials"] for r in results] == [len(BLOCKS), 0, 0]
+    assert len({r["calls"][0]["block"] for r in results}) == 1
+    assert all(r["calls"][0]["correct"] for r in results)
+    assert sorted(r["trials"] for r in results) == [0, 0, len(SPACES["wide"])]
 
 
 def test_each_rank_tunes_alone_when_asked_and_then_they_disagree(tmp_path):
-    results = run_job(tmp_path, 2, "each", [3000, 3000])
-    assert [r["block"] for r in results] == [BLOCKS[0], BLOCKS[1]]
-    assert [r["trials"] for r in results] == [len(BLOCKS)] * 2
+    results = run_job(tmp_path, "each", [[("wide", 3000)]] * 2)
+    assert [r["calls"][0]["block"] for r in results] == SPACES["wide"][:2]
+    assert [r["trials"] for r in results] == [len(SPACES["wide"])] * 2
 
 
-def test_ranks_with_different_keys_take_the_decision_of_the_lowest_rank_of_their_key(tmp_path):
-    """4 ranks, two keys: ranks 0 and 2 call with n=1000, ranks 1 and 3 with n=2000. Rank 0
-    decides the first (BLOCKS[0]), rank 1 the second (its own timings: BLOCKS[1])."""
-    results = run_job(tmp_path, 4, "rank0", [1000, 2000, 1000, 2000])
-    assert [r["block"] for r in results] == [BLOCKS[0], BLOCKS[1], BLOCKS[0], BLOCKS[1]]
-    assert [r["trials"] for r in results] == [len(BLOCKS), len(BLOCKS), 0, 0]
+def test_ranks_that_call_different_keys_kernels_or_orders_never_wait_for_each_other(tmp_path):
+    """Injected: rank 0 calls wide(1000), narrow(1000), wide(2000); rank 1 calls narrow(1000),
+    wide(1000) and stops. Survives: no rank hangs; per kernel and key the ranks that call it launch
+    one config from that kernel's Space; wide(2000), called by rank 0 alone, is decided by it."""
+    calls = [[("wide", 1000), ("narrow", 1000), ("wide", 2000)], [("narrow", 1000), ("wide", 1000)]]
+    results = run_job(tmp_path, "first", calls)
+    assert [r.get("error") for r in results] == [None, None]
+    launched = {}
+    for result in results:
+        for call in result["calls"]:
+            assert call["block"] in SPACES[call["kernel"]] and call["correct"]
+            launched.setdefault((call["kernel"], call["n"]), set()).add(call["block"])
+    assert all(len(blocks) == 1 for blocks in launched.values()), launched
 
 
-def test_a_tuning_that_fails_on_rank0_raises_on_every_rank_and_none_hangs(tmp_path):
-    results = run_job(tmp_path, 2, "rank0", [3000, 3000], fail=True)
-    assert "error" in results[0]
-    assert results[1]["error"].startswith("TuningError: rank 0 could not tune add_kernel")
+def test_a_decision_that_fails_raises_on_every_rank_and_none_hangs(tmp_path):
+    results = run_job(tmp_path, "first", [[("wide", 3000)]] * 3, fail=True)
+    assert all("error" in r for r in results)
+    assert sum("could not decide add_kernel" in r["error"] for r in results) == 2
 
 
 def test_an_unknown_mode_is_refused():
     import tunekit
     from tunekit.kernels import vector_add
 
-    with pytest.raises(ValueError, match="ranks must be one of 'rank0', 'each'"):
-        tunekit.autotune(space=tunekit.Space(BLOCK=BLOCKS), key=["n"], ranks="all")(vector_add.add_kernel)
+    with pytest.raises(ValueError, match="ranks must be one of 'first', 'each'"):
+        tunekit.autotune(space=tunekit.Space(BLOCK=[128]), key=["n"], ranks="rank0")(vector_add.add_kernel)

@@ -65,6 +65,28 @@ def test_a_bad_manifest_is_refused_with_what_is_wrong(tmp_path, text, message):
     assert path.read_text() == text
 
 
+@pytest.mark.parametrize("text, message", [
+    ("def broken(:\n", "failed to run: SyntaxError"),
+    ("import tunekit_no_such_module\n", "failed to run: ModuleNotFoundError"),
+    ("MANIFEST = []\n", "lists no kernels"),
+    ("X = 1\n", "defines no MANIFEST list"),
+])
+def test_a_bad_python_manifest_is_refused_with_what_is_wrong(tmp_path, text, message):
+    path = tmp_path / "bad.py"
+    path.write_text(text)
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(path)
+
+
+def test_a_manifest_module_that_fails_to_import_is_told_apart_from_a_missing_one(tmp_path, monkeypatch):
+    with pytest.raises(ManifestError, match="neither a .toml or .py file nor an importable module"):
+        load_manifest("tunekit_no_such_package.manifest")
+    (tmp_path / "tunekit_test_broken_manifest.py").write_text("import tunekit_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ManifestError, match="failed to import: No module named 'tunekit_no_such_dependency'"):
+        load_manifest("tunekit_test_broken_manifest")
+
+
 def test_a_python_manifest_and_outcomes_in_manifest_order(tmp_path, monkeypatch):
     monkeypatch.setenv("TUNEKIT_TEST_BENCH_SLEEP", "0")
     entries = load_manifest("tunekit.testing.tune")
@@ -86,6 +108,79 @@ def test_a_shape_whose_inputs_fail_is_reported_and_the_others_are_tuned(tmp_path
     captured = capsys.readouterr()
     assert " error " in captured.out and " tuned " in captured.out
     assert "n=-5" in captured.err
+
+
+def test_two_threads_share_the_keys_and_wait_for_other_owners_without_spinning(tmp_path, monkeypatch):
+    """Injected: every key claimed by another owner for 1.5 s, two device threads, poll 0.5 s.
+    Survives: each key is taken over once its claim expired and tuned once; the threads looked
+    at the held keys a few times each, not in a loop."""
+    monkeypatch.setenv("TUNEKIT_TEST_BENCH_SLEEP", "0")
+    entries = load_manifest("tunekit.testing.tune")
+    kernel = tune_manifest.slow_add
+    with ResultsStore(tmp_path / "store.db") as store:
+        keys = [row["key"] for row in plan(entries, None)]
+        for key in keys:
+            assert store.claim(kernel.identity, kernel.space_hash, key, owner="elsewhere", lease=1.5) == "claimed"
+        calls = Counter()
+        claim = store.claim
+
+        def counted(*args, **kwargs):
+            calls[args[2]] += 1
+            return claim(*args, **kwargs)
+
+        monkeypatch.setattr(store, "claim", counted)
+        outcomes = ManifestTuning(entries, store, [None, None], poll=0.5, progress=False).run()
+        assert [o.status for o in outcomes] == ["tuned"] * len(keys)
+        assert all(c["takeovers"] == 1 for c in store.claims(kernel.identity, kernel.space_hash).values())
+        assert sum(calls.values()) <= 8 * len(keys), calls
+        measured = Counter((r["key"], r["config"]) for r in store.rows() if r["source"] == "measured")
+        assert len(measured) == len(keys) * len(tune_manifest.BLOCKS) and set(measured.values()) == {1}
+
+
+def test_a_key_that_failed_is_reported_and_tuned_again_by_the_next_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUNEKIT_TEST_BENCH_SLEEP", "0")
+    monkeypatch.setenv("TUNEKIT_TEST_BENCH_FAIL", "1")
+    entries = load_manifest("tunekit.testing.tune")
+    with ResultsStore(tmp_path / "store.db") as store:
+        first = ManifestTuning(entries, store, [None], progress=False).run()
+        assert {o.status for o in first} == {"failed"} and "injected" in first[0].detail
+        monkeypatch.delenv("TUNEKIT_TEST_BENCH_FAIL")
+        second = ManifestTuning(entries, store, [None], progress=False).run()
+        assert {o.status for o in second} == {"tuned"}
+
+
+def test_a_store_error_on_one_key_fails_that_key_and_the_others_are_tuned(tmp_path, monkeypatch, capsys):
+    """Injected: the store refuses the third claim (ConnectionError). Survives: that key is
+    reported as an error, the other five are tuned, the command exits 1 after its table."""
+    monkeypatch.setenv("TUNEKIT_TEST_BENCH_SLEEP", "0")
+    claims = Counter()
+    real_claim = ResultsStore.claim
+
+    def flaky_claim(self, *args, **kwargs):
+        claims["n"] += 1
+        if claims["n"] == 3:
+            raise ConnectionError("injected: the store is unreachable")
+        return real_claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResultsStore, "claim", flaky_claim)
+    assert main(["tune", "tunekit.testing.tune", "--store", str(tmp_path / "s.db"), "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert out.count(" tuned ") == len(tune_manifest.SIZES) - 1 and out.count(" error ") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lease", "0"], "must be a number of seconds > 0"),
+    (["--seconds", "0"], "must be a number of seconds > 0"),
+    (["--gpus", "0,1"], "names GPUs, but the Triton interpreter runs on the CPU"),
+])
+def test_bad_options_are_refused_before_anything_is_created(tmp_path, capsys, argv, message):
+    store = tmp_path / "s.db"
+    try:
+        code = main(["tune", "tunekit.testing.tune", "--store", str(store), *argv])
+    except SystemExit as exit:  # argparse's refusal
+        code = exit.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not store.exists()
 
 
 HOST = [sys.executable, "-m", "tunekit.cli", "tune", "tunekit.testing.tune", "--lease", "2", "--no-progress",
@@ -113,7 +208,7 @@ def test_hosts_sharing_a_store_measure_every_config_once_and_take_over_a_killed_
         try:
             store = store or ResultsStore(url)
             identity = tune_manifest.slow_add.identity
-            for key, claim in store.claims(identity).items():
+            for key, claim in store.claims(identity, tune_manifest.slow_add.space_hash).items():
                 if claim["owner"].split(":")[1] == str(victim.pid) and claim["finished_at"] is None:
                     measured = [r for r in store.rows() if r["key"] == key and r["source"] == "measured"]
                     if len(measured) >= 2:
@@ -127,7 +222,7 @@ def test_hosts_sharing_a_store_measure_every_config_once_and_take_over_a_killed_
     assert [h.returncode for h in hosts[1:]] == [0, 0], [err[-2000:] for _, err in outputs[1:]]
     store = ResultsStore(url)
     identity = tune_manifest.slow_add.identity
-    claims = store.claims(identity)
+    claims = store.claims(identity, tune_manifest.slow_add.space_hash)
     assert len(claims) == len(tune_manifest.SIZES) and all(c["finished_at"] is not None for c in claims.values())
     assert claims[killed_key]["takeovers"] == 1
     measured = Counter((r["key"], r["config"]) for r in store.rows() if r["source"] == "measured" and r["status"] == "ok")

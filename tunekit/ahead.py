@@ -30,7 +30,7 @@ from .config import config_json
 from .keys import TuningKey
 from .manifest import ManifestEntry, Shape
 from .session import TuningError, TuningSession, stored_winner
-from .store import KernelIdentity, ResultsStore
+from .store import Claim, KernelIdentity, ResultsStore
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +80,13 @@ def select_devices(gpus: str | None) -> list[int | None]:
     """The CUDA devices ``--gpus`` names (``all``, default, or ``0,1``), all of one kind: a winner
     is chosen only from configs measured on the same kind of device. ``[None]`` (this process,
     no GPU) under the Triton interpreter or without CUDA."""
-    if settings.interpreting():
-        return [None]
     import torch
 
-    if not torch.cuda.is_available():
+    on_cpu = settings.interpreting() or not torch.cuda.is_available()
+    if on_cpu and gpus not in (None, "all"):
+        why = "the Triton interpreter runs on the CPU" if settings.interpreting() else "this host has no CUDA device"
+        raise ValueError(f"--gpus {gpus!r} names GPUs, but {why}; leave --gpus out.")
+    if on_cpu:
         return [None]
     count = torch.cuda.device_count()
     if gpus in (None, "all"):
@@ -121,15 +123,17 @@ def prepared_call(entry: ManifestEntry, shape: Shape, device: str) -> tuple[tupl
 class _Renewal:
     """Renews a claim every third of its lease while a key is tuned, in a daemon thread."""
 
-    def __init__(self, store: ResultsStore, identity: KernelIdentity, key: str, owner: str, lease: float) -> None:
+    def __init__(self, store: ResultsStore, identity: KernelIdentity, space_hash: str, key: str, owner: str,
+                 lease: float) -> None:
         self._stop = threading.Event()
 
         def renew() -> None:
             while not self._stop.wait(lease / 3):
                 try:
-                    if not store.renew_claim(identity, key, owner=owner, lease=lease):
-                        logger.warning("%s %s: %s lost its claim (not renewed in time); another owner may tune "
-                                       "it too", identity.name, key, owner)
+                    if not store.renew_claim(identity, space_hash, key, owner=owner, lease=lease):
+                        if not self._stop.is_set():
+                            logger.warning("%s %s: %s lost its claim (not renewed in time); another owner may "
+                                           "tune it too", identity.name, key, owner)
                         return
                 except Exception as error:  # a store that is briefly unreachable: try again next time
                     logger.warning("%s %s: renewing the claim failed: %s", identity.name, key, error)
@@ -147,26 +151,30 @@ class _Job:
     position: int  # in the manifest: outcomes are reported in this order
     entry: ManifestEntry
     shape: Shape
+    #: Known once the job's inputs were made (a job other owners hold is looked at again without them).
+    key: TuningKey | None = None
+    space: Any = None
 
 
 class ManifestTuning:
     """Tunes every (kernel, shape) of ``entries`` on ``devices`` into ``store``.
 
     Args:
-        budget: replaces each entry's (and each decorator's) budget when given.
+        evals, seconds: replace that axis of each entry's budget (else the decorator's) when given.
         lease: seconds a claim lasts unless renewed; a dead host's keys wait this long.
         poll: seconds between looks at keys other owners hold.
         progress: one progress bar per device (default: when stderr is a terminal).
     """
 
     def __init__(self, entries: Sequence[ManifestEntry], store: ResultsStore, devices: Sequence[int | None], *,
-                 budget: Budget | None = None, lease: float = 60.0, poll: float = 2.0,
+                 evals: int | None = None, seconds: float | None = None, lease: float = 60.0, poll: float = 2.0,
                  progress: bool | None = None) -> None:
         if lease <= 0 or poll <= 0:
             raise ValueError(f"lease and poll must be > 0 seconds; got lease={lease}, poll={poll}.")
+        Budget(evals=evals, seconds=seconds)  # refuses bad values with Budget's own message
         self.store = store
         self.devices = list(devices)
-        self.budget = budget
+        self.evals, self.seconds = evals, seconds
         self.lease = lease
         self.poll = poll
         self.progress = sys.stderr.isatty() if progress is None else progress
@@ -174,12 +182,15 @@ class ManifestTuning:
                      for position, (entry, shape) in enumerate((e, s) for e in entries for s in e.shapes)]
         self._outcomes: dict[int, Outcome] = {}
         self._queue: deque[_Job] = deque(self.jobs)
-        self._waiting: list[_Job] = []  # held by other owners: looked at again every `poll` seconds
+        self._waiting: list[_Job] = []  # held by other owners: looked at again once `poll` has passed
+        self._retry_at = 0.0
         self._busy = 0  # jobs this process's threads are working on
         self._lock = threading.Condition()
+        self._started_at = 0.0
 
     def run(self) -> list[Outcome]:
         """Tune until every job is finished here or elsewhere; the outcomes, in manifest order."""
+        self._started_at = self.store.store_time()  # failures of earlier runs are tried again
         errors: list[BaseException] = []
         bars = [self._bar(position, device) for position, device in enumerate(self.devices)]
 
@@ -220,8 +231,8 @@ class ManifestTuning:
         return tqdm(total=len(self.jobs), position=position, desc=_device_name(device), unit="key", leave=True)
 
     def _next(self) -> _Job | None:
-        """The next job to try: queued ones first, then those others held, once ``poll`` passed;
-        None when nothing is left to do."""
+        """The next job to try: queued ones first, then those other owners held, once ``poll`` has
+        passed since the last was put aside; None when nothing is left to do."""
         with self._lock:
             while True:
                 if self._queue:
@@ -229,16 +240,19 @@ class ManifestTuning:
                     return self._queue.popleft()
                 if not self._waiting and not self._busy:
                     return None
-                self._lock.wait(self.poll)  # another owner's claim may end; this process's jobs may finish
-                if not self._queue:
+                wait = self._retry_at - time.monotonic() if self._waiting else self.poll
+                if wait <= 0:
                     self._queue.extend(self._waiting)
                     self._waiting.clear()
+                    continue
+                self._lock.wait(wait)  # a job finishing, or one put aside, wakes this earlier
 
     def _done(self, job: _Job, outcome: Outcome | None) -> None:
         with self._lock:
             self._busy -= 1
             if outcome is None:
                 self._waiting.append(job)
+                self._retry_at = time.monotonic() + self.poll
             else:
                 self._outcomes[job.position] = outcome
             self._lock.notify_all()
@@ -251,60 +265,69 @@ class ManifestTuning:
                 if bar is not None:
                     bar.set_postfix_str(f"{job.entry.kernel.kernel_name} {job.shape.label()}", refresh=True)
                 outcome = self._tune(job, device, owner)
+            except Exception as error:  # the store unreachable, for one: this key fails, the others go on
+                logger.exception("%s %s: not tuned", job.entry.kernel.kernel_name, job.shape.label())
+                outcome = Outcome(job.entry.kernel.kernel_name, job.shape.label(), job.key.json if job.key else "",
+                                  "error", _device_name(device), detail=f"{type(error).__name__}: {error}")
             finally:
                 self._done(job, outcome)
             if outcome is not None and bar is not None:
                 bar.update(1)
 
+    def _budget(self, entry: ManifestEntry) -> Budget:
+        base = entry.budget or entry.kernel.options.budget
+        return Budget(evals=self.evals if self.evals is not None else base.evals,
+                      seconds=self.seconds if self.seconds is not None else base.seconds)
+
     def _tune(self, job: _Job, device: int | None, owner: str) -> Outcome | None:
         """Tune one job, or say why not; None when another owner holds it."""
-        entry, shape = job.entry, job.shape
-        name, label = entry.kernel.kernel_name, shape.label()
-        where = _device_name(device)
-        try:
-            args, kwargs, key, space = prepared_call(entry, shape, where)
-        except Exception as error:
-            logger.error("%s %s: the call could not be made: %s", name, label, error)
-            return Outcome(name, label, "", "error", where, detail=f"{type(error).__name__}: {error}")
-        kernel, store = entry.kernel, self.store
-        identity = kernel.identity
+        entry, shape, kernel, store = job.entry, job.shape, job.entry.kernel, self.store
+        name, label, where = kernel.kernel_name, shape.label(), _device_name(device)
+        call = None
+        if job.key is None:
+            try:
+                call = prepared_call(entry, shape, where)
+            except Exception as error:
+                logger.error("%s %s: the call could not be made: %s", name, label, error)
+                return Outcome(name, label, "", "error", where, detail=f"{type(error).__name__}: {error}")
+            job.key, job.space = call[2], call[3]
+        key, space, identity = job.key, job.space, kernel.identity
         if len(space) == 1:
             return Outcome(name, label, key.json, "single config", where, winner=config_json(space.configs()[0]))
         winners = store.winners(identity)
         if stored_winner(key.json, winners, space, kernel.space_hash) is not None:
             return _stored(name, label, key, winners, "stored", where)
-        state = store.claim(identity, key.json, owner=owner, lease=self.lease)
-        if state == "taken":
+        state = store.claim(identity, kernel.space_hash, key.json, owner=owner, lease=self.lease,
+                            retry_failed_before=self._started_at)
+        if state is Claim.TAKEN:
             return None
-        if state == "done":
+        if state is Claim.DONE:
             return _stored(name, label, key, store.winners(identity), "done elsewhere", where)
-        budget = self.budget or entry.budget or kernel.options.budget
-        session = TuningSession(kernel.launch, space, replace(kernel.options, budget=budget, progress=False), store,
-                                identity, key, kernel.space_hash)
-        renewal = _Renewal(store, identity, key.json, owner, self.lease)
-        finished = False
+        if state is Claim.FAILED:
+            failure = store.claims(identity, kernel.space_hash).get(key.json, {}).get("outcome")
+            return Outcome(name, label, key.json, "failed", where, detail=f"failed elsewhere in this run: {failure}")
+        renewal = _Renewal(store, identity, kernel.space_hash, key.json, owner, self.lease)
+        finished_as = None  # the claim's outcome; None gives it back
         try:
+            if call is None:
+                call = prepared_call(entry, shape, where)
+            session = TuningSession(kernel.launch, call[3], replace(kernel.options, budget=self._budget(entry),
+                                                                   progress=False),
+                                    store, identity, key, kernel.space_hash)
             try:
-                winner, report = session.run(args, kwargs)
-            except TuningError as error:
-                finished = True
-                store.release_claim(identity, key.json, owner=owner, outcome=f"failed: {error}")
+                winner, report = session.run(call[0], call[1])
+            except TuningError as error:  # every config failed: a later run tries again
+                finished_as = f"failed: {error}"
                 return Outcome(name, label, key.json, "failed", where, evaluations=len(session.trials),
                                detail=str(error))
-            except Exception as error:  # this key's; the claim is given back below, the other keys go on
-                logger.exception("%s %s: tuning failed", name, label)
-                return Outcome(name, label, key.json, "error", where, detail=f"{type(error).__name__}: {error}")
-            finished = True
             if report.fallback:  # given back: a later run, with a larger budget, tunes it
-                store.release_claim(identity, key.json, owner=owner)
                 return Outcome(name, label, key.json, "failed", where, evaluations=report.evaluations,
                                seconds=report.seconds, detail="the budget ended before any config was measured; "
                                "no winner stored (give it more --seconds)")
-            store.release_claim(identity, key.json, owner=owner, outcome="winner")
+            finished_as = "winner"
         finally:
             renewal.stop()
-            if not finished:  # interrupted or broken: anyone may claim it at once
-                store.release_claim(identity, key.json, owner=owner)
+            store.release_claim(identity, kernel.space_hash, key.json, owner=owner, outcome=finished_as)
         stored = store.winners(identity).get(key.json)
         return Outcome(name, label, key.json, "tuned", where, config_json(winner), stored[1] if stored else None,
                        report.evaluations, report.seconds)
@@ -317,7 +340,8 @@ def _stored(name: str, label: str, key: TuningKey, winners: dict, status: str, w
 
 def plan(entries: Sequence[ManifestEntry], store: ResultsStore | None) -> list[dict[str, str]]:
     """What ``tunekit tune`` would do (``--dry-run``): per (kernel, shape), the key and what the
-    store holds for it. Inputs are made on the ``meta`` device (no memory), else on the CPU."""
+    store holds for it on this host's kind of device. Inputs are made on the ``meta`` device where
+    the inputs function allows it (no device memory), else on the CPU."""
     rows = []
     for entry in entries:
         for shape in entry.shapes:
@@ -345,10 +369,10 @@ def _held(store: ResultsStore, entry: ManifestEntry, key: TuningKey, space: Any)
     if stored_winner(key.json, winners, space, kernel.space_hash) is not None:
         config, median_ms, _ = winners[key.json]
         return f"winner {config}" + (f" ({median_ms:.4g} ms)" if median_ms is not None else "")
-    claim = store.claims(identity).get(key.json)
+    claim = store.claims(identity, kernel.space_hash).get(key.json)
     if claim is not None and claim["finished_at"] is not None:
-        return f"finished elsewhere: {claim['outcome']}"
-    if claim is not None and claim["expires_at"] > time.time():
+        return f"finished: {claim['outcome']}" + (": to tune again" if claim["outcome"] != "winner" else "")
+    if claim is not None and claim["owner"] and claim["expires_at"] > store.store_time():
         return f"being tuned by {claim['owner']}"
     measured = sum(1 for t in store.history(identity) if t.key is not None and t.key.json == key.json)
     return f"{measured} trials stored, no winner: to tune" if measured else "to tune"

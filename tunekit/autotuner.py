@@ -82,7 +82,7 @@ class Autotuner(_TritonAutotuner):
         tolerance: float | Mapping[str, float] | None = None,
         isolate: bool | None = None,
         run_timeout: float | None = None,
-        ranks: str = "rank0",
+        ranks: str = "first",
     ) -> None:
         name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
@@ -314,8 +314,9 @@ class Autotuner(_TritonAutotuner):
             if len(self.space) == 1:
                 config = self.space.configs()[0]
             else:
-                config = agree(self.ranks, tuning_key, self.space,
-                               lambda: self._stored_or_tuned(tuning_key, args, kwargs), self.kernel_name)
+                decision = f"{self.kernel_name}/{self.identity.source_hash}/{self.space_hash}/{tuning_key.json}"
+                config = agree(self.ranks, decision, self.space,
+                               lambda: self._stored_or_tuned(tuning_key, args, kwargs))
             entry = (config, config.all_kwargs())
             self._tuned[key] = entry
             self.cache[tuning_key.triton_key] = config  # stock Triton's attribute and key, for code that reads it
@@ -502,8 +503,8 @@ def autotune(
             see ``tunekit.check``), ``isolate`` (check and time in a worker process, so that a
             crash or hang costs only that config; by default on a GPU when the kernel is first
             tuned), ``run_timeout`` (seconds per config in that worker; adaptive by default),
-            ``ranks`` (in a ``torch.distributed`` job: ``"rank0"``, default, the lowest rank
-            calling with a key tunes it and the others take its winner; ``"each"``: every rank
+            ``ranks`` (in a ``torch.distributed`` job: ``"first"``, default, the first rank to
+            reach a key decides it and the others launch its decision; ``"each"``: every rank
             tunes alone, as stock Triton does; see ``tunekit.ranks``).
 
     Example:

@@ -235,31 +235,31 @@ def _has_gpu() -> bool:
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune a manifest's (kernel, shapes) ahead of time into the store; resumable."""
     from .ahead import ManifestTuning, plan, select_devices
-    from .budget import Budget
+    from .database import MissingStoreError
     from .manifest import ManifestError, load_manifest
 
     try:
         entries = load_manifest(args.manifest)
-        budget = Budget(evals=args.evals, seconds=args.seconds) if args.evals or args.seconds else None
         devices = select_devices(args.gpus)
     except (ManifestError, ValueError) as error:
         print(f"tunekit: {error}", file=sys.stderr)
         return 2
+    shown_devices = ", ".join("cpu" if d is None else f"cuda:{d}" for d in devices)
     if args.dry_run:
         try:
             store = open_store(args.store or True, read_only=True, create=False)
-        except StoreError:
+        except MissingStoreError:
             store = None
+        device = entries[0].kernel.identity.device
+        print(f"store: {store.shown_url if store is not None else (args.store or 'default') + ' (does not exist)'}; "
+              f"devices: {shown_devices}; what the store holds for {device}")
         rows = plan(entries, store)
-        print(f"store: {store.shown_url if store is not None else (args.store or 'default')}; "
-              f"devices: {', '.join('cpu' if d is None else f'cuda:{d}' for d in devices)}")
         print_table([(r["kernel"], _short(r["shape"], 40), _short(r["key"], 60), r["store"]) for r in rows],
                     ("kernel", "shape", "key", "in the store"))
         return 0
     with open_store(args.store or True) as store:
-        print(f"store: {store.shown_url}; devices: {', '.join('cpu' if d is None else f'cuda:{d}' for d in devices)}",
-              file=sys.stderr)
-        outcomes = ManifestTuning(entries, store, devices, budget=budget, lease=args.lease,
+        print(f"store: {store.shown_url}; devices: {shown_devices}", file=sys.stderr)
+        outcomes = ManifestTuning(entries, store, devices, evals=args.evals, seconds=args.seconds, lease=args.lease,
                                   progress=args.progress).run()
     print_table([(o.kernel, _short(o.shape, 40), _short(o.key, 50), o.status, _short(o.winner, 70),
                   f"{o.time_ms:.4g}" if o.time_ms is not None else "-", o.evaluations or "-",
@@ -269,6 +269,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if outcome.detail:
             print(f"{outcome.kernel} {outcome.shape}: {outcome.detail}", file=sys.stderr)
     return 1 if any(o.status in ("failed", "error") for o in outcomes) else 0
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds > 0 (``--seconds``, ``--lease``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0. Got {text!r} instead.")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -314,8 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--gpus", default="all", help="all (default) or device numbers, e.g. 0,1")
     tune.add_argument("--evals", type=_budget, default=None, help="evaluations per key (default: the manifest's, "
                       "else the decorator's budget)")
-    tune.add_argument("--seconds", type=float, default=None, help="seconds per key, besides --evals")
-    tune.add_argument("--lease", type=float, default=60.0,
+    tune.add_argument("--seconds", type=_seconds, default=None, help="seconds per key (default: the manifest's, else "
+                      "the decorator's)")
+    tune.add_argument("--lease", type=_seconds, default=60.0,
                       help="seconds a claim on a key lasts unless renewed (a dead host's keys wait this long)")
     tune.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="one progress bar per device (default: on a terminal)")

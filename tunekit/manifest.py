@@ -119,13 +119,20 @@ def _module(text: str):
             raise ManifestError(f"Manifest {text} does not exist.")
         spec = importlib.util.spec_from_file_location(f"_tunekit_manifest_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:
+            raise ManifestError(f"Manifest {text} failed to run: {type(error).__name__}: {error}.") from error
         return module
     try:
         return importlib.import_module(text)
-    except ImportError as error:
-        raise ManifestError(f"Manifest {text} is neither a .toml or .py file nor an importable module: "
-                            f"{error}.") from error
+    except ModuleNotFoundError as error:
+        if error.name is not None and (text == error.name or text.startswith(error.name + ".")):
+            raise ManifestError(f"Manifest {text} is neither a .toml or .py file nor an importable module "
+                                f"({error}).") from error
+        raise ManifestError(f"Manifest module {text} failed to import: {error}.") from error
+    except Exception as error:
+        raise ManifestError(f"Manifest module {text} failed to import: {type(error).__name__}: {error}.") from error
 
 
 def resolve(reference: Any, what: str, where: str) -> Any:

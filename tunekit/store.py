@@ -33,10 +33,11 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, String, Text, func, inspect, select
+from sqlalchemy import Column, Float, Index, Integer, String, Text, extract, func, inspect, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -161,24 +162,35 @@ class _InFlightRow(_Base):
 
 
 class _ClaimRow(_Base):
-    """Who tunes a (kernel, device kind, key) ahead of time (``tunekit tune``): claimed before it is
-    tuned, so that hosts and GPUs sharing a store divide the work. A claim whose owner stops
-    renewing it expires and may be taken over; a finished one is not tuned again."""
+    """Who tunes a (kernel, Space, device kind, key) ahead of time (``tunekit tune``): claimed before
+    it is tuned, so that hosts and GPUs sharing a store divide the work. A claim whose owner stops
+    renewing it expires and may be taken over; one finished with a winner is not tuned again."""
 
     __tablename__ = "claims"
     source_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
     triton_version: Mapped[str] = mapped_column(String(128), primary_key=True)
     device: Mapped[str] = mapped_column(String(256), primary_key=True)
     timing_method: Mapped[str] = mapped_column(String(64), primary_key=True)
+    space_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     key: Mapped[str] = mapped_column(Text, primary_key=True)
     kernel_name: Mapped[str] = mapped_column(String(256))
+    #: host:pid:device of the claimer; "" once given back
     owner: Mapped[str] = mapped_column(String(256))
     claimed_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: How the finished tuning ended: "winner", or why it has none.
+    #: How the finished tuning ended: "winner", or "failed: why".
     outcome: Mapped[str | None] = mapped_column(Text, nullable=True)
     takeovers: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Claim(str, Enum):
+    """What ``ResultsStore.claim`` answers."""
+
+    CLAIMED = "claimed"  # the caller tunes the key now
+    TAKEN = "taken"  # another owner's live claim: look again later
+    DONE = "done"  # finished with a winner
+    FAILED = "failed"  # finished without one, after the caller's run began: not retried by this run
 
 
 class _RunRow(_Base):
@@ -241,6 +253,20 @@ def _trial_row(identity: KernelIdentity, key_json: str, trial: Trial, *, strateg
         run_id=run_id,
         created_at=time.time(),
     )
+
+
+def _claim_primary(identity: KernelIdentity, space_hash: str, key_json: str) -> dict[str, str]:
+    """A claim's primary key, in the column order of ``_ClaimRow``."""
+    return {"source_hash": identity.source_hash, "triton_version": identity.triton_version,
+            "device": identity.device, "timing_method": identity.timing_method, "space_hash": space_hash,
+            "key": key_json}
+
+
+def _store_time(session: Session) -> float:
+    """Seconds since the epoch by the database server's clock (PostgreSQL), else this host's."""
+    if session.get_bind().dialect.name == "postgresql":
+        return float(session.scalar(select(extract("epoch", func.clock_timestamp()))))
+    return time.time()
 
 
 def _put_winner(session: Session, primary: dict[str, str], values: dict[str, Any]) -> None:
@@ -525,74 +551,87 @@ class ResultsStore:
 
     # -- claims (tuning ahead of time) ---------------------------------------------------------
 
-    def claim(self, identity: KernelIdentity, key_json: str, *, owner: str, lease: float) -> str:
-        """Try to claim the tuning of ``key_json`` for ``owner`` for ``lease`` seconds, in one
-        transaction: ``"claimed"`` (new, expired, or already ``owner``'s), ``"done"`` (finished by
-        anyone), or ``"taken"`` (another owner's live claim, or one being claimed this instant:
-        the row is locked with ``FOR UPDATE SKIP LOCKED`` on servers, so no claimer waits)."""
-        primary = {"source_hash": identity.source_hash, "triton_version": identity.triton_version,
-                   "device": identity.device, "timing_method": identity.timing_method, "key": key_json}
-        now = time.time()
+    def claim(self, identity: KernelIdentity, space_hash: str, key_json: str, *, owner: str, lease: float,
+              retry_failed_before: float = 0.0) -> Claim:
+        """Try to claim the tuning of ``key_json`` over the Space ``space_hash`` for ``owner`` for
+        ``lease`` seconds, in one transaction. ``CLAIMED``: new, given back, expired, failed before
+        ``retry_failed_before`` (a store time: an earlier run's failure is tried again), or already
+        ``owner``'s; ``DONE``: finished with a winner; ``FAILED``: finished without one since then;
+        ``TAKEN``: another owner's live claim, or one being claimed this instant (the row is locked
+        with ``FOR UPDATE SKIP LOCKED`` on servers, so no claimer waits). Times are the database
+        server's where there is one, so that hosts' clocks need not agree."""
+        primary = _claim_primary(identity, space_hash, key_json)
         with self._session(write=True) as session:
+            now = _store_time(session)
             statement = select(_ClaimRow).filter_by(**primary).with_for_update(skip_locked=True)
             row = session.scalars(statement).first()
             if row is None:
                 if session.get(_ClaimRow, tuple(primary.values())) is not None:
-                    return "taken"  # locked by a claimer in another transaction
+                    return Claim.TAKEN  # locked by a claimer in another transaction
                 try:
                     with session.begin_nested():
                         session.add(_ClaimRow(**primary, kernel_name=identity.name, owner=owner, claimed_at=now,
                                               expires_at=now + lease, takeovers=0))
                 except IntegrityError:
-                    return "taken"
-                return "claimed"
+                    return Claim.TAKEN
+                return Claim.CLAIMED
             if row.finished_at is not None:
-                return "done"
-            if row.owner != owner and row.expires_at > now:
-                return "taken"
-            if row.owner not in ("", owner):  # "": given back
+                if row.outcome == "winner":
+                    return Claim.DONE
+                if row.finished_at >= retry_failed_before:
+                    return Claim.FAILED
+                row.finished_at, row.outcome = None, None
+            elif row.owner not in ("", owner) and row.expires_at > now:
+                return Claim.TAKEN
+            elif row.owner not in ("", owner):
                 logger.warning("%s %s: the claim of %s expired %.0f s ago; %s takes it over", identity.name,
                                key_json, row.owner, now - row.expires_at, owner)
                 row.takeovers += 1
             row.owner, row.claimed_at, row.expires_at = owner, now, now + lease
-            return "claimed"
+            return Claim.CLAIMED
 
-    def renew_claim(self, identity: KernelIdentity, key_json: str, *, owner: str, lease: float) -> bool:
+    def renew_claim(self, identity: KernelIdentity, space_hash: str, key_json: str, *, owner: str,
+                    lease: float) -> bool:
         """Extend ``owner``'s claim by ``lease`` seconds from now; False if it is no longer theirs."""
         with self._session(write=True) as session:
-            row = session.get(_ClaimRow, (identity.source_hash, identity.triton_version, identity.device,
-                                          identity.timing_method, key_json), with_for_update=True)
+            row = session.get(_ClaimRow, tuple(_claim_primary(identity, space_hash, key_json).values()),
+                              with_for_update=True)
             if row is None or row.owner != owner or row.finished_at is not None:
                 return False
-            row.expires_at = time.time() + lease
+            row.expires_at = _store_time(session) + lease
             return True
 
-    def release_claim(self, identity: KernelIdentity, key_json: str, *, owner: str,
+    def release_claim(self, identity: KernelIdentity, space_hash: str, key_json: str, *, owner: str,
                       outcome: str | None = None) -> None:
-        """End ``owner``'s claim: finished with ``outcome`` (never tuned again by a claimer), or,
+        """End ``owner``'s claim: finished with ``outcome`` (``"winner"``, or ``"failed: why"``), or,
         without one, given back for anyone to claim at once."""
         with self._session(write=True) as session:
-            row = session.get(_ClaimRow, (identity.source_hash, identity.triton_version, identity.device,
-                                          identity.timing_method, key_json), with_for_update=True)
+            row = session.get(_ClaimRow, tuple(_claim_primary(identity, space_hash, key_json).values()),
+                              with_for_update=True)
             if row is None or row.owner != owner:
                 return
-            now = time.time()
+            now = _store_time(session)
             if outcome is None:
                 row.owner, row.expires_at = "", now
             else:
                 row.finished_at, row.outcome = now, outcome
 
-    def claims(self, identity: KernelIdentity) -> dict[str, dict[str, Any]]:
-        """The claims on ``identity``'s keys: key JSON -> owner, expires_at, finished_at, outcome,
-        takeovers."""
+    def claims(self, identity: KernelIdentity, space_hash: str) -> dict[str, dict[str, Any]]:
+        """The claims on ``identity``'s keys over that Space: key JSON -> owner, expires_at,
+        finished_at, outcome, takeovers (times are the store's: compare with ``store_time``)."""
         with self._session() as session:
             if not inspect(session.connection()).has_table(_ClaimRow.__tablename__):
                 return {}  # a store only read, written by a tunekit before tunekit tune
             rows = session.scalars(select(_ClaimRow).filter_by(
                 source_hash=identity.source_hash, triton_version=identity.triton_version, device=identity.device,
-                timing_method=identity.timing_method)).all()
+                timing_method=identity.timing_method, space_hash=space_hash)).all()
             return {row.key: {"owner": row.owner, "expires_at": row.expires_at, "finished_at": row.finished_at,
                               "outcome": row.outcome, "takeovers": row.takeovers} for row in rows}
+
+    def store_time(self) -> float:
+        """Now, by the clock claims are timed with: the database server's, or this host's."""
+        with self._session() as session:
+            return _store_time(session)
 
     # -- deleting -------------------------------------------------------------------------
 
@@ -622,6 +661,8 @@ class ResultsStore:
                 filters[_ClaimRow] = [(_ClaimRow.kernel_name, kernel), (_ClaimRow.key, key)]
         counts = {_TrialRow: 0, _RunRow: 0, _WinnerRow: 0, _ClaimRow: 0}
         with self._session(write=not dry_run) as session:
+            if not inspect(session.connection()).has_table(_ClaimRow.__tablename__):
+                filters.pop(_ClaimRow, None)  # a store read-only here, from before tunekit tune
             for table, pairs in filters.items():
                 conditions = [column == value for column, value in pairs if value is not None]
                 counts[table] = session.scalar(select(func.count()).select_from(table).where(*conditions)) or 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from tunekit.config import Config
-from tunekit.store import KernelIdentity, ResultsStore, new_run_id
+from tunekit.store import Claim, KernelIdentity, ResultsStore, new_run_id
 from tunekit.trial import Status, Timing, Trial
 
 IDENTITY = KernelIdentity("k", "hash1", "3.x", "interpreter", "host_clock")
@@ -61,23 +61,35 @@ class StoreConformance:
             assert store.history(other) == []
 
     def test_a_claim_is_exclusive_until_given_back_expired_or_finished(self, store: ResultsStore):
-        assert store.claim(IDENTITY, KEY, owner="a", lease=60) == "claimed"
-        assert store.claim(IDENTITY, KEY, owner="b", lease=60) == "taken"
-        assert store.claim(IDENTITY, KEY, owner="a", lease=60) == "claimed"  # its own, again
-        assert not store.renew_claim(IDENTITY, KEY, owner="b", lease=60)
-        store.release_claim(IDENTITY, KEY, owner="a")  # given back: anyone, at once, not a takeover
-        assert store.claim(IDENTITY, KEY, owner="b", lease=0.05) == "claimed"
-        assert store.renew_claim(IDENTITY, KEY, owner="b", lease=0.05)
+        space = "space1"
+        assert store.claim(IDENTITY, space, KEY, owner="a", lease=60) == Claim.CLAIMED
+        assert store.claim(IDENTITY, space, KEY, owner="b", lease=60) == Claim.TAKEN
+        assert store.claim(IDENTITY, "space2", KEY, owner="b", lease=60) == Claim.CLAIMED  # another Space
+        assert store.claim(IDENTITY, space, KEY, owner="a", lease=60) == Claim.CLAIMED  # its own, again
+        assert not store.renew_claim(IDENTITY, space, KEY, owner="b", lease=60)
+        store.release_claim(IDENTITY, space, KEY, owner="a")  # given back: anyone, at once, not a takeover
+        assert store.claim(IDENTITY, space, KEY, owner="b", lease=0.05) == Claim.CLAIMED
+        assert store.renew_claim(IDENTITY, space, KEY, owner="b", lease=0.05)
         time.sleep(0.1)  # b stops renewing: its claim expires
-        assert store.claim(IDENTITY, KEY, owner="c", lease=60) == "claimed"
-        assert not store.renew_claim(IDENTITY, KEY, owner="b", lease=60)
-        store.release_claim(IDENTITY, KEY, owner="b", outcome="winner")  # not b's any more: ignored
-        assert store.claim(IDENTITY, KEY, owner="d", lease=60) == "taken"
-        store.release_claim(IDENTITY, KEY, owner="c", outcome="winner")
-        assert store.claim(IDENTITY, KEY, owner="d", lease=60) == "done"
-        claim = store.claims(IDENTITY)[KEY]
+        assert store.claim(IDENTITY, space, KEY, owner="c", lease=60) == Claim.CLAIMED
+        assert not store.renew_claim(IDENTITY, space, KEY, owner="b", lease=60)
+        store.release_claim(IDENTITY, space, KEY, owner="b", outcome="winner")  # not b's any more: ignored
+        assert store.claim(IDENTITY, space, KEY, owner="d", lease=60) == Claim.TAKEN
+        store.release_claim(IDENTITY, space, KEY, owner="c", outcome="winner")
+        assert store.claim(IDENTITY, space, KEY, owner="d", lease=60) == Claim.DONE
+        claim = store.claims(IDENTITY, space)[KEY]
         assert (claim["owner"], claim["outcome"], claim["takeovers"]) == ("c", "winner", 1)
-        assert store.delete(kernel=IDENTITY.name).claims == 1 and store.claims(IDENTITY) == {}
+        assert store.delete(kernel=IDENTITY.name).claims == 2 and store.claims(IDENTITY, space) == {}
+
+    def test_a_failed_claim_is_retried_by_a_later_run_only(self, store: ResultsStore):
+        space, run_began = "space1", store.store_time()
+        assert store.claim(IDENTITY, space, KEY, owner="a", lease=60, retry_failed_before=run_began) == Claim.CLAIMED
+        store.release_claim(IDENTITY, space, KEY, owner="a", outcome="failed: every config failed")
+        assert store.claim(IDENTITY, space, KEY, owner="b", lease=60, retry_failed_before=run_began) == Claim.FAILED
+        time.sleep(0.01)
+        later_run = store.store_time()
+        assert store.claim(IDENTITY, space, KEY, owner="b", lease=60, retry_failed_before=later_run) == Claim.CLAIMED
+        assert store.claims(IDENTITY, space)[KEY]["finished_at"] is None
 
     def test_winner_is_replaced_by_a_later_run(self, store: ResultsStore):
         for run, ms in (("r1", 2.0), ("r2", 1.0)):
