@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import pytest
+import torch
 
 from tunekit.ahead import ManifestTuning, plan
 from tunekit.cli import main
@@ -111,30 +112,47 @@ def test_a_shape_whose_inputs_fail_is_reported_and_the_others_are_tuned(tmp_path
 
 
 def test_two_threads_share_the_keys_and_wait_for_other_owners_without_spinning(tmp_path, monkeypatch):
-    """Injected: every key claimed by another owner for 1.5 s, two device threads, poll 0.5 s.
-    Survives: each key is taken over once its claim expired and tuned once; the threads looked
+    """Injected: every key claimed by another owner for 1.5 s; two device threads, poll 0.5 s; a
+    key's tuning replaced by a 0.1 s stand-in that claims and finishes it (two threads cannot run
+    kernels under the interpreter, which is not thread-safe: that is refused, tested below).
+    Survives: each key is taken over once its claim expired and finished once; the threads looked
     at the held keys a few times each, not in a loop."""
-    monkeypatch.setenv("TUNEKIT_TEST_BENCH_SLEEP", "0")
+    from tunekit import ahead
+    from tunekit.ahead import Outcome
+
     entries = load_manifest("tunekit.testing.tune")
     kernel = tune_manifest.slow_add
+    keys = [row["key"] for row in plan(entries, None)]
+    calls = Counter()
+    finished = Counter()
     with ResultsStore(tmp_path / "store.db") as store:
-        keys = [row["key"] for row in plan(entries, None)]
         for key in keys:
             assert store.claim(kernel.identity, kernel.space_hash, key, owner="elsewhere", lease=1.5) == "claimed"
-        calls = Counter()
-        claim = store.claim
 
-        def counted(*args, **kwargs):
-            calls[args[2]] += 1
-            return claim(*args, **kwargs)
+        def stand_in(self, job, device, owner):
+            key = keys[job.position]
+            calls[key] += 1
+            state = store.claim(kernel.identity, kernel.space_hash, key, owner=owner, lease=60)
+            if state == "taken":
+                return None
+            time.sleep(0.1)
+            store.release_claim(kernel.identity, kernel.space_hash, key, owner=owner, outcome="winner")
+            finished[key] += 1
+            return Outcome(kernel.kernel_name, job.shape.label(), key, "tuned", owner)
 
-        monkeypatch.setattr(store, "claim", counted)
-        outcomes = ManifestTuning(entries, store, [None, None], poll=0.5, progress=False).run()
+        monkeypatch.setattr(ahead.settings, "interpreting", lambda: False)
+        monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)  # two GPUs posed on the CPU
+        monkeypatch.setattr(ManifestTuning, "_tune", stand_in)
+        outcomes = ManifestTuning(entries, store, [0, 1], poll=0.5, progress=False).run()
         assert [o.status for o in outcomes] == ["tuned"] * len(keys)
+        assert finished == Counter(keys)
         assert all(c["takeovers"] == 1 for c in store.claims(kernel.identity, kernel.space_hash).values())
         assert sum(calls.values()) <= 8 * len(keys), calls
-        measured = Counter((r["key"], r["config"]) for r in store.rows() if r["source"] == "measured")
-        assert len(measured) == len(keys) * len(tune_manifest.BLOCKS) and set(measured.values()) == {1}
+
+
+def test_two_threads_under_the_interpreter_are_refused(tmp_path):
+    with ResultsStore(tmp_path / "store.db") as store, pytest.raises(ValueError, match="not thread-safe"):
+        ManifestTuning(load_manifest("tunekit.testing.tune"), store, [None, 0])
 
 
 def test_a_key_that_failed_is_reported_and_tuned_again_by_the_next_run(tmp_path, monkeypatch):

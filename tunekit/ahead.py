@@ -172,6 +172,11 @@ class ManifestTuning:
         if lease <= 0 or poll <= 0:
             raise ValueError(f"lease and poll must be > 0 seconds; got lease={lease}, poll={poll}.")
         Budget(evals=evals, seconds=seconds)  # refuses bad values with Budget's own message
+        if len(set(devices)) != len(devices) or not devices:
+            raise ValueError(f"devices must be distinct GPU numbers (or one None: no GPU). Got {list(devices)}.")
+        if settings.interpreting() and len(devices) > 1:
+            raise ValueError("The Triton interpreter is not thread-safe (it patches triton.language while a kernel "
+                             "runs): tune under it on one device.")
         self.store = store
         self.devices = list(devices)
         self.evals, self.seconds = evals, seconds

@@ -1,0 +1,109 @@
+"""Tuned configs that travel: exports imported into a store, and winners files served as a store."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+import tunekit
+from tunekit.cli import main
+from tunekit.kernels import vector_add
+from tunekit.shipping import ExportError, read_export, winners_store
+from tunekit.store import ResultsStore, StoreError
+
+SIZES = (1024, 3000)
+
+
+def make(store):
+    return tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=tunekit.Budget(evals=3),
+                            store=str(store))(vector_add.add_kernel)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A store with two tuned keys, its winners exported as JSONL and its trials as CSV and JSONL."""
+    directory = tmp_path_factory.mktemp("tuned")
+    kernel = make(directory / "tuned.db")
+    for n in SIZES:
+        x, y, out = vector_add.inputs(n)
+        vector_add.launch(kernel, x, y, out)
+    kernel.store.close()
+    for args in (["--winners", str(directory / "winners.jsonl")], [str(directory / "trials.csv")],
+                 [str(directory / "trials.jsonl")]):
+        assert main(["store", "export", "--store", str(directory / "tuned.db"), *args]) == 0
+    return directory
+
+
+def test_imported_winners_and_trials_equal_the_exported_store_and_a_second_import_adds_nothing(tuned, tmp_path,
+                                                                                                capsys):
+    original = ResultsStore(tuned / "tuned.db", read_only=True)
+    target = tmp_path / "fresh.db"
+    for name in ("winners.jsonl", "trials.csv"):
+        assert main(["store", "import", str(tuned / name), "--store", str(target)]) == 0
+    imported = ResultsStore(target, read_only=True)
+    assert imported.winner_rows() == original.winner_rows()
+    strip = lambda rows: [{k: v for k, v in row.items() if k != "id"} for row in rows]  # noqa: E731
+    assert strip(imported.rows()) == strip(original.rows())  # the CSV's text typed back exactly
+    capsys.readouterr()
+    assert main(["store", "import", str(tuned / "trials.jsonl"), "--store", str(target)]) == 0
+    assert "added 0 trials and 0 winners" in capsys.readouterr().out
+    assert len(ResultsStore(target, read_only=True).rows()) == len(original.rows())
+
+
+def test_a_winners_file_serves_offline_without_a_database_and_is_left_untouched(tuned, tmp_path, monkeypatch):
+    winners = tuned / "winners.jsonl"
+    before = winners.read_bytes()
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    monkeypatch.chdir(tmp_path)
+    original = {json.loads(row["key"])["args"]["n"]: json.loads(row["config"])
+                for row in read_export(winners)}
+    served = make(winners)
+    for n in SIZES:
+        x, y, out = vector_add.inputs(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a stored winner: no fallback warning
+            vector_add.launch(served, x, y, out)
+        assert torch.equal(out, x + y)
+        assert served.best_config.kwargs["BLOCK"] == original[n]["BLOCK"]
+    assert served.trials == [] and winners.read_bytes() == before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_winners_file_in_normal_mode_tunes_a_missing_key_in_memory_only(tuned, tmp_path):
+    winners = tuned / "winners.jsonl"
+    before = winners.read_bytes()
+    served = make(winners)
+    x, y, out = vector_add.inputs(2048)
+    vector_add.launch(served, x, y, out)
+    assert torch.equal(out, x + y) and len(served.trials) == 3
+    assert winners.read_bytes() == before
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"a": 1}\nnot json\n', "line 2: not JSON"),
+    ("[1, 2]\n", "line 1: a row is a JSON object"),
+    ('{"kernel_name": "k"}\n', "row 1: neither a trial"),
+    ('{"status": "ok", "config": "{}"}\n', "row 1: missing"),
+])
+def test_a_bad_export_is_refused_naming_the_problem_and_nothing_is_imported(tmp_path, text, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    store = ResultsStore(tmp_path / "s.db")
+    with pytest.raises(StoreError, match=message):
+        store.merge(read_export(path), source=str(path))
+    assert store.rows() == [] and store.winner_rows() == []
+
+
+def test_a_trials_export_is_not_a_winners_file(tuned):
+    with pytest.raises(ExportError, match="holds trials, not winners"):
+        winners_store(tuned / "trials.jsonl")
+
+
+def test_a_row_with_a_wrong_type_names_the_column(tuned, tmp_path):
+    rows = read_export(tuned / "trials.jsonl")
+    rows[1]["median_ms"] = "fast"
+    with pytest.raises(StoreError, match="row 2: median_ms 'fast' is not a float"):
+        ResultsStore(tmp_path / "s.db").merge(rows, source="edited")

@@ -1,0 +1,69 @@
+"""Tuned configs that travel: exports read back into a store, and winners files served as a store.
+
+``tunekit store export winners.jsonl --winners`` writes the winner of every key; a library ships
+that file (inside its wheel, per device) and its users pass it as ``store=``: it is served from
+memory, read-only, with no database file and no write access (``winners_store``). ``tunekit store
+import`` merges an export of winners or trials into a store, skipping what it already holds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .store import ResultsStore, StoreError
+
+#: What a store argument names when it is a winners file.
+WINNERS_SUFFIX = ".jsonl"
+
+
+class ExportError(StoreError):
+    """A file that is not an export tunekit can read: the message names the file, line and problem."""
+
+
+def read_export(source: str | os.PathLike | Any) -> list[dict[str, Any]]:
+    """The rows of an export (JSONL or CSV, as ``tunekit store export`` writes them). ``source``
+    is a path or anything with ``read_text()`` (a package resource from ``importlib.resources``)."""
+    name = str(source)
+    try:
+        text = source.read_text() if hasattr(source, "read_text") else Path(source).read_text()
+    except OSError as error:
+        raise ExportError(f"Export {name} could not be read: {error.strerror or error}.") from error
+    except UnicodeDecodeError as error:
+        raise ExportError(f"Export {name} is not text (JSONL or CSV): {error}.") from error
+    if name.endswith(".csv"):
+        return [dict(row) for row in csv.DictReader(io.StringIO(text))]
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ExportError(f"Export {name}, line {number}: not JSON ({error.msg}).") from error
+        if not isinstance(row, dict):
+            raise ExportError(f"Export {name}, line {number}: a row is a JSON object, not {type(row).__name__}.")
+        rows.append(row)
+    return rows
+
+
+def is_winners_file(store: Any) -> bool:
+    """Whether a ``store=`` argument names a winners file rather than a database."""
+    text = str(store)
+    return not isinstance(store, bool) and store is not None and "://" not in text and text.endswith(WINNERS_SUFFIX)
+
+
+def winners_store(source: str | os.PathLike | Any) -> ResultsStore:
+    """An in-memory store holding the winners of an exported winners file: what ``store=`` serves
+    when it names one. The file is only read; trials of tunings at keys it lacks stay in memory."""
+    rows = read_export(source)
+    store = ResultsStore("sqlite://")
+    merged = store.merge(rows, source=str(source))
+    if merged.trials:
+        raise ExportError(f"{source} holds trials, not winners: import it into a store (tunekit store import) and "
+                          "use that store.")
+    return store
