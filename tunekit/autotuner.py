@@ -33,6 +33,7 @@ from .launch import Launch
 from .ranks import agree, check_mode
 from .service import service
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
+from .shipping import is_winners_file, winners_store
 from .space import Space
 from .store import KernelIdentity, MissingStoreError, ResultsStore, open_store
 from .strategy import Strategy, make_strategy
@@ -288,9 +289,13 @@ class Autotuner(_TritonAutotuner):
     def store(self) -> ResultsStore:
         """The results store, opened on first use. In offline mode, which never tunes, it is only
         read: never created or written, readable on a read-only file system; a store that does
-        not exist is an empty one (every key then falls back, with a warning)."""
+        not exist is an empty one (every key then falls back, with a warning). A winners file
+        (``.jsonl``, from ``tunekit store export --winners``) is served from memory in both modes:
+        only read, and what a tuning at a key it lacks measures is kept in memory."""
         if self._store is None:
-            if settings.mode() == "offline":
+            if is_winners_file(self._store_arg):
+                self._store = winners_store(self._store_arg)
+            elif settings.mode() == "offline":
                 try:
                     self._store = open_store(self._store_arg, read_only=True)
                 except MissingStoreError as error:

@@ -4,6 +4,7 @@
     tunekit store show    RUN_ID [--store URL]          a run's trials
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
     tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
+    tunekit store import  FILE.jsonl|FILE.csv [--store URL]     merge an export into a store
     tunekit store rm      [--run RUN_ID] [--kernel NAME] [--key KEY_JSON] [--status STATUS] [--dry-run]
     tunekit tune          MANIFEST [--store URL] [--gpus all|0,1] [--evals N] [--seconds S] [--dry-run]
     tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] [--transfer] --out DIR
@@ -115,6 +116,18 @@ def _cannot_write(out: str, error: OSError) -> SystemExit:
                           "first or choose another path.")
     reason = (error.strerror or str(error)).lower()
     return SystemExit(f"tunekit: cannot write {target}: {reason}; choose another path.")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Merge an export (winners or trials) into the store, skipping what it already holds."""
+    from .shipping import read_export
+
+    rows = read_export(args.file)
+    with open_store(args.store or True) as store:
+        merged = store.merge(rows, source=args.file)
+        print(f"store: {store.shown_url}: added {merged.trials} trials and {merged.winners} winners from "
+              f"{args.file}; {merged.skipped} rows were already held")
+    return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -308,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--key", help="with kerneltuner/t4: the key, as stored (JSON), when there are several")
     export.add_argument("--device", help="with kerneltuner/t4: the device, when there are several")
     export.set_defaults(handler=cmd_export)
+    imported = store_commands.add_parser("import", help="merge an export (winners or trials) into a store")
+    imported.add_argument("file", help="a .jsonl or .csv file that tunekit store export wrote")
+    imported.add_argument("--store", **store_flag)
+    imported.set_defaults(handler=cmd_import)
     rm = store_commands.add_parser("rm", help="delete trials, runs and winners by run, kernel, key or status")
     rm.add_argument("--store", **store_flag)
     rm.add_argument("--run", help="a run id (a prefix is enough): its trials, the run and the winner it chose")

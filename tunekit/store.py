@@ -86,6 +86,15 @@ class Deleted:
     claims: int = 0
 
 
+@dataclass(frozen=True)
+class Merged:
+    """What ``ResultsStore.merge`` added, and how many rows the store already held."""
+
+    trials: int
+    winners: int
+    skipped: int
+
+
 class _Base(DeclarativeBase):
     pass
 
@@ -253,6 +262,30 @@ def _trial_row(identity: KernelIdentity, key_json: str, trial: Trial, *, strateg
         run_id=run_id,
         created_at=time.time(),
     )
+
+
+#: What makes an imported trial the same as a stored one.
+_TRIAL_IDENTITY = ("source_hash", "triton_version", "device", "timing_method", "key", "config", "run_id", "source",
+                   "created_at")
+_WINNER_KEY = ("source_hash", "triton_version", "device", "timing_method", "key")
+
+
+def _typed(value: Any, column: Any, where: str) -> Any:
+    """``value`` (JSON's, or CSV's text) as ``column`` stores it; "" is None where the column allows it."""
+    if value is None or (value == "" and column.nullable):
+        return None
+    python_type = column.type.python_type
+    if isinstance(value, python_type) and not isinstance(value, bool):
+        return value
+    try:
+        if python_type is int and isinstance(value, str):
+            return int(float(value)) if float(value).is_integer() else int(value)
+        if python_type is str and not isinstance(value, str):
+            raise ValueError
+        return python_type(value)
+    except (TypeError, ValueError):
+        raise StoreError(f"{where}: {column.key} {value!r} is not a{'n' if python_type is int else ''} "
+                         f"{python_type.__name__}.") from None
 
 
 def _claim_primary(identity: KernelIdentity, space_hash: str, key_json: str) -> dict[str, str]:
@@ -632,6 +665,51 @@ class ResultsStore:
         """Now, by the clock claims are timed with: the database server's, or this host's."""
         with self._session() as session:
             return _store_time(session)
+
+    # -- merging exports ----------------------------------------------------------------------
+
+    def merge(self, rows: Sequence[dict[str, Any]], *, source: str = "rows") -> Merged:
+        """Add the exported rows (trials as ``rows()`` gives them, winners as ``winner_rows()``:
+        ``tunekit store export``'s JSONL or CSV read back) that this store lacks, in one transaction.
+        A trial is held already when one of the same kernel, device, key, config, run, source and
+        time is; a winner when the key has one (the store's own is kept). Every row is checked
+        first: one that is neither kind, lacks a column or has a value of the wrong type is an
+        error naming ``source``, the row and the column, and nothing is added."""
+        parsed: list[tuple[type[_Base], dict[str, Any]]] = []
+        for number, row in enumerate(rows, start=1):
+            if "status" in row:
+                table = _TrialRow
+            elif "space_hash" in row:
+                table = _WinnerRow
+            else:
+                raise StoreError(f"{source}, row {number}: neither a trial (it has no status) nor a winner (no "
+                                 "space_hash); import what tunekit store export wrote.")
+            columns = {c.key: c for c in inspect(table).columns if c.key != "id"}
+            missing = [name for name, column in columns.items() if not column.nullable and row.get(name) in (None, "")]
+            if missing:
+                raise StoreError(f"{source}, row {number}: missing {', '.join(missing)}.")
+            parsed.append((table, {name: _typed(row.get(name), column, f"{source}, row {number}")
+                                   for name, column in columns.items()}))
+        added = {_TrialRow: 0, _WinnerRow: 0}
+        skipped = 0
+        with self._session(write=True) as session:
+            held = set(session.execute(select(*(getattr(_TrialRow, c) for c in _TRIAL_IDENTITY))).all())
+            for table, values in parsed:
+                if table is _TrialRow:
+                    identity = tuple(values[c] for c in _TRIAL_IDENTITY)
+                    if identity in held:
+                        skipped += 1
+                        continue
+                    held.add(identity)
+                elif session.get(_WinnerRow, tuple(values[c] for c in _WINNER_KEY)) is not None:
+                    skipped += 1
+                    continue
+                session.add(table(**values))
+                session.flush()  # a second winner of one key in the rows is found by the get above
+                added[table] += 1
+        merged = Merged(added[_TrialRow], added[_WinnerRow], skipped)
+        logger.info("store %s: merged %s from %s", self.shown_url, merged, source)
+        return merged
 
     # -- deleting -------------------------------------------------------------------------
 
