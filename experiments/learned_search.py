@@ -147,8 +147,9 @@ def replay_part(part: str, out: Path, budget: int, seeds: int, jobs: int, shard:
     target = out / part / "runs.jsonl.gz"
     target.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
+    run_strategy = (lambda s: f"kt:{s}") if part == "kernel_tuner" else (lambda s: s)  # as runs name it
     tasks = [t for i, t in enumerate(part_tasks(part, budget, seeds, strategies)) if i % shard[1] == shard[0]
-             and (_space(t[1]).name, t[2], t[3], budget) not in done]
+             and (_space(t[1]).name, run_strategy(t[2]), t[3], budget) not in done]
     print(f"{part}: {len(tasks)} tunings to replay ({len(done)} already done)", file=sys.stderr, flush=True)
     os.environ.setdefault("TMPDIR_KT", tempfile.mkdtemp(prefix="learned-search-"))  # Kernel Tuner's file copies
     started = time.perf_counter()
