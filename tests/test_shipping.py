@@ -107,3 +107,47 @@ def test_a_row_with_a_wrong_type_names_the_column(tuned, tmp_path):
     rows[1]["median_ms"] = "fast"
     with pytest.raises(StoreError, match="row 2: median_ms 'fast' is not a float"):
         ResultsStore(tmp_path / "s.db").merge(rows, source="edited")
+
+
+def test_a_missing_winners_file_falls_back_offline_and_is_an_error_online(tmp_path, monkeypatch):
+    missing = tmp_path / "missing.jsonl"
+    x, y, out = vector_add.inputs(1024)
+    with pytest.raises(ExportError, match="could not be read"):
+        vector_add.launch(make(missing), x, y, out)
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    with pytest.warns(RuntimeWarning, match="using the default config"):
+        vector_add.launch(make(missing), x, y, out)
+    assert torch.equal(out, x + y) and list(tmp_path.iterdir()) == []
+
+
+def test_a_winners_file_of_another_triton_build_says_so(tuned, tmp_path, monkeypatch, caplog):
+    rows = read_export(tuned / "winners.jsonl")
+    for row in rows:
+        row["triton_version"] = "9.9.9+other"
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    x, y, out = vector_add.inputs(1024)
+    with pytest.warns(RuntimeWarning, match="using the default config"):
+        vector_add.launch(make(other), x, y, out)
+    assert "holds no winner for this Triton build and device" in caplog.text and "9.9.9+other" in caplog.text
+
+
+def test_importing_into_a_winners_file_is_refused(tuned, tmp_path, capsys):
+    target = tmp_path / "out.jsonl"
+    assert main(["store", "import", str(tuned / "winners.jsonl"), "--store", str(target)]) == 2
+    assert "is a winners file" in capsys.readouterr().err and not target.exists()
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("config", "BLOCK=64", "config 'BLOCK=64' is not a JSON object"),
+    ("median_ms", True, "median_ms True is not a float"),
+    ("compile_seconds", "1,5", "compile_seconds '1,5' is not a float"),
+])
+def test_an_unusable_value_is_refused_by_column(tuned, tmp_path, column, value, message):
+    rows = read_export(tuned / "trials.jsonl")
+    rows[0][column] = value
+    store = ResultsStore(tmp_path / "s.db")
+    with pytest.raises(StoreError, match=message):
+        store.merge(rows, source="edited")
+    assert store.rows() == []

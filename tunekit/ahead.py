@@ -332,7 +332,11 @@ class ManifestTuning:
             finished_as = "winner"
         finally:
             renewal.stop()
-            store.release_claim(identity, kernel.space_hash, key.json, owner=owner, outcome=finished_as)
+            try:
+                store.release_claim(identity, kernel.space_hash, key.json, owner=owner, outcome=finished_as)
+            except Exception as error:  # the claim expires by itself; the key's result stands
+                logger.warning("%s %s: the claim could not be released (%s); it expires in %.0f s", name, label,
+                               error, self.lease)
         stored = store.winners(identity).get(key.json)
         return Outcome(name, label, key.json, "tuned", where, config_json(winner), stored[1] if stored else None,
                        report.evaluations, report.seconds)

@@ -120,8 +120,12 @@ def _cannot_write(out: str, error: OSError) -> SystemExit:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Merge an export (winners or trials) into the store, skipping what it already holds."""
-    from .shipping import read_export
+    from .shipping import is_winners_file, read_export
 
+    if is_winners_file(args.store or settings.store_url()):
+        print(f"tunekit: the store {args.store or settings.store_url()} is a winners file (served read-only); import "
+              "into a database: a .db path or a server URL.", file=sys.stderr)
+        return 2
     rows = read_export(args.file)
     with open_store(args.store or True) as store:
         merged = store.merge(rows, source=args.file)

@@ -7,14 +7,20 @@ decides it (its stored winner, or a tuning on its GPU) and publishes the decisio
 key-value store (the one ``init_process_group`` rendezvoused through); a rank that reaches the key
 later waits for that decision and launches it. Nothing here is a collective: a rank waits only
 for a key some rank has started to decide, so ranks that call different kernels or shapes, or
-call a kernel in a different order or not at all, never wait for each other, and no rank waits
-inside a GPU collective. ``ranks="each"`` tunes every rank alone, as stock Triton does.
+call a kernel in a different order or not at all, never wait for each other. A rank that waits
+does so on the host; if it has a GPU collective pending that the deciding rank has yet to join
+(rank 1 runs an all-reduce then the kernel, rank 0 the kernel then the all-reduce), the deciding
+rank's timing waits for that collective and the job stalls: call tuned kernels in the same order
+relative to collectives on every rank, as SPMD code does. Ranks on different kinds of GPU decide
+apart (the device is part of the decision's name). ``ranks="each"`` tunes every rank alone, as
+stock Triton does.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -49,30 +55,35 @@ def _job_store() -> Any:
 
 
 def agree(mode: str, name: str, space: Space, decide: Callable[[], Config]) -> Config:
-    """The config to launch for the decision ``name`` (a kernel's identity, Space and key):
+    """The config to launch for the decision ``name`` (a kernel's identity, device, Space and key):
     ``decide()`` on the first rank that gets here, its published answer on every other rank. A
-    decision that raised raises on every rank that waits for it. Without a job of several ranks,
-    or with ``mode="each"``, ``decide()``."""
+    decision that raised (or was interrupted) raises on every rank that waits for it, and the
+    next call of any rank decides afresh. Without a job of several ranks, or with
+    ``mode="each"``, ``decide()``."""
     store = _job_store() if mode == "first" else None
     if store is None:
         return decide()
     import torch.distributed as dist
 
-    prefix = f"tunekit/{name}"
-    if store.add(f"{prefix}/deciders", 1) == 1:
+    # an elastic restart keeps the job's store: decisions of an earlier attempt are not this one's
+    prefix = f"tunekit/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{name}"
+    attempt = store.add(f"{prefix}/attempts", 0)  # a failed decision moves every rank to the next one
+    decision_key = f"{prefix}/{attempt}/decision"
+    if store.add(f"{prefix}/{attempt}/deciders", 1) == 1:
         try:
             config = decide()
-        except Exception as error:
-            store.set(f"{prefix}/decision", json.dumps({"rank": dist.get_rank(), "error": f"{type(error).__name__}: "
-                                                                                             f"{error}"}))
+        except BaseException as error:
+            store.set(decision_key, json.dumps({"rank": dist.get_rank(),
+                                                "error": f"{type(error).__name__}: {error}"}))
+            store.add(f"{prefix}/attempts", 1)
             raise
-        store.set(f"{prefix}/decision", json.dumps({"rank": dist.get_rank(), "config": config_to_dict(config)}))
+        store.set(decision_key, json.dumps({"rank": dist.get_rank(), "config": config_to_dict(config)}))
         return config
     try:
-        store.wait([f"{prefix}/decision"], WAIT)
-    except Exception as error:  # the store's timeout (or its loss: the deciding rank's host died)
+        store.wait([decision_key], WAIT)
+    except Exception as error:  # the store's timeout, or its loss: the deciding rank's process died
         raise TuningError(f"no rank published the config for {name} within {WAIT}: {error}") from error
-    decision = json.loads(store.get(f"{prefix}/decision"))
+    decision = json.loads(store.get(decision_key))
     if "error" in decision:
         raise TuningError(f"rank {decision['rank']} could not decide {name}: {decision['error']}")
     logger.info("%s: rank %d's decision %s", name, decision["rank"], decision["config"])

@@ -12,10 +12,11 @@ import csv
 import io
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
-from .store import ResultsStore, StoreError
+from .store import KernelIdentity, ResultsStore, StoreError
 
 #: What a store argument names when it is a winners file.
 WINNERS_SUFFIX = ".jsonl"
@@ -57,13 +58,31 @@ def is_winners_file(store: Any) -> bool:
     return not isinstance(store, bool) and store is not None and "://" not in text and text.endswith(WINNERS_SUFFIX)
 
 
+_served: dict[str, ResultsStore] = {}
+_served_lock = threading.Lock()
+
+
 def winners_store(source: str | os.PathLike | Any) -> ResultsStore:
     """An in-memory store holding the winners of an exported winners file: what ``store=`` serves
-    when it names one. The file is only read; trials of tunings at keys it lacks stay in memory."""
-    rows = read_export(source)
-    store = ResultsStore("sqlite://")
-    merged = store.merge(rows, source=str(source))
-    if merged.trials:
-        raise ExportError(f"{source} holds trials, not winners: import it into a store (tunekit store import) and "
-                          "use that store.")
-    return store
+    when it names one, read once per process and shared by every kernel that names it. The file
+    is only read; trials of tunings at keys it lacks stay in memory."""
+    with _served_lock:
+        store = _served.get(str(source))
+        if store is None:
+            rows = read_export(source)
+            store = ResultsStore("sqlite://")
+            merged = store.merge(rows, source=str(source))
+            if merged.trials:
+                raise ExportError(f"{source} holds trials, not winners: import it into a store (tunekit store "
+                                  "import) and use that store.")
+            _served[str(source)] = store
+        return store
+
+
+def foreign_winners(store: ResultsStore, identity: KernelIdentity) -> list[str]:
+    """The (Triton build, device) pairs a served winners file holds winners of ``identity``'s
+    kernel for when it holds none for ``identity`` itself: why a shipped file serves nothing."""
+    if store.winners(identity):
+        return []
+    return sorted({f"{row['triton_version']} on {row['device']}" for row in store.winner_rows()
+                   if row["kernel_name"] == identity.name and row["source_hash"] == identity.source_hash})

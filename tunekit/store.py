@@ -39,7 +39,7 @@ from typing import Any
 
 from sqlalchemy import Column, Float, Index, Integer, String, Text, extract, func, inspect, select
 from sqlalchemy import delete as sql_delete
-from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import DatabaseError, DataError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from . import settings
@@ -275,14 +275,16 @@ def _typed(value: Any, column: Any, where: str) -> Any:
     if value is None or (value == "" and column.nullable):
         return None
     python_type = column.type.python_type
-    if isinstance(value, python_type) and not isinstance(value, bool):
-        return value
     try:
-        if python_type is int and isinstance(value, str):
-            return int(float(value)) if float(value).is_integer() else int(value)
-        if python_type is str and not isinstance(value, str):
+        if isinstance(value, bool) or (python_type is str and not isinstance(value, str)):
             raise ValueError
-        return python_type(value)
+        if isinstance(value, python_type):
+            return value
+        if python_type is float and isinstance(value, int):
+            return float(value)
+        if python_type in (int, float) and isinstance(value, str):
+            return python_type(value)
+        raise ValueError
     except (TypeError, ValueError):
         raise StoreError(f"{where}: {column.key} {value!r} is not a{'n' if python_type is int else ''} "
                          f"{python_type.__name__}.") from None
@@ -589,7 +591,8 @@ class ResultsStore:
         """Try to claim the tuning of ``key_json`` over the Space ``space_hash`` for ``owner`` for
         ``lease`` seconds, in one transaction. ``CLAIMED``: new, given back, expired, failed before
         ``retry_failed_before`` (a store time: an earlier run's failure is tried again), or already
-        ``owner``'s; ``DONE``: finished with a winner; ``FAILED``: finished without one since then;
+        ``owner``'s; ``DONE``: finished with a winner the store still holds for this Space;
+        ``FAILED``: finished without one since then;
         ``TAKEN``: another owner's live claim, or one being claimed this instant (the row is locked
         with ``FOR UPDATE SKIP LOCKED`` on servers, so no claimer waits). Times are the database
         server's where there is one, so that hosts' clocks need not agree."""
@@ -609,10 +612,12 @@ class ResultsStore:
                     return Claim.TAKEN
                 return Claim.CLAIMED
             if row.finished_at is not None:
-                if row.outcome == "winner":
+                winner = session.get(_WinnerRow, tuple(primary[c] for c in _WINNER_KEY))
+                if row.outcome == "winner" and winner is not None and winner.space_hash == space_hash:
                     return Claim.DONE
-                if row.finished_at >= retry_failed_before:
+                if row.outcome != "winner" and row.finished_at >= retry_failed_before:
                     return Claim.FAILED
+                # failed in an earlier run, or its winner deleted or replaced by another Space's: tune again
                 row.finished_at, row.outcome = None, None
             elif row.owner not in ("", owner) and row.expires_at > now:
                 return Claim.TAKEN
@@ -688,25 +693,30 @@ class ResultsStore:
             missing = [name for name, column in columns.items() if not column.nullable and row.get(name) in (None, "")]
             if missing:
                 raise StoreError(f"{source}, row {number}: missing {', '.join(missing)}.")
-            parsed.append((table, {name: _typed(row.get(name), column, f"{source}, row {number}")
-                                   for name, column in columns.items()}))
+            values = {name: _typed(row.get(name), column, f"{source}, row {number}") for name, column in columns.items()}
+            for name in ("config", "key"):
+                try:
+                    if not isinstance(json.loads(values[name]), dict):
+                        raise ValueError
+                except ValueError:
+                    raise StoreError(f"{source}, row {number}: {name} {values[name]!r} is not a JSON object.") from None
+            parsed.append((table, values))
         added = {_TrialRow: 0, _WinnerRow: 0}
         skipped = 0
-        with self._session(write=True) as session:
-            held = set(session.execute(select(*(getattr(_TrialRow, c) for c in _TRIAL_IDENTITY))).all())
-            for table, values in parsed:
-                if table is _TrialRow:
-                    identity = tuple(values[c] for c in _TRIAL_IDENTITY)
-                    if identity in held:
+        try:
+            with self._session(write=True) as session:
+                held = {_TrialRow: set(session.execute(select(*(getattr(_TrialRow, c) for c in _TRIAL_IDENTITY)))),
+                        _WinnerRow: set(session.execute(select(*(getattr(_WinnerRow, c) for c in _WINNER_KEY))))}
+                for table, values in parsed:
+                    identity = tuple(values[c] for c in (_TRIAL_IDENTITY if table is _TrialRow else _WINNER_KEY))
+                    if identity in held[table]:
                         skipped += 1
                         continue
-                    held.add(identity)
-                elif session.get(_WinnerRow, tuple(values[c] for c in _WINNER_KEY)) is not None:
-                    skipped += 1
-                    continue
-                session.add(table(**values))
-                session.flush()  # a second winner of one key in the rows is found by the get above
-                added[table] += 1
+                    held[table].add(identity)
+                    session.add(table(**values))
+                    added[table] += 1
+        except (DataError, IntegrityError) as error:  # a value the database's column cannot hold
+            raise StoreError(f"{source}: the store refused a row ({error.orig}); nothing was imported.") from error
         merged = Merged(added[_TrialRow], added[_WinnerRow], skipped)
         logger.info("store %s: merged %s from %s", self.shown_url, merged, source)
         return merged

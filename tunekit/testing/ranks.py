@@ -15,11 +15,12 @@ SPACES = {"wide": [128, 256, 512, 1024], "narrow": [512, 1024, 2048, 4096]}
 
 
 def run_rank(rank: int, world: int, directory: str, mode: str, calls: list[list[tuple[str, int]]],
-             fail: bool = False) -> None:
+             fail: str = "") -> None:
     """Join the job, make this rank's ``calls`` (kernel name in ``SPACES``, ``n``) in order, and
     write what happened to ``directory/rank{rank}.json``: per call the block launched and whether
-    the output was right, the trials in this rank's store per kernel, or the error raised. With
-    ``fail``, every timing raises."""
+    the output was right, or the error raised; the trials in this rank's store. With
+    ``fail="always"`` every timing raises; with ``"first"``, every timing while the file
+    ``directory/failing`` exists, which each rank deletes after its first call."""
     os.environ["TRITON_INTERPRET"] = "1"
     import torch.distributed as dist
 
@@ -34,7 +35,7 @@ def run_rank(rank: int, world: int, directory: str, mode: str, calls: list[list[
 
         def bench(fn, **_):
             fn()
-            if fail:
+            if fail == "always" or (fail == "first" and Path(directory, "failing").exists()):
                 raise RuntimeError("injected: this timing fails")
             return float((next(measured) - rank) % 4 + 1)
 
@@ -43,14 +44,15 @@ def run_rank(rank: int, world: int, directory: str, mode: str, calls: list[list[
 
     kernels = {name: kernel(name) for name in SPACES}
     result: dict = {"rank": rank, "calls": []}
-    try:
-        for name, n in calls[rank]:
-            x, y, out = vector_add.inputs(n)
+    for name, n in calls[rank]:
+        x, y, out = vector_add.inputs(n)
+        try:
             vector_add.launch(kernels[name], x, y, out)
             result["calls"].append({"kernel": name, "n": n, "block": kernels[name].best_config.kwargs["BLOCK"],
                                     "correct": bool((out == x + y).all())})
-        result["trials"] = len(kernels["wide"].store.rows())
-    except Exception as error:
-        result["error"] = f"{type(error).__name__}: {error}"
+        except Exception as error:
+            result["calls"].append({"kernel": name, "n": n, "error": f"{type(error).__name__}: {error}"})
+        Path(directory, "failing").unlink(missing_ok=True)
+    result["trials"] = len(kernels["wide"].store.rows())
     Path(directory, f"rank{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()

@@ -75,11 +75,26 @@ class StoreConformance:
         assert not store.renew_claim(IDENTITY, space, KEY, owner="b", lease=60)
         store.release_claim(IDENTITY, space, KEY, owner="b", outcome="winner")  # not b's any more: ignored
         assert store.claim(IDENTITY, space, KEY, owner="d", lease=60) == Claim.TAKEN
+        store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id="c-run")
+        store.finish_run(IDENTITY, KEY, run_id="c-run", winner=ok_trial(64, 1.0), evaluations=1, tuning_seconds=0.1,
+                         space_hash=space)
         store.release_claim(IDENTITY, space, KEY, owner="c", outcome="winner")
         assert store.claim(IDENTITY, space, KEY, owner="d", lease=60) == Claim.DONE
         claim = store.claims(IDENTITY, space)[KEY]
         assert (claim["owner"], claim["outcome"], claim["takeovers"]) == ("c", "winner", 1)
+        store.delete(run_id="c-run")  # the winner goes, the claim stays: the key is tuned again
+        assert store.claim(IDENTITY, space, KEY, owner="d", lease=60) == Claim.CLAIMED
         assert store.delete(kernel=IDENTITY.name).claims == 2 and store.claims(IDENTITY, space) == {}
+
+    def test_a_claim_whose_winner_another_space_replaced_is_tuned_again(self, store: ResultsStore):
+        for space in ("A", "B"):
+            assert store.claim(IDENTITY, space, KEY, owner="a", lease=60) == Claim.CLAIMED
+            store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id=space)
+            store.finish_run(IDENTITY, KEY, run_id=space, winner=ok_trial(64, 1.0), evaluations=1,
+                             tuning_seconds=0.1, space_hash=space)
+            store.release_claim(IDENTITY, space, KEY, owner="a", outcome="winner")
+        assert store.claim(IDENTITY, "B", KEY, owner="b", lease=60) == Claim.DONE
+        assert store.claim(IDENTITY, "A", KEY, owner="b", lease=60) == Claim.CLAIMED  # its winner is B's now
 
     def test_a_failed_claim_is_retried_by_a_later_run_only(self, store: ResultsStore):
         space, run_began = "space1", store.store_time()
