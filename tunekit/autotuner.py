@@ -33,7 +33,7 @@ from .launch import Launch
 from .ranks import agree, check_mode
 from .service import service
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
-from .shipping import ExportError, foreign_winners, is_winners_file, winners_store
+from .shipping import is_winners_file, serve_winners
 from .space import Space
 from .store import KernelIdentity, MissingStoreError, ResultsStore, open_store
 from .strategy import Strategy, make_strategy
@@ -294,7 +294,7 @@ class Autotuner(_TritonAutotuner):
         only read, and what a tuning at a key it lacks measures is kept in memory."""
         if self._store is None:
             if is_winners_file(self._store_arg):
-                self._store = self._served_winners()
+                self._store = serve_winners(self._store_arg, self.identity)
             elif settings.mode() == "offline":
                 try:
                     self._store = open_store(self._store_arg, read_only=True)
@@ -304,23 +304,6 @@ class Autotuner(_TritonAutotuner):
             else:
                 self._store = open_store(self._store_arg)
         return self._store
-
-    def _served_winners(self) -> ResultsStore:
-        """The winners file ``store=`` names, served from memory. Offline, a file that cannot be read
-        is an empty store, as a missing database is (every key falls back, with a warning)."""
-        try:
-            store = winners_store(self._store_arg)
-        except ExportError as error:
-            if settings.mode() != "offline":
-                raise
-            logger.warning("%s; %s=offline: using no store", error, settings.ENV_MODE)
-            return open_store(None)
-        elsewhere = foreign_winners(store, self.identity)
-        if elsewhere:
-            logger.warning("%s: the winners file %s holds no winner for this Triton build and device (%s %s), only "
-                           "for %s: its keys are tuned or fall back", self.kernel_name, self._store_arg,
-                           self.identity.triton_version, self.identity.device, "; ".join(elsewhere))
-        return store
 
     @property
     def identity(self) -> KernelIdentity:

@@ -11,12 +11,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from . import settings
 from .store import KernelIdentity, ResultsStore, StoreError
+
+logger = logging.getLogger(__name__)
 
 #: What a store argument names when it is a winners file.
 WINNERS_SUFFIX = ".jsonl"
@@ -79,10 +83,23 @@ def winners_store(source: str | os.PathLike | Any) -> ResultsStore:
         return store
 
 
-def foreign_winners(store: ResultsStore, identity: KernelIdentity) -> list[str]:
-    """The (Triton build, device) pairs a served winners file holds winners of ``identity``'s
-    kernel for when it holds none for ``identity`` itself: why a shipped file serves nothing."""
-    if store.winners(identity):
-        return []
-    return sorted({f"{row['triton_version']} on {row['device']}" for row in store.winner_rows()
-                   if row["kernel_name"] == identity.name and row["source_hash"] == identity.source_hash})
+def serve_winners(source: str | os.PathLike | Any, identity: KernelIdentity) -> ResultsStore:
+    """What ``store=`` a winners file gives the kernel ``identity``: ``winners_store(source)``,
+    with a warning when the file holds winners of the kernel only for other Triton builds or
+    devices. Offline, a file that cannot be read is an empty store, as a missing database is
+    (every key falls back, with a warning)."""
+    try:
+        store = winners_store(source)
+    except ExportError as error:
+        if settings.mode() != "offline":
+            raise
+        logger.warning("%s; %s=offline: using no store", error, settings.ENV_MODE)
+        return ResultsStore("sqlite://")
+    if not store.winners(identity):
+        elsewhere = sorted({f"{row['triton_version']} on {row['device']}" for row in store.winner_rows()
+                            if row["kernel_name"] == identity.name and row["source_hash"] == identity.source_hash})
+        if elsewhere:
+            logger.warning("%s: the winners file %s holds no winner for this Triton build and device (%s %s), only "
+                           "for %s: its keys are tuned or fall back", identity.name, source,
+                           identity.triton_version, identity.device, "; ".join(elsewhere))
+    return store
