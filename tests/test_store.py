@@ -81,18 +81,23 @@ def test_default_store_follows_the_environment(tmp_path, monkeypatch):
     assert open_store(True).url.endswith("env.db")
 
 
+def run_at_once(target, arguments: list[tuple]) -> list[int | None]:
+    """Start one spawned process per argument tuple, all at once; their exit codes."""
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=target, args=args) for args in arguments]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+    return [process.exitcode for process in processes]
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_concurrent_writers_lose_nothing(backend, tmp_path, request):
     """Injected: 4 processes writing 150 trials each into one store at once, each opening it
     (creating its tables) at the same moment. Survives: all 600 trials, no lock error."""
     url = str(tmp_path / "store.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
-    context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=hammer, args=(url, w, 150)) for w in range(4)]
-    for p in writers:
-        p.start()
-    for p in writers:
-        p.join(120)
-    assert [p.exitcode for p in writers] == [0, 0, 0, 0]
+    assert run_at_once(hammer, [(url, w, 150) for w in range(4)]) == [0, 0, 0, 0]
     rows = ResultsStore(url).rows()
     assert len(rows) == 600
     assert sorted({r["strategy"] for r in rows}) == [f"writer{w}" for w in range(4)]
@@ -166,13 +171,7 @@ def test_runs_finishing_the_same_keys_at_once_all_succeed(backend, tmp_path, req
     (on a server, two of them can both find a key without a winner and both insert one).
     Survives: every process, every run finished, one winner per key, from one of those runs."""
     url = str(tmp_path / "store.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
-    context = multiprocessing.get_context("spawn")
-    writers = [context.Process(target=finish_runs, args=(url, w, 40)) for w in range(4)]
-    for p in writers:
-        p.start()
-    for p in writers:
-        p.join(120)
-    assert [p.exitcode for p in writers] == [0, 0, 0, 0]
+    assert run_at_once(finish_runs, [(url, w, 40) for w in range(4)]) == [0, 0, 0, 0]
     store = ResultsStore(url)
     runs = store.runs()
     assert len(runs) == 160 and all(run["finished_at"] is not None for run in runs)
