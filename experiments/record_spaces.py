@@ -100,6 +100,7 @@ def _rms_norm(x, w, y):
 #: FlashAttention through SDPA): the "PyTorch" column of the README's table.
 TORCH_EQUIVALENT = {
     "matmul": lambda a, b, c: torch.matmul(a, b),
+    "matmul_heldout": lambda a, b, c: torch.matmul(a, b),
     "matmul_splitk": lambda a, b, c: torch.matmul(a, b),
     "softmax": lambda x, y: torch.softmax(x, dim=-1),
     "rmsnorm": _rms_norm,
@@ -114,6 +115,18 @@ SUITES = {
                     {"square": (4096, 4096, 4096), "large_k": (1024, 1024, 16384), "small_k": (8192, 8192, 256),
                      "decode": (64, 8192, 8192)},
                     {"tiny": (32, 32, 32)}, _matmul),
+    # GEMM shapes from decode-sized to square that no rule or strategy was designed on: the held-out
+    # shapes of `tunekit store heuristics` (experiments/heuristics.py). Every M, N, K divisible by 16,
+    # as the shapes above: the binaries compiled for the first shape serve the others.
+    "matmul_heldout": Suite(matmul, matmul.matmul_kernel, ["M", "N", "K"],
+                            {"m16_n4096_k4096": (16, 4096, 4096), "m3072_cube": (3072, 3072, 3072),
+                             "m128_n4096_k14336": (128, 4096, 14336), "m1024_n5120_k5120": (1024, 5120, 5120),
+                             "m32_n14336_k4096": (32, 14336, 4096), "m2048_n8192_k1024": (2048, 8192, 1024),
+                             "m256_n11008_k4096": (256, 11008, 4096), "m6144_n6144_k2048": (6144, 6144, 2048),
+                             "m512_n4096_k11008": (512, 4096, 11008), "m2048_n2048_k8192": (2048, 2048, 8192),
+                             "m8192_n4096_k512": (8192, 4096, 512), "m4096_n1024_k4096": (4096, 1024, 4096),
+                             "m1536_cube": (1536, 1536, 1536), "m48_n2048_k8192": (48, 2048, 8192)},
+                            {"tiny": (16, 32, 48)}, _matmul),
     "matmul_splitk": Suite(matmul_splitk, matmul_splitk.matmul_splitk_kernel, ["M", "N", "K"],
                            {"decode": (64, 8192, 8192), "decode_16": (16, 4096, 14336)}, {"tiny": (16, 32, 64)},
                            _splitk, {"reset_to_zero": ["c_ptr"]}),
@@ -166,7 +179,7 @@ class Progress:
 
 
 def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, limit: int | None,
-           workers: int | None) -> None:
+           workers: int | None, warmup: float = 5, rep: float = 25) -> None:
     """Time the PyTorch equivalent at every shape first, then tune and verify shape by shape."""
     device = "cpu" if quick else "cuda"
     store = out / "store.db"
@@ -180,14 +193,14 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
         row.update(dims=list(shape), torch_ms=None)
         if not quick:
             equivalent = TORCH_EQUIVALENT[name]
-            row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options), warmup=5,
-                                                      rep=25)
+            row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options), warmup=warmup,
+                                                      rep=rep)
         progress.save()
     for shape_name, shape in shapes.items():
         row = progress.entry(name, shape_name)
         budget = tunekit.Budget(evals=limit) if limit else None
         kernel = tunekit.autotune(space=suite.module.space(), key=suite.key, strategy="exhaustive", budget=budget,
-                                  store=store, warmup=5, rep=25, finalists=3, compile_workers=workers,
+                                  store=store, warmup=warmup, rep=rep, finalists=3, compile_workers=workers,
                                   **suite.options)(suite.kernel)
         tensors, expected, output, launch_options = suite.make(shape, device)
         start = time.perf_counter()
@@ -200,7 +213,8 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
             raise FileExistsError(f"{out} already holds a recording of {name} at {shape_name}; tunekit does not "
                                   "overwrite it: choose a new directory")
         (run,) = [r for r in kernel.store.runs(kernel=suite.kernel.__name__) if r["run_id"] == kernel.run_id]
-        row.update(key=run["key"], run_id=kernel.run_id, winner=str(kernel.best_config), errors={})
+        row.update(key=run["key"], run_id=kernel.run_id, winner=str(kernel.best_config), errors={},
+                   do_bench={"warmup": warmup, "rep": rep})
         # every config that ran, launched once more on zeroed outputs and checked against the reference
         for trial in kernel.trials:
             if trial.ok:
@@ -317,17 +331,19 @@ def space_facts(index_path: Path) -> str:
     return "\n".join(lines)
 
 
-TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_splitk": "`torch.matmul` (cuBLAS)",
+TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_heldout": "`torch.matmul` (cuBLAS)", "matmul_splitk": "`torch.matmul` (cuBLAS)",
                "softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`",
                "attention": "`F.scaled_dot_product_attention`"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernel", action="append", choices=sorted(SUITES), help="default: every kernel")
+    parser.add_argument("--kernel", action="append", choices=sorted(SUITES), help="default: every kernel of the suite at its shipped shapes (not matmul_heldout)")
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, tiny shapes, --limit configs")
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
+    parser.add_argument("--warmup", type=float, default=5, help="do_bench's warmup, ms (default 5)")
+    parser.add_argument("--rep", type=float, default=25, help="do_bench's rep, ms (default 25)")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
     parser.add_argument("--table", metavar="INDEX", help="print the README's table of an exported index.json")
     parser.add_argument("--out", action="append",
@@ -350,8 +366,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     limit = args.limit or (3 if args.quick else None)
     progress = Progress(out, args.quick)
-    for name in args.kernel or sorted(SUITES):
-        record(name, SUITES[name], out, progress, args.quick, limit, args.workers)
+    for name in args.kernel or sorted(set(SUITES) - {"matmul_heldout"}):
+        record(name, SUITES[name], out, progress, args.quick, limit, args.workers, args.warmup, args.rep)
 
 
 if __name__ == "__main__":
