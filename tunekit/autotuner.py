@@ -16,6 +16,7 @@ import inspect
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ import triton
 from triton.runtime.autotuner import Autotuner as _TritonAutotuner
 
 from . import settings
+from .background import Pending, may_switch, snapshot
 from .benchmark import Benchmarker
 from .budget import Budget
 from .caller import warn_at_caller
@@ -84,6 +86,8 @@ class Autotuner(_TritonAutotuner):
         isolate: bool | None = None,
         run_timeout: float | None = None,
         ranks: str = "first",
+        fallback: Callable[..., Mapping[str, Any] | Config] | None = None,
+        background: bool = False,
     ) -> None:
         name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
@@ -113,6 +117,16 @@ class Autotuner(_TritonAutotuner):
         if finalists is not None and (isinstance(finalists, bool) or not isinstance(finalists, int)
                                       or finalists < 1):
             raise ValueError(f"finalists must be an int >= 1 or None. Got {finalists!r} instead.")
+        if fallback is not None and not callable(fallback):
+            raise TypeError(f"fallback must be a function config_for(**key) -> dict (tunekit store heuristics writes "
+                            f"one). Got {fallback!r} instead.")
+        if not isinstance(background, bool):
+            raise TypeError(f"background must be True or False. Got {background!r} instead.")
+        if background and settings.interpreting():
+            if isolate is False:
+                raise ValueError("background=True under the Triton interpreter needs isolate (the interpreter is not "
+                                 "thread-safe: the background tuning runs its configs in a benchmark worker).")
+            isolate = True
         self.ranks = check_mode(ranks)
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
@@ -157,6 +171,10 @@ class Autotuner(_TritonAutotuner):
         self._bucket_plan = [(arg_names.index(k), self.key_buckets.get(k)) for k in key] if self.key_buckets else None
         self._last_key_position = max(self._key_positions, default=-1)
         self._tuned: dict[tuple, tuple[Config, dict[str, Any]]] = {}
+        self.fallback = fallback
+        self.background = background
+        #: Keys tuned in a background thread, launching a fallback meanwhile (``tunekit.background``).
+        self._pending: dict[tuple, Pending] = {}
         self._lock = threading.RLock()
         self._prune_lock = threading.Lock()  # pruning sets self.nargs, as Triton's prune_configs reads it
         self._identity: KernelIdentity | None = None
@@ -312,22 +330,69 @@ class Autotuner(_TritonAutotuner):
         return self._identity
 
     def _on_miss(self, key: tuple, args: tuple, kwargs: dict) -> tuple[Config, dict[str, Any]]:
+        pending = self._pending.get(key)
+        if pending is not None and not (pending.done.is_set() and may_switch()):
+            return pending.entry
         with self._lock:
             if key in self._tuned:
                 return self._tuned[key]
+            if key in self._pending:  # done: its winner (or, if it failed, the fallback) from now on
+                config = self._pending.pop(key).final()
+                return self._keep(key, self._checked_key(key, args, kwargs), config)
             tuning_key = self._checked_key(key, args, kwargs)
             if len(self.space) == 1:
                 config = self.space.configs()[0]
+            elif self.background and (entry := self._tune_in_background(key, tuning_key, args, kwargs)):
+                return entry
             else:
                 identity = self.identity
                 decision = (f"{self.kernel_name}/{identity.source_hash}/{identity.triton_version}/{identity.device}/"
                             f"{self.space_hash}/{tuning_key.json}")
                 config = agree(self.ranks, decision, self.space,
                                lambda: self._stored_or_tuned(tuning_key, args, kwargs))
-            entry = (config, config.all_kwargs())
-            self._tuned[key] = entry
-            self.cache[tuning_key.triton_key] = config  # stock Triton's attribute and key, for code that reads it
-            return entry
+            return self._keep(key, tuning_key, config)
+
+    def _keep(self, key: tuple, tuning_key: TuningKey, config: Config) -> tuple[Config, dict[str, Any]]:
+        """Launch ``config`` at ``key`` from now on (the hot path's cache)."""
+        entry = (config, config.all_kwargs())
+        self._tuned[key] = entry
+        self.cache[tuning_key.triton_key] = config  # stock Triton's attribute and key, for code that reads it
+        return entry
+
+    def _tune_in_background(self, key: tuple, tuning_key: TuningKey, args: tuple,
+                            kwargs: dict) -> tuple[Config, dict[str, Any]] | None:
+        """``background=True`` at a key with no stored winner, online: start its tuning in a thread
+        and give the fallback config to launch meanwhile. None where the usual path decides (a
+        stored winner, offline mode). Inside a CUDA-graph capture or a ``torch.compile`` trace the
+        fallback is launched and nothing started (the tensors there cannot be copied); a later call
+        starts the tuning."""
+        winners = self.store.winners(self.identity)
+        if settings.mode() == "offline" or stored_winner(tuning_key.json, winners, self.space, self.space_hash):
+            return None
+        if self.ranks == "first" and _several_ranks():
+            raise ValueError(f"{self.kernel_name}: background=True would let the ranks of this torch.distributed job "
+                             "switch to the winner at different calls; use ranks='each' to tune every rank alone, "
+                             "or tune ahead of time (tunekit tune).")
+        config, what = self._fallback_config(tuning_key.json, winners)
+        if not may_switch():
+            return config, config.all_kwargs()
+        pending = Pending(config, what)
+        copies = snapshot(self.arg_names, args, kwargs)
+        self._pending[key] = pending
+        logger.info("%s %s: tuning in the background; launching %s meanwhile: %s", self.kernel_name,
+                    tuning_key.json, what, config)
+        pending.start(f"tunekit-{self.kernel_name}", lambda: self._tune(tuning_key, *copies))
+        return pending.entry
+
+    def wait_for_tuning(self, timeout: float | None = None) -> bool:
+        """Wait until the background tunings started so far have ended (``background=True``);
+        False if ``timeout`` seconds passed first. The next call of each key then switches."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for pending in list(self._pending.values()):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not pending.done.wait(left):
+                return False
+        return True
 
     def tuning_key(self, args: tuple, kwargs: dict) -> TuningKey:
         """The key a call with these arguments is tuned and stored under (``kwargs`` as ``run``
@@ -373,16 +438,31 @@ class Autotuner(_TritonAutotuner):
             return self._tune(key, args, kwargs)
         return self._fallback(key.json, winners, reason)
 
-    def _fallback(self, text: str, winners: Mapping[str, tuple], reason: str) -> Config:
+    def _fallback_config(self, text: str, winners: Mapping[str, tuple]) -> tuple[Config, str]:
+        """The config for key ``text`` when it is not tuned now, and what it is: the stored winner
+        (of another Space), the ``fallback`` rule's config, the nearest tuned key's winner, or
+        ``default_config`` (else the Space's first config)."""
         exact = winners.get(text)
-        near = None if exact else nearest_key(text, list(winners))
-        if exact or near:
-            params = json.loads((exact or winners[near])[0])
-            config = self.space.canonical(params) or config_from_dict(params)
-            what = "the stored winner" if exact else f"the winner of the nearest tuned key {near}"
-        else:
-            config = self.options.default_config or self.space.configs()[0]
-            what = "the default config"
+        if exact:
+            params = json.loads(exact[0])
+            return self.space.canonical(params) or config_from_dict(params), "the stored winner"
+        if self.fallback is not None:
+            key = json.loads(text)
+            given = self.fallback(**key["args"], dtypes=list(key["dtypes"]))
+            config = self.space.canonical(given) if isinstance(given, (Config, Mapping)) else None
+            if config is not None:
+                return config, "the fallback rule's config"
+            logger.warning("%s: fallback gave %r for key %s, which is not a config of the Space; ignored",
+                           self.kernel_name, given, text)
+        near = nearest_key(text, list(winners))
+        if near:
+            params = json.loads(winners[near][0])
+            return (self.space.canonical(params) or config_from_dict(params),
+                    f"the winner of the nearest tuned key {near}")
+        return self.options.default_config or self.space.configs()[0], "the default config"
+
+    def _fallback(self, text: str, winners: Mapping[str, tuple], reason: str) -> Config:
+        config, what = self._fallback_config(text, winners)
         warn_at_caller(
             f"tunekit did not tune {self.kernel_name} for key {text} because {reason}; using {what}: {config}",
             RuntimeWarning,
@@ -438,6 +518,14 @@ def _space_hash(space: Space) -> str:
     import hashlib
 
     return hashlib.sha256("\n".join(config_json(c) for c in space.configs()).encode()).hexdigest()[:32]
+
+
+def _several_ranks() -> bool:
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch without distributed support
+        return False
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def _capturing_cuda_graph() -> bool:
@@ -512,7 +600,13 @@ def autotune(
             tuned), ``run_timeout`` (seconds per config in that worker; adaptive by default),
             ``ranks`` (in a ``torch.distributed`` job: ``"first"``, default, the first rank to
             reach a key decides it and the others launch its decision; ``"each"``: every rank
-            tunes alone, as stock Triton does; see ``tunekit.ranks``).
+            tunes alone, as stock Triton does; see ``tunekit.ranks``), ``fallback`` (a function
+            ``config_for(**key) -> dict``, as ``tunekit store heuristics`` writes: the config for a
+            key with no winner where none is tuned now, before the nearest key's winner and
+            ``default_config``), ``background`` (True: a key with no winner launches that fallback
+            config at once and is tuned in a background thread; later calls switch to the winner,
+            never inside a CUDA-graph capture or a ``torch.compile`` trace; see
+            ``Autotuner.wait_for_tuning``).
 
     Example:
         >>> @tunekit.autotune(space=tunekit.Space(BLOCK=[256, 512, 1024], num_warps=[2, 4]),

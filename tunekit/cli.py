@@ -5,6 +5,7 @@
     tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
     tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
     tunekit store import  FILE.jsonl|FILE.csv [--store URL]     merge an export into a store
+    tunekit store heuristics OUT.py --kernel NAME [--device D] [--triton V]   a rule for keys never tuned
     tunekit store rm      [--run RUN_ID] [--kernel NAME] [--key KEY_JSON] [--status STATUS] [--dry-run]
     tunekit tune          MANIFEST [--store URL] [--gpus all|0,1] [--evals N] [--seconds S] [--dry-run]
     tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] [--transfer] --out DIR
@@ -131,6 +132,36 @@ def cmd_import(args: argparse.Namespace) -> int:
         merged = store.merge(rows, source=args.file)
         print(f"store: {store.shown_url}: added {merged.trials} trials and {merged.winners} winners from "
               f"{args.file}; {merged.skipped} rows were already held")
+    return 0
+
+
+def cmd_heuristics(args: argparse.Namespace) -> int:
+    """Fit a rule for the kernel's keys with no winner and write it as a Python module."""
+    from . import heuristics
+    from .shipping import is_winners_file, winners_store
+
+    source = args.store or settings.store_url()
+    store = winners_store(source) if is_winners_file(source) else _store(args)
+    try:
+        tuned = heuristics.key_times_from_store(store, args.kernel, device=args.device, triton_version=args.triton)
+    except StoreError as error:
+        raise SystemExit(f"tunekit: {error}") from error
+    data = tuned.keys
+    rule, assessments = heuristics.choose_rule(data)
+    if assessments:
+        print(f"leaving each of the {len(data)} tuned keys out in turn, the config each rule gave over that key's best:")
+        print_table([(a.kind, f"{a.geomean:.3f}", f"{a.worst:.3f}", a.measured, a.failed) for a in assessments],
+                    ("rule", "geomean", "worst", "keys measured", "failed"))
+    else:
+        print(f"{len(data)} tuned keys: too few to leave one out; the rule is the nearest key's winner")
+    try:
+        path = heuristics.write_module(rule, args.out, kernel=args.kernel, provenance=tuned.provenance(),
+                                       assessments=assessments)
+    except FileExistsError as error:
+        raise SystemExit(f"tunekit: {error}") from error
+    except OSError as error:
+        raise _cannot_write(args.out, error) from error
+    print(f"wrote {path}: {rule.kind}, {len(rule.configs)} configs; use it as fallback=config_for")
     return 0
 
 
@@ -329,6 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     imported.add_argument("file", help="a .jsonl or .csv file that tunekit store export wrote")
     imported.add_argument("--store", **store_flag)
     imported.set_defaults(handler=cmd_import)
+    heuristics = store_commands.add_parser(
+        "heuristics", help="fit a rule giving configs for keys never tuned; write it as a Python module")
+    heuristics.add_argument("out", help="the module to write, OUT.py (never overwritten)")
+    heuristics.add_argument("--kernel", required=True, help="the kernel's name, as the store shows it")
+    heuristics.add_argument("--store", help=store_flag["help"] + "; a winners .jsonl file too")
+    heuristics.add_argument("--device", help="the device whose winners to use, when there are several")
+    heuristics.add_argument("--triton", help="the Triton build whose winners to use, when there are several")
+    heuristics.set_defaults(handler=cmd_heuristics)
     rm = store_commands.add_parser("rm", help="delete trials, runs and winners by run, kernel, key or status")
     rm.add_argument("--store", **store_flag)
     rm.add_argument("--run", help="a run id (a prefix is enough): its trials, the run and the winner it chose")

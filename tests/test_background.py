@@ -1,0 +1,69 @@
+"""background=True: a key with no winner launches a fallback at once and is tuned in a thread;
+later calls switch to the winner, never while switching is unsafe (capture, tracing)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import tunekit
+import tunekit.autotuner
+from tunekit.config import config_to_dict
+from tunekit.kernels import vector_add
+from tunekit.store import ResultsStore
+
+N = 3000
+
+
+def make(store, **options):
+    return tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=tunekit.Budget(evals=3),
+                            store=str(store), background=True, **options)(vector_add.add_kernel)
+
+
+def call(kernel, n=N):
+    x, y, out = vector_add.inputs(n)
+    vector_add.launch(kernel, x, y, out)
+    assert torch.equal(out, x + y)
+    return x, y, out
+
+
+def test_the_first_call_launches_the_fallback_and_a_later_call_the_winner_tuned_on_copies(tmp_path, monkeypatch):
+    """Injected: the caller frees its tensors' memory as soon as the first call returns. Survives:
+    the tuning, which ran on copies taken during the call (every trial ok)."""
+    default = tunekit.Config({"BLOCK": 128}, num_warps=2)
+    kernel = make(tmp_path / "s.db", default_config=default)
+    for tensor in call(kernel):
+        tensor.untyped_storage().resize_(0)
+    assert config_to_dict(kernel.best_config) == config_to_dict(default)
+    switching = {"allowed": False}
+    monkeypatch.setattr(tunekit.autotuner, "may_switch", lambda: switching["allowed"])
+    assert kernel.wait_for_tuning(timeout=300)
+    (winner,) = ResultsStore(tmp_path / "s.db", read_only=True).winner_rows()
+    call(kernel)  # done, but inside a capture or a trace: the fallback still
+    assert config_to_dict(kernel.best_config) == config_to_dict(default)
+    switching["allowed"] = True
+    call(kernel)
+    assert config_to_dict(kernel.best_config) == json.loads(winner["config"])
+    assert all(t.ok for t in kernel.trials) and len(kernel.trials) == 3
+    assert not kernel._pending  # the winner is on the hot path now
+
+
+def test_a_failed_background_tuning_keeps_the_fallback_and_says_so(tmp_path, caplog):
+    """Injected: a reference that no config matches, so every config is wrong and the tuning raises
+    TuningError in its thread. Survives: the caller, which goes on launching the fallback."""
+    kernel = make(tmp_path / "s.db",
+                  reference=lambda **arguments: {"out_ptr": torch.full_like(arguments["out_ptr"], 7.0)})
+    x, y, out = vector_add.inputs(N)
+    vector_add.launch(kernel, x, y, out)  # the fallback runs; every config then differs from the reference
+    assert kernel.wait_for_tuning(timeout=300)
+    first = config_to_dict(kernel.best_config)
+    vector_add.launch(kernel, x, y, out)
+    assert config_to_dict(kernel.best_config) == first
+    assert "the background tuning failed; the default config stays in use" in caplog.text
+
+
+def test_background_needs_isolation_under_the_interpreter(tmp_path):
+    with pytest.raises(ValueError, match="needs isolate"):
+        make(tmp_path / "s.db", isolate=False)

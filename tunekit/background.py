@@ -1,0 +1,75 @@
+"""Tunings off the request path (``tunekit.autotune(..., background=True)``).
+
+A key with no winner is answered at once with a fallback config while its tuning runs in a
+thread (checking and timing in the kernel's benchmark worker), on snapshots of the first call's
+tensors: the caller may overwrite or free its own as soon as the call returns. The Autotuner
+asks ``Pending.ready()`` on each later call of the key and switches to the winner at the first
+call that is neither inside a CUDA-graph capture nor inside a ``torch.compile`` trace, so a
+captured graph or a traced program holds one config throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .config import Config
+
+logger = logging.getLogger(__name__)
+
+
+class Pending:
+    """One key's tuning in a background thread: the fallback ``entry`` to launch meanwhile, and
+    the winner once ``done``. A tuning that failed leaves the fallback as the answer."""
+
+    def __init__(self, fallback: Config, what: str) -> None:
+        self.entry = (fallback, fallback.all_kwargs())
+        self.what = what
+        self.winner: Config | None = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    def start(self, name: str, tune: Callable[[], Config]) -> None:
+        """Run ``tune()`` in a daemon thread named ``name``."""
+        def run() -> None:
+            try:
+                self.winner = tune()
+            except BaseException as error:  # noqa: BLE001 - kept, and the fallback stays in use
+                self.error = error
+                logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, self.what,
+                               type(error).__name__, error)
+            finally:
+                self.done.set()
+
+        threading.Thread(target=run, name=name, daemon=True).start()
+
+    def final(self) -> Config:
+        """What to launch for good once ``done``: the winner, or the fallback if the tuning failed."""
+        return self.winner if self.winner is not None else self.entry[0]
+
+
+def may_switch() -> bool:
+    """Whether a call may change the config it launches: not while a CUDA graph is captured or
+    ``torch.compile`` traces."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return True
+    if torch.compiler.is_compiling():
+        return False
+    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+def snapshot(arg_names: Sequence[str], args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """The call's arguments with its tensors copied (taken on the caller's stream, with their
+    layouts, shared storage and alignment, as ``tunekit.guarded`` copies them), for a tuning that
+    outlives the call."""
+    import torch
+
+    from .guarded import GuardedTensors, with_tensors
+
+    named = {**dict(zip(arg_names, args)), **kwargs}
+    tensors = {name: value for name, value in named.items() if isinstance(value, torch.Tensor)}
+    return with_tensors(arg_names, args, kwargs, GuardedTensors.copy_of(tensors).tensors)

@@ -1,0 +1,400 @@
+"""Configs for keys never tuned: a small rule fitted on tuned keys, written as a plain Python module.
+
+``tunekit store heuristics`` gathers, for one kernel on one device and Triton build, what the store
+knows at every tuned key (``KeyTimes``: the winner, and the time of each config measured there),
+fits candidate rules over the key's values (sizes as log2, flags and dtypes as categories), keeps
+the one that predicts best when each key in turn is left out, and writes it as a module with one
+function, ``config_for(**key) -> dict``, that needs nothing but Python. ``tunekit.autotune(...,
+fallback=module.config_for)`` launches its config at keys with no winner.
+
+The rules: the one config best over every key (``constant``), a shallow decision tree whose leaves
+hold the config best over their keys (``tree-1`` .. ``tree-3``: scikit-learn's regression tree over
+each candidate config's slowdown), and the winner of the nearest key in log2 space (``nearest``).
+A rule is judged by the slowdown of its config at the left-out key over that key's best.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .store import ResultsStore, StoreError
+
+__all__ = ["KeyTimes", "TunedKeys", "Rule", "fit_rule", "key_times_from_store", "leave_one_out", "choose_rule", "write_module",
+           "RULES"]
+
+#: Rules tried by ``choose_rule``, simplest first (a tie goes to the simpler).
+RULES = ("constant", "tree-1", "tree-2", "tree-3", "nearest")
+
+
+@dataclass(frozen=True)
+class KeyTimes:
+    """What is known at one tuned key: its ``{"args": ..., "dtypes": ...}``, its winner, and the
+    median ms of every config measured there (None: the config failed there). Configs are
+    ``config_json`` texts."""
+
+    key: dict[str, Any]
+    winner: str
+    times: dict[str, float | None] = field(default_factory=dict)
+
+    def slowdown(self, config: str) -> float | None:
+        """The config's time over the best known here; inf if it failed; None if never measured."""
+        if config not in self.times:
+            return 1.0 if config == self.winner else None
+        time_ms = self.times[config]
+        if time_ms is None:
+            return math.inf
+        best = min((t for t in self.times.values() if t is not None), default=time_ms)
+        return time_ms / best if best > 0 else 1.0
+
+
+# -- features of a key ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Feature:
+    """One column of the rules' input: ``log2`` of a positive size, a ``flag`` (0/1), or whether
+    a key value (or the dtypes) ``equals`` one seen in fitting."""
+
+    kind: str
+    name: str  # the key argument, or "dtypes"
+    value: Any = None  # for ``equals``
+
+    def of(self, args: Mapping[str, Any], dtypes: Sequence[str]) -> float:
+        value = list(dtypes) if self.name == "dtypes" else args.get(self.name)
+        if self.kind == "log2":
+            return math.log2(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+        if self.kind == "flag":
+            return float(bool(value))
+        return float(value == self.value)
+
+
+def _features(keys: Sequence[Mapping[str, Any]]) -> list[Feature]:
+    names = sorted({name for key in keys for name in key["args"]})
+    features = []
+    for name in names:
+        values = [key["args"].get(name) for key in keys]
+        if all(isinstance(v, bool) for v in values):
+            features.append(Feature("flag", name))
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+            features.append(Feature("log2", name))
+        else:
+            features += [Feature("equals", name, v) for v in _distinct(values)]
+    dtypes = _distinct([list(key.get("dtypes", [])) for key in keys])
+    if len(dtypes) > 1:
+        features += [Feature("equals", "dtypes", d) for d in dtypes]
+    return features
+
+
+def _distinct(values: Sequence[Any]) -> list[Any]:
+    seen: list[Any] = []
+    for value in values:
+        if value not in seen:
+            seen.append(value)
+    return seen
+
+
+def _matrix(features: Sequence[Feature], keys: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    return np.array([[f.of(k["args"], k.get("dtypes", [])) for f in features] for k in keys], dtype=float)
+
+
+# -- rules --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Node:
+    """A decision: ``feature <= threshold`` goes to ``left``; a leaf holds a config's index."""
+
+    config: int | None = None
+    feature: Feature | None = None
+    threshold: float = 0.0
+    left: "Node | None" = None
+    right: "Node | None" = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A fitted rule: ``configs`` (flat dicts) and either a decision ``tree`` over the key or the
+    ``points`` (key, config index) whose nearest gives the config."""
+
+    kind: str
+    configs: tuple[dict[str, Any], ...]
+    tree: Node | None = None
+    points: tuple[tuple[dict[str, Any], int], ...] = ()
+
+    def config_for(self, key: Mapping[str, Any]) -> dict[str, Any]:
+        """The config for ``key`` (``{"args": ..., "dtypes": ...}``)."""
+        args, dtypes = key["args"], list(key.get("dtypes", []))
+        if self.tree is not None:
+            node = self.tree
+            while node.config is None:
+                node = node.left if node.feature.of(args, dtypes) <= node.threshold else node.right
+            return dict(self.configs[node.config])
+        _, index = min(self.points, key=lambda point: _distance(args, dtypes, point[0]))
+        return dict(self.configs[index])
+
+
+def _distance(args: Mapping[str, Any], dtypes: Sequence[str], other: Mapping[str, Any]) -> float:
+    """Sum over the key's arguments of |log2 a - log2 b| for sizes, 100 per other difference
+    (different dtypes among them): a key of other dtypes is chosen only if no key has these."""
+    distance = 0.0 if list(other.get("dtypes", [])) == list(dtypes) else 100.0
+    for name in set(args) | set(other["args"]):
+        a, b = args.get(name), other["args"].get(name)
+        if a == b:
+            continue
+        sizes = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (a, b))
+        distance += abs(math.log2(a) - math.log2(b)) if sizes else 100.0
+    return distance
+
+
+def _log_slowdowns(data: Sequence[KeyTimes], candidates: Sequence[str]) -> np.ndarray:
+    """log(slowdown) of every candidate at every key, for fitting. A failure counts as twice the
+    key's worst known slowdown; a config never measured at a key as that worst (a rule should
+    not bet on configs it knows nothing about there)."""
+    table = np.empty((len(data), len(candidates)))
+    for row, key_times in enumerate(data):
+        known = [key_times.slowdown(c) for c in candidates]
+        finite = [s for s in known if s is not None and math.isfinite(s)]
+        worst = math.log(max(finite + [2.0]))
+        for column, slowdown in enumerate(known):
+            table[row, column] = worst if slowdown is None else (
+                worst + math.log(2.0) if math.isinf(slowdown) else math.log(slowdown))
+    return table
+
+
+def _candidates(data: Sequence[KeyTimes]) -> list[str]:
+    """Configs a rule may choose: every key's winner, and every config measured at over half the keys."""
+    counts: dict[str, int] = {}
+    for key_times in data:
+        for config in key_times.times:
+            counts[config] = counts.get(config, 0) + 1
+    return _distinct([k.winner for k in data] + sorted(c for c, n in counts.items() if 2 * n > len(data)))
+
+
+def fit_rule(data: Sequence[KeyTimes], kind: str) -> Rule:
+    """Fit one of ``RULES`` on the tuned keys ``data``."""
+    if not data:
+        raise ValueError("No tuned keys to fit a rule on.")
+    if kind not in RULES:
+        raise ValueError(f"Unknown rule {kind!r}. Valid rules: {', '.join(RULES)}.")
+    if kind == "nearest":
+        winners = _distinct([k.winner for k in data])
+        return Rule(kind, tuple(json.loads(c) for c in winners),
+                    points=tuple((k.key, winners.index(k.winner)) for k in data))
+    candidates = _candidates(data)
+    slowdowns = _log_slowdowns(data, candidates)
+    depth = 0 if kind == "constant" else int(kind.split("-")[1])
+    features = _features([k.key for k in data])
+    if depth == 0 or not features or len(data) < 2:
+        chosen = [int(np.argmin(slowdowns.mean(axis=0)))]
+        return Rule(kind, (json.loads(candidates[chosen[0]]),), tree=Node(config=0))
+    from sklearn.tree import DecisionTreeRegressor
+
+    model = DecisionTreeRegressor(max_depth=depth, random_state=0).fit(_matrix(features, [k.key for k in data]),
+                                                                       slowdowns)
+    used: list[int] = []
+
+    def node(index: int) -> Node:
+        tree = model.tree_
+        if tree.children_left[index] == -1:  # a leaf: the candidate best on average over its keys
+            best = int(np.argmin(tree.value[index][:, 0]))
+            if best not in used:
+                used.append(best)
+            return Node(config=used.index(best))
+        return Node(feature=features[tree.feature[index]], threshold=float(tree.threshold[index]),
+                    left=node(tree.children_left[index]), right=node(tree.children_right[index]))
+
+    root = node(0)
+    return Rule(kind, tuple(json.loads(candidates[i]) for i in used), tree=root)
+
+
+# -- choosing a rule ------------------------------------------------------------------------------
+
+def leave_one_out(data: Sequence[KeyTimes], kind: str) -> list[float | None]:
+    """Per key, the slowdown at that key of the config the rule fitted on all other keys gives
+    (inf: it failed there; None: never measured there)."""
+    slowdowns = []
+    for index, key_times in enumerate(data):
+        rule = fit_rule([k for i, k in enumerate(data) if i != index], kind)
+        config = json.dumps(rule.config_for(key_times.key), sort_keys=True, default=str)
+        slowdowns.append(key_times.slowdown(config))
+    return slowdowns
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A rule's leave-one-key-out result: the geomean and worst slowdown over the keys where its
+    config was measured, how many keys those were, and how many where it failed."""
+
+    kind: str
+    geomean: float
+    worst: float
+    measured: int
+    failed: int
+
+
+def assess(data: Sequence[KeyTimes], kind: str) -> Assessment:
+    slowdowns = leave_one_out(data, kind)
+    known = [s for s in slowdowns if s is not None and math.isfinite(s)]
+    failed = sum(1 for s in slowdowns if s is not None and math.isinf(s))
+    return Assessment(kind, geomean(known), max(known, default=math.nan), len(known), failed)
+
+
+def choose_rule(data: Sequence[KeyTimes], kinds: Sequence[str] = RULES) -> tuple[Rule, list[Assessment]]:
+    """The rule that predicts best leaving one key out (fewest failures, then the lowest geomean
+    slowdown, a config never measured at the left-out key counting as 1.5x), fitted on every key;
+    and every rule's assessment. With fewer than 3 keys nothing can be left out usefully: the
+    nearest key's winner is the rule."""
+    if len(data) < 3:
+        return fit_rule(data, "nearest"), []
+    assessments = [assess(data, kind) for kind in kinds]
+
+    def penalised(a: Assessment) -> tuple[int, float]:
+        unknown = len(data) - a.measured - a.failed
+        return a.failed, (math.log(a.geomean) * a.measured + math.log(1.5) * unknown) / len(data)
+
+    best = min(assessments, key=penalised)
+    return fit_rule(data, best.kind), assessments
+
+
+# -- the store --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TunedKeys:
+    """The tuned keys of one kernel on one device and Triton build, and where they came from."""
+
+    kernel: str
+    device: str
+    triton_version: str
+    source: str
+    keys: list[KeyTimes]
+
+    def provenance(self) -> str:
+        return (f"Fitted on the winners of {len(self.keys)} keys ({self.device}, Triton {self.triton_version}) in "
+                f"{self.source}, {time.strftime('%Y-%m-%d')}.")
+
+
+def key_times_from_store(store: ResultsStore, kernel: str, *, device: str | None = None,
+                         triton_version: str | None = None) -> TunedKeys:
+    """Every key of ``kernel`` with a winner, on one device and Triton build (``device`` and
+    ``triton_version`` choose among several; an error lists them) and one Space (the latest
+    winner's), with the median of every config measured there."""
+    winners = [row for row in store.winner_rows() if row["kernel_name"] == kernel]
+    if not winners:
+        known = sorted({row["kernel_name"] for row in store.winner_rows()})
+        raise StoreError(f"{store.shown_url} holds no winner of kernel {kernel!r}"
+                         + (f"; it holds winners of {', '.join(known)}." if known else "; it holds no winners."))
+    for column, wanted in (("device", device), ("triton_version", triton_version)):
+        if wanted is not None:
+            winners = [row for row in winners if row[column] == wanted]
+        found = sorted({row[column] for row in winners})
+        if len(found) != 1:
+            option = "--device" if column == "device" else "--triton"
+            raise StoreError(f"{store.shown_url}: winners of {kernel} on "
+                             + (f"{len(found)} {column} values ({'; '.join(found)}): choose one with {option}."
+                                if found else f"no {column} {wanted!r}."))
+    latest = max(winners, key=lambda row: row["created_at"])
+    winners = [row for row in winners if row["space_hash"] == latest["space_hash"]
+               and (row["source_hash"], row["timing_method"]) == (latest["source_hash"], latest["timing_method"])]
+    measured: dict[str, dict[str, list[float | None]]] = {}
+    for row in store.rows(kernel=kernel, device=latest["device"]):
+        if (row["source_hash"], row["triton_version"], row["timing_method"]) != (
+                latest["source_hash"], latest["triton_version"], latest["timing_method"]):
+            continue
+        config = json.dumps(json.loads(row["config"]), sort_keys=True, default=str)
+        time_ms = row["median_ms"] if row["status"] == "ok" else None
+        measured.setdefault(row["key"], {}).setdefault(config, []).append(time_ms)
+    data = []
+    for row in winners:
+        times = {config: (None if None in values else float(np.median(values)))
+                 for config, values in measured.get(row["key"], {}).items()}
+        data.append(KeyTimes(json.loads(row["key"]), json.dumps(json.loads(row["config"]), sort_keys=True,
+                                                                  default=str), times))
+    return TunedKeys(kernel, latest["device"], latest["triton_version"], store.shown_url, data)
+
+
+# -- the module -------------------------------------------------------------------------------------
+
+def write_module(rule: Rule, path: str | Path, *, kernel: str, provenance: str,
+                 assessments: Sequence[Assessment] = ()) -> Path:
+    """Write ``rule`` as a Python module with ``config_for(**key) -> dict`` (the key's arguments by
+    name, and ``dtypes`` if the rule tells dtypes apart). Refuses to overwrite a file."""
+    target = Path(path)
+    if target.exists():
+        raise FileExistsError(f"{target} exists; tunekit does not overwrite files. Choose another name.")
+    lines = [f'"""Configs for {kernel} at keys with no tuned winner, written by `tunekit store heuristics`.', "",
+             f"{provenance}", f"Rule: {_describe(rule)}."]
+    if assessments:
+        lines += ["", "Leaving each tuned key out in turn, the config each rule gave ran at this multiple of that",
+                  "key's best (geomean, worst; keys where it was measured):"]
+        lines += [f"    {a.kind:9s} {a.geomean:.3f}, {a.worst:.3f} ({a.measured} keys"
+                  + (f", failed at {a.failed}" if a.failed else "") + ")" for a in assessments]
+    lines += ["", "Needs nothing but Python: `tunekit.autotune(..., fallback=config_for)`, or call it yourself.", '"""',
+              ""] + (["import math", ""] if rule.points else []) + ["CONFIGS = ["]
+    lines += [f"    {json.dumps(config, sort_keys=True)}," for config in rule.configs]
+    lines += ["]"]
+    if rule.points:
+        lines += ["", "#: (tuned key, index into CONFIGS of its winner)", "POINTS = ["]
+        lines += [f"    ({json.dumps(key['args'], sort_keys=True)}, {json.dumps(list(key.get('dtypes', [])))}, {i}),"
+                  for key, i in rule.points]
+        lines += ["]"]
+    lines += ["", "", "def config_for(**key):",
+              '    """The config (a dict of Triton meta-parameters and compile options) for a call whose key',
+              '    arguments have these values; ``dtypes`` (a list of str) is the key\'s dtypes."""',
+              "    dtypes = [str(d) for d in key.pop(\"dtypes\", [])]"]
+    if rule.tree is not None:
+        lines += _render(rule.tree, indent=1)
+        lines += ["", "", "def _size(key, name):",
+                  '    """A size as the rule compares it (what is not a positive number counts as 1)."""',
+                  "    value = key.get(name)",
+                  "    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 1"]
+    else:
+        lines += ["    best = min(POINTS, key=lambda point: _distance(key, dtypes, point[0], point[1]))",
+                  "    return dict(CONFIGS[best[2]])", "", "",
+                  "def _distance(key, dtypes, args, point_dtypes):",
+                  '    """|log2 a - log2 b| summed over the sizes, 100 per other difference (dtypes among them)."""',
+                  "    distance = 0.0 if dtypes == point_dtypes else 100.0",
+                  "    for name in set(key) | set(args):",
+                  "        a, b = key.get(name), args.get(name)",
+                  "        if a == b:",
+                  "            continue",
+                  "        sizes = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (a, b))",
+                  "        distance += abs(math.log2(a) - math.log2(b)) if sizes else 100.0",
+                  "    return distance"]
+    text = "\n".join(lines) + "\n"
+    with open(target, "x") as handle:
+        handle.write(text)
+    return target
+
+
+def _describe(rule: Rule) -> str:
+    if rule.kind == "constant":
+        return "one config for every key (the best over the tuned keys)"
+    if rule.kind == "nearest":
+        return f"the winner of the nearest of {len(rule.points)} tuned keys (log2 of the sizes)"
+    return f"a decision tree of depth {rule.kind.split('-')[1]} over the key, {len(rule.configs)} configs"
+
+
+def _render(node: Node, indent: int) -> list[str]:
+    pad = "    " * indent
+    if node.config is not None:
+        return [f"{pad}return dict(CONFIGS[{node.config}])"]
+    feature, threshold = node.feature, node.threshold
+    if feature.kind == "log2":  # log2(v) <= t  <=>  v <= 2**t
+        test = f"_size(key, {feature.name!r}) <= {2 ** threshold!r}"
+    elif feature.kind == "flag":
+        test = f"not key.get({feature.name!r})"
+    elif feature.name == "dtypes":
+        test = f"dtypes != {json.dumps(feature.value)}"
+    else:
+        test = f"key.get({feature.name!r}) != {feature.value!r}"
+    return [f"{pad}if {test}:"] + _render(node.left, indent + 1) + _render(node.right, indent)
