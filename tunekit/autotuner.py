@@ -30,6 +30,7 @@ from .budget import Budget
 from .caller import warn_at_caller
 from .compiler import unwrap_jit
 from .config import Config, config_from_dict, config_json
+from .deadline import Stopwatch
 from .keys import Bucket, TuningKey, nearest_key, resolve_buckets
 from .launch import Launch
 from .ranks import agree, check_mode
@@ -122,6 +123,9 @@ class Autotuner(_TritonAutotuner):
                             f"one). Got {fallback!r} instead.")
         if not isinstance(background, bool):
             raise TypeError(f"background must be True or False. Got {background!r} instead.")
+        if background and budget is not None and budget.per_call:
+            raise ValueError("background=True and Budget(per_call=...) both keep tuning off a long first call; choose "
+                             "one.")
         if background and settings.interpreting():
             if isolate is False:
                 raise ValueError("background=True under the Triton interpreter needs isolate (the interpreter is not "
@@ -175,6 +179,8 @@ class Autotuner(_TritonAutotuner):
         self.background = background
         #: Keys tuned in a background thread, launching a fallback meanwhile (``tunekit.background``).
         self._pending: dict[tuple, Pending] = {}
+        #: Keys whose tuning is spread over calls (``Budget(per_call=k)``).
+        self._spreading: dict[tuple, tuple[TuningSession, Config]] = {}
         self._lock = threading.RLock()
         self._prune_lock = threading.Lock()  # pruning sets self.nargs, as Triton's prune_configs reads it
         self._identity: KernelIdentity | None = None
@@ -344,6 +350,8 @@ class Autotuner(_TritonAutotuner):
                 config = self.space.configs()[0]
             elif self.background and (entry := self._tune_in_background(key, tuning_key, args, kwargs)):
                 return entry
+            elif self.budget.per_call and (entry := self._tune_over_calls(key, tuning_key, args, kwargs)):
+                return entry
             else:
                 identity = self.identity
                 decision = (f"{self.kernel_name}/{identity.source_hash}/{identity.triton_version}/{identity.device}/"
@@ -369,10 +377,7 @@ class Autotuner(_TritonAutotuner):
         winners = self.store.winners(self.identity)
         if settings.mode() == "offline" or stored_winner(tuning_key.json, winners, self.space, self.space_hash):
             return None
-        if self.ranks == "first" and _several_ranks():
-            raise ValueError(f"{self.kernel_name}: background=True would let the ranks of this torch.distributed job "
-                             "switch to the winner at different calls; use ranks='each' to tune every rank alone, "
-                             "or tune ahead of time (tunekit tune).")
+        self._refuse_with_ranks("background=True")
         config, what = self._fallback_config(tuning_key.json, winners)
         if not may_switch():
             return config, config.all_kwargs()
@@ -383,6 +388,47 @@ class Autotuner(_TritonAutotuner):
                     tuning_key.json, what, config)
         pending.start(f"tunekit-{self.kernel_name}", lambda: self._tune(tuning_key, *copies))
         return pending.entry
+
+    def _tune_over_calls(self, key: tuple, tuning_key: TuningKey, args: tuple,
+                         kwargs: dict) -> tuple[Config, dict[str, Any]] | None:
+        """``Budget(per_call=k)`` at a key with no stored winner, online: measure up to k configs of
+        its tuning on this call's inputs and give the config to launch now: the winner once the
+        tuning has ended, else the best so far (the fallback config before any). None where the
+        usual path decides (a stored winner, offline mode, a Space of one config). Inside a
+        CUDA-graph capture or a ``torch.compile`` trace nothing is measured."""
+        spreading = self._spreading.get(key)
+        if spreading is None:
+            winners = self.store.winners(self.identity)
+            if settings.mode() == "offline" or stored_winner(tuning_key.json, winners, self.space, self.space_hash):
+                return None
+            space = self.tuning_space(args, kwargs)
+            if len(space) == 1:
+                return None
+            self._refuse_with_ranks("Budget(per_call=...)")
+            session = TuningSession(self.launch, space, self.options, self.store, self.identity, tuning_key,
+                                    self.space_hash, clock=Stopwatch())
+            spreading = self._spreading[key] = (session, self._fallback_config(tuning_key.json, winners)[0])
+            self.run_id = session.run_id
+        session, fallback = spreading
+        if may_switch():
+            try:
+                outcome = session.step(args, kwargs, self.budget.per_call)
+            except BaseException:
+                del self._spreading[key]  # the session is over: the next call starts afresh
+                raise
+            finally:
+                self.trials = session.trials
+            if outcome is not None:
+                del self._spreading[key]
+                return self._keep(key, tuning_key, self._tuned_by(session, *outcome, args, kwargs))
+        config = session.best_so_far() or fallback
+        return config, config.all_kwargs()
+
+    def _refuse_with_ranks(self, what: str) -> None:
+        if self.ranks == "first" and _several_ranks():
+            raise ValueError(f"{self.kernel_name}: {what} would let the ranks of this torch.distributed job launch "
+                             "different configs at the same call; use ranks='each' to tune every rank alone, or tune "
+                             "ahead of time (tunekit tune).")
 
     def wait_for_tuning(self, timeout: float | None = None) -> bool:
         """Wait until the background tunings started so far have ended (``background=True``);
@@ -480,6 +526,12 @@ class Autotuner(_TritonAutotuner):
             winner, report = session.run(args, kwargs)
         finally:
             self.trials = session.trials
+        return self._tuned_by(session, winner, report, args, kwargs)
+
+    def _tuned_by(self, session: TuningSession, winner: Config, report: TuningReport, args: tuple,
+                  kwargs: dict) -> Config:
+        """Keep what a tuning that has ended reports (stock Triton's attributes too); its winner."""
+        key = session.key
         self.tuning_report = report
         self.bench_time = report.seconds
         self.configs_timings = {

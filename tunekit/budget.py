@@ -17,6 +17,11 @@ class Budget:
     included; ``tunekit.deadline.Deadline`` holds them, for everything that must stop in time.
     ``None`` means no limit on that axis; ``Budget()`` is unlimited.
 
+    ``per_call=k`` spreads the tuning over the kernel's calls (triton-lang/triton #9401): each call
+    of an untuned key measures at most k configs, on that call's own inputs, then launches the best
+    so far, until the budget is spent; so a training loop tunes over its first steps instead of
+    stalling the first one. ``seconds`` then counts the seconds spent tuning inside the calls.
+
     Example:
         >>> Budget(evals=60, seconds=120).evals_left(58)
         2
@@ -24,6 +29,7 @@ class Budget:
 
     evals: int | None = None
     seconds: float | None = None
+    per_call: int | None = None
 
     def __post_init__(self) -> None:
         if self.evals is not None and (
@@ -39,6 +45,14 @@ class Budget:
             raise ValueError(
                 f"The 'seconds' parameter of Budget must be a finite number > 0 or None. Got {self.seconds!r} instead."
             )
+
+        if self.per_call is not None and (
+            isinstance(self.per_call, bool) or not isinstance(self.per_call, int) or self.per_call < 1
+        ):
+            raise ValueError(f"The 'per_call' parameter of Budget must be an int >= 1 or None. Got {self.per_call!r} "
+                             "instead.")
+        if self.per_call is not None and self.evals is None and self.seconds is None:
+            raise ValueError("Budget(per_call=...) needs evals or seconds: a tuning spread over calls must end.")
 
     def evals_left(self, evals: int) -> int | None:
         """Evaluations still allowed, or None when unlimited."""

@@ -24,6 +24,27 @@ class Clock:
         """Account for work done outside the clock; a wall clock already saw it."""
 
 
+class Stopwatch(Clock):
+    """Wall-clock seconds while running (``start``/``stop``): a tuning spread over a kernel's calls
+    counts the seconds spent in them, not the seconds between them."""
+
+    def __init__(self) -> None:
+        self._total = 0.0
+        self._since: float | None = None
+
+    def start(self) -> None:
+        if self._since is None:
+            self._since = time.perf_counter()
+
+    def stop(self) -> None:
+        if self._since is not None:
+            self._total += time.perf_counter() - self._since
+            self._since = None
+
+    def seconds(self) -> float:
+        return self._total + (time.perf_counter() - self._since if self._since is not None else 0.0)
+
+
 class SimulatedClock(Clock):
     """Seconds that a replayed tuning would have taken: what ``advance`` is told, nothing else."""
 

@@ -65,70 +65,110 @@ def run_search(
     (default: the budget's seconds on ``clock``), which a live tuning sets earlier than the
     budget's end to leave time for re-timing the finalists.
     """
-    if deadline is None:
-        deadline = Deadline(clock or Clock(), context.budget.seconds)
-    clock = deadline.clock
-    known = known or {}
-    budget, space = context.budget, context.space
-    result = SearchResult()
-    seen: set[str] = set()
-    best = math.inf
-    fruitless = 0
+    search = Search(strategy, context, known=known, clock=clock, deadline=deadline, batch=batch, on_trial=on_trial)
+    search.advance(evaluate)
+    return search.result
 
-    def timed(call, *args):
+
+class Search:
+    """``run_search``'s loop, resumable: ``advance(evaluate, evaluations=k)`` measures at most k
+    configs and returns, and the next ``advance`` goes on where it stopped (a tuning spread over
+    the calls of a kernel, ``Budget(per_call=k)``). The strategy is asked for the same batches as
+    in one uninterrupted search: what a batch holds beyond k waits for the next ``advance``, and
+    the strategy is told of a batch's configs as they are measured."""
+
+    def __init__(self, strategy: Strategy, context: SearchContext, *, known: Mapping[str, Trial] | None = None,
+                 clock: Clock | None = None, deadline: Deadline | None = None, batch: int = 1,
+                 on_trial: Callable[[Trial], None] | None = None) -> None:
+        self.strategy = strategy
+        self.context = context
+        self.deadline = deadline if deadline is not None else Deadline(clock or Clock(), context.budget.seconds)
+        self.known = known or {}
+        self.batch = batch
+        self.on_trial = on_trial
+        self.result = SearchResult()
+        self._seen: set[str] = set()
+        self._best = math.inf
+        self._fruitless = 0
+        self._queued: list[Config] = []  # asked for, not measured yet
+        self._started = False
+
+    @property
+    def done(self) -> bool:
+        return bool(self.result.stopped_because)
+
+    def _timed(self, call: Callable, *args):
         begin = time.perf_counter()
         value = call(*args)
-        clock.advance(time.perf_counter() - begin)  # strategy time counts in a simulated tuning too
+        self.deadline.clock.advance(time.perf_counter() - begin)  # strategy time counts in a simulated tuning too
         return value
 
-    timed(strategy.start, context)
-    while True:
-        if budget.evals_left(result.evaluations) == 0 or deadline.expired():
-            result.stopped_because = "budget"
-            break
+    def advance(self, evaluate: Evaluate, evaluations: int | None = None) -> bool:
+        """Search until ``evaluations`` more configs are measured (None: no limit) or the search
+        ends; True once it has ended (``result.stopped_because`` says why)."""
+        if not self._started:
+            self._started = True
+            self._timed(self.strategy.start, self.context)
+        budget, space, deadline, result = self.context.budget, self.context.space, self.deadline, self.result
+        measured_now = 0
+        while not self.done:
+            if budget.evals_left(result.evaluations) == 0 or deadline.expired():
+                result.stopped_because = "budget"
+                break
+            if evaluations is not None and measured_now >= evaluations:
+                break
+            if not self._queued and not self._ask():
+                continue
+            take = len(self._queued) if evaluations is None else evaluations - measured_now
+            configs, self._queued = self._queued[:take], self._queued[take:]
+            measured = []
+            for config, trial in evaluate(configs, deadline):
+                if trial is None:  # the deadline came before this config
+                    self._seen.discard(config_json(config))
+                    continue
+                result.evaluations += 1
+                measured_now += 1
+                self._best = min(self._best, trial.time_ms)
+                result.trials.append(trial)
+                result.steps.append(Step(result.evaluations, deadline.clock.seconds(), trial, self._best))
+                measured.append(trial)
+                if self.on_trial is not None:
+                    self.on_trial(trial)
+            if measured:
+                self._timed(self.strategy.tell, measured)
+        result.seconds = deadline.clock.seconds()
+        return self.done
+
+    def _ask(self) -> bool:
+        """Ask the strategy for a batch; queue what is new, tell it what the store holds. False when
+        nothing new came (the search may have ended: ``stopped_because`` is then set)."""
+        budget, result = self.context.budget, self.result
         left = budget.evals_left(result.evaluations)
-        proposals = timed(strategy.ask, batch if left is None else min(batch, left))
+        proposals = self._timed(self.strategy.ask, self.batch if left is None else min(self.batch, left))
         if not proposals:
             result.stopped_because = "strategy"
-            break
-        new: list[Config] = []
+            return False
         answered: list[Trial] = []
         for proposal in proposals:
-            config = space.canonical(proposal)
+            config = self.context.space.canonical(proposal)
             if config is None:
                 continue
             cid = config_json(config)
-            if cid in seen:
+            if cid in self._seen:
                 continue
-            seen.add(cid)
-            if cid in known:
-                answered.append(replace(known[cid], config=config, source="store"))
+            self._seen.add(cid)
+            if cid in self.known:
+                answered.append(replace(self.known[cid], config=config, source="store"))
             else:
-                new.append(config)
+                self._queued.append(config)
         result.trials.extend(answered)
         if answered:
-            timed(strategy.tell, answered)
-        if not new:
-            fruitless += len(proposals)
-            if fruitless >= settings.DEFAULTS.max_fruitless_proposals:
-                logger.info("the strategy proposed nothing new %d times; stopping", fruitless)
+            self._timed(self.strategy.tell, answered)
+        if not self._queued:
+            self._fruitless += len(proposals)
+            if self._fruitless >= settings.DEFAULTS.max_fruitless_proposals:
+                logger.info("the strategy proposed nothing new %d times; stopping", self._fruitless)
                 result.stopped_because = "no new proposals"
-                break
-            continue
-        fruitless = 0
-        measured = []
-        for config, trial in evaluate(new, deadline):
-            if trial is None:  # the deadline came before this config
-                seen.discard(config_json(config))
-                continue
-            result.evaluations += 1
-            best = min(best, trial.time_ms)
-            result.trials.append(trial)
-            result.steps.append(Step(result.evaluations, clock.seconds(), trial, best))
-            measured.append(trial)
-            if on_trial is not None:
-                on_trial(trial)
-        if measured:
-            timed(strategy.tell, measured)
-    result.seconds = clock.seconds()
-    return result
+            return False
+        self._fruitless = 0
+        return True

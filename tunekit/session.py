@@ -22,12 +22,12 @@ from .budget import Budget
 from .caller import warn_at_caller
 from .compiler import CompileResult, compile_config, compile_job_for, kernel_address, unwrap_jit
 from .config import Config, config_json
-from .deadline import Clock, Deadline
+from .deadline import Clock, Deadline, Stopwatch
 from .isolation import IsolatedRunner, IsolationError
 from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
-from .search import SearchResult, run_search
+from .search import Search, SearchResult
 from .service import service
 from .space import Space
 from .store import KernelIdentity, ResultsStore, new_run_id
@@ -91,7 +91,7 @@ class TuningSession:
     """
 
     def __init__(self, launch: Launch, space: Space, options: TuningOptions, store: ResultsStore,
-                 identity: KernelIdentity, key: TuningKey, space_hash: str) -> None:
+                 identity: KernelIdentity, key: TuningKey, space_hash: str, *, clock: Clock | None = None) -> None:
         self.launch = launch
         self.space = space
         self.options = options
@@ -100,7 +100,7 @@ class TuningSession:
         self.key = key
         self.space_hash = space_hash
         self.run_id = new_run_id()
-        self.clock = Clock()
+        self.clock = clock if clock is not None else Clock()
         self.deadline = Deadline(self.clock, options.budget.seconds)
         #: The search's deadline (earlier, leaving time for the finalists), then the budget's.
         self._active_deadline = self.deadline
@@ -118,36 +118,119 @@ class TuningSession:
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
         self._compiled_not_launched: Config | None = None
         self._proven: set[str] = set()
+        self._search: Search | None = None  # once the first step began
+        self._history: list[Trial] = []
+        self._strategy_name = ""
+        self._bar: Any = None
+        self._costs = {"compile_workers_started": 0, "benchmark_workers_started": 0,
+                       "seconds_waiting_for_workers": 0.0, "seconds_messaging": 0.0}
 
     # -- the run ------------------------------------------------------------------------------
 
     def run(self, args: tuple, kwargs: dict) -> tuple[Config, TuningReport]:
         """Search, choose the winner, record everything; the winner and what it cost."""
+        outcome = self.step(args, kwargs)
+        assert outcome is not None  # a step without a limit ends the search
+        return outcome
+
+    def step(self, args: tuple, kwargs: dict, evaluations: int | None = None) -> tuple[Config, TuningReport] | None:
+        """Measure up to ``evaluations`` more configs (None: until the search ends) on this call's
+        inputs; once the search has ended, choose the winner on them too and return it with what
+        the tuning cost. None while the search goes on (``Budget(per_call=k)``): ``best_so_far()``
+        is the config to launch meanwhile."""
+        if self._search is None:
+            self._begin()
+        if isinstance(self.clock, Stopwatch):
+            self.clock.start()
+        runner = self._runner = self._make_runner(args, kwargs, self._history)
+        if self._search is None:
+            self._search = self._new_search(isinstance(runner, IsolatedRunner))
+        search, winner, ended = self._search, None, False
+
+        def evaluate(configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
+            return self._evaluate(configs, args, kwargs, deadline)
+
+        try:
+            try:
+                self._active_deadline = search.deadline
+                ended = search.advance(evaluate, evaluations)
+            finally:
+                self._active_deadline = self.deadline
+                self.trials = search.result.trials
+                if ended and self._bar is not None:
+                    self._bar.close()
+            if ended:
+                winner = self._choose(search.result)
+        except BaseException:
+            ended = True  # the run is closed in the store, and this session is over
+            raise
+        finally:  # give back the inputs; close the run in the store even when every config failed
+            runner.finish()
+            runner.close()
+            for name, value in (("benchmark_workers_started", runner.workers_started),
+                                ("seconds_waiting_for_workers", runner.seconds_starting),
+                                ("seconds_messaging", runner.seconds_messaging)):
+                self._costs[name] += value
+            self._costs["compile_workers_started"] = self._compile_workers_started
+            if isinstance(self.clock, Stopwatch):
+                self.clock.stop()
+            if ended:
+                self.store.finish_run(self.identity, self.key.json, run_id=self.run_id, winner=winner,
+                                      evaluations=search.result.evaluations, tuning_seconds=self.clock.seconds(),
+                                      space_hash=self.space_hash, costs=self._costs)
+        if not ended:
+            return None
+        result = search.result
+        config = winner.config if winner is not None else self._fallback_config()
+        report = TuningReport(self.run_id, self.key.json, config, result.evaluations, self.clock.seconds(),
+                              result.stopped_because, fallback=winner is None, **self._costs)
+        logger.info("%s %s: %d evaluations in %.2f s (%s); workers started: %d compile, %d benchmark, "
+                    "%.2f s waiting for them", self.launch.kernel_name, self.key.json, report.evaluations,
+                    report.seconds, report.stopped_because, report.compile_workers_started,
+                    report.benchmark_workers_started, report.seconds_waiting_for_workers)
+        return config, report
+
+    def best_so_far(self) -> Config | None:
+        """The fastest config measured correct so far in this tuning (store answers included)."""
+        ok = [t for t in self.trials if t.ok]
+        return min(ok, key=lambda t: t.time_ms).config if ok else None
+
+    def _begin(self) -> None:
+        """What a tuning needs before its first measurement: the store's crashes and history, the run."""
         store, identity, text = self.store, self.identity, self.key.json
         for trial in store.record_crashes(identity):
             logger.warning("%s: config %s was in flight when a tuning process died (%s); recorded as crashed: it is "
                            "measured again only in a benchmark worker", self.launch.kernel_name, trial.config,
                            trial.error)
-        history = store.history(identity)
+        history = self._history = store.history(identity)
         #: Configs that ran correctly at this key: launching them in-process needs no in-flight mark (a
         #: config that ran at another shape may still store far out of bounds at this one).
         self._proven = {t.config_id for t in history if t.ok and t.key is not None and t.key.json == text}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
+        self._strategy_name = self.options.strategy.name or type(self.options.strategy).__name__
+        store.start_run(identity, text, strategy=self._strategy_name, budget=self.options.budget, run_id=self.run_id)
+        self._bar = self._progress_bar()
+
+    def _new_search(self, isolated: bool) -> Search:
+        """The search, told what the store holds at this key. A crash is measured again in a
+        benchmark worker (the process may have been killed from outside: nothing tells the two
+        apart); one that really crashes then kills only a worker, and that is stored. In this
+        process it is never launched again."""
+        text = self.key.json
         strategy = self.options.strategy.clone()
         context = SearchContext(self.space, self.options.budget, self.key.as_dict(), derive_seed(self.options.seed, text),
-                                tuple(history))
-        strategy_name = strategy.name or type(strategy).__name__
-        store.start_run(identity, text, strategy=strategy_name, budget=self.options.budget, run_id=self.run_id)
-        bar = self._progress_bar()
+                                tuple(self._history))
+        known = {t.config_id: t for t in self._history
+                 if t.key is not None and t.key.json == text and not (t.crashed and isolated)}
 
         def record(trial: Trial) -> None:
-            store.record(identity, text, trial, strategy=strategy_name, run_id=self.run_id)
+            self.store.record(self.identity, text, trial, strategy=self._strategy_name, run_id=self.run_id)
 
         def on_trial(trial: Trial) -> None:
             logger.info("%s %s: %s", self.launch.kernel_name, text, trial)
-            if bar is not None:
-                bar.update(1)
+            if self._bar is not None:
+                self._bar.update(1)
             if self._held is not None:  # no config has run yet, and every failure so far was the same
                 if trial.status in (Status.RUNTIME_ERROR, Status.WRONG) and (
                         not self._held or _same_failure(trial, self._held[0])):
@@ -158,47 +241,8 @@ class TuningSession:
                     record(earlier)
             record(trial)
 
-        def evaluate(configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
-            return self._evaluate(configs, args, kwargs, deadline)
-
-        runner = self._runner = self._make_runner(args, kwargs, history)
-        # A crash is measured again in a benchmark worker (the process may have been killed from
-        # outside: nothing tells the two apart); one that really crashes then kills only a worker,
-        # and that is stored. In this process it is never launched again.
-        isolated = isinstance(runner, IsolatedRunner)
-        known = {t.config_id: t for t in history
-                 if t.key is not None and t.key.json == text and not (t.crashed and isolated)}
-        result: SearchResult | None = None
-        winner: Trial | None = None
-        try:
-            try:
-                self._active_deadline = self.deadline.earlier(self._finalists_reserve())
-                result = run_search(strategy, context, evaluate, known=known, deadline=self._active_deadline,
-                                    batch=self._batch_size(strategy), on_trial=on_trial)
-            finally:
-                self._active_deadline = self.deadline
-                if bar is not None:
-                    bar.close()
-            self.trials = result.trials
-            winner = self._choose(result)
-        finally:  # close the run in the store even when every config failed; give back the inputs
-            runner.finish()
-            runner.close()
-            costs = {"compile_workers_started": self._compile_workers_started,
-                     "benchmark_workers_started": runner.workers_started,
-                     "seconds_waiting_for_workers": runner.seconds_starting,
-                     "seconds_messaging": runner.seconds_messaging}
-            store.finish_run(identity, text, run_id=self.run_id, winner=winner,
-                             evaluations=result.evaluations if result else 0, tuning_seconds=self.clock.seconds(),
-                             space_hash=self.space_hash, costs=costs)
-        config = winner.config if winner is not None else self._fallback_config()
-        report = TuningReport(self.run_id, text, config, result.evaluations, self.clock.seconds(),
-                              result.stopped_because, fallback=winner is None, **costs)
-        logger.info("%s %s: %d evaluations in %.2f s (%s); workers started: %d compile, %d benchmark, "
-                    "%.2f s waiting for them", self.launch.kernel_name, text, report.evaluations, report.seconds,
-                    report.stopped_because, report.compile_workers_started, report.benchmark_workers_started,
-                    report.seconds_waiting_for_workers)
-        return config, report
+        return Search(strategy, context, known=known, deadline=self.deadline.earlier(self._finalists_reserve()),
+                      batch=self._batch_size(strategy), on_trial=on_trial)
 
     def _fallback_config(self) -> Config:
         """The budget ended before any config was measured: ``default_config``, else the first

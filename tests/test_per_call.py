@@ -1,0 +1,83 @@
+"""Budget(per_call=k): a tuning spread over the kernel's calls, k configs measured per call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import tunekit
+from tunekit.budget import Budget
+from tunekit.config import config_json
+from tunekit.deadline import SimulatedClock
+from tunekit.recorded import read_space
+from tunekit.replay import ReplayEvaluator
+from tunekit.search import Search, run_search
+from tunekit.store import ResultsStore
+from tunekit.strategy import SearchContext, derive_seed, make_strategy
+from tunekit.kernels import vector_add
+
+SHIPPED = Path(tunekit.__file__).resolve().parent / "kernels" / "h200"
+if not SHIPPED.is_dir():
+    SHIPPED = Path(__file__).resolve().parents[1] / "kernels" / "h200"
+
+
+@pytest.mark.parametrize("strategy", ["default", "rf", "optuna", "random"])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_a_search_spread_over_calls_measures_what_one_search_measures(strategy, batch):
+    """Replayed on the recorded H200 GEMM space (decode shape), 40 evaluations, 3 per call: the
+    same configs in the same order, so the same winner, as one uninterrupted search."""
+    recorded = read_space(SHIPPED / "matmul-decode.json.gz")
+
+    def context() -> SearchContext:
+        return SearchContext(recorded.space(), Budget(evals=40), recorded.key(), derive_seed(0, recorded.name), ())
+
+    whole = run_search(make_strategy(strategy), context(), ReplayEvaluator(recorded), clock=SimulatedClock(),
+                       batch=batch)
+    spread = Search(make_strategy(strategy), context(), clock=SimulatedClock(), batch=batch)
+    calls = 0
+    while not spread.advance(ReplayEvaluator(recorded), evaluations=3):
+        calls += 1
+        assert spread.result.evaluations == 3 * calls
+    measured = lambda result: [config_json(s.trial.config) for s in result.steps]  # noqa: E731
+    assert measured(spread.result) == measured(whole) and len(measured(whole)) == 40
+    assert min(s.trial.time_ms for s in spread.result.steps) == min(s.trial.time_ms for s in whole.steps)
+
+
+def test_each_call_measures_at_most_k_configs_and_launches_the_best_so_far(tmp_path):
+    """Live under the interpreter: 7 evaluations, 3 per call. Calls 1-2 measure 3 each and launch
+    the best so far; call 3 measures the last one, chooses the winner and keeps it; call 4 measures
+    nothing. Every call's output is correct; one run in the store holds the 7 trials."""
+    store = tmp_path / "s.db"
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random",
+                              budget=Budget(evals=7, per_call=3), store=str(store))(vector_add.add_kernel)
+    measured_after = []
+    for _ in range(4):
+        x, y, out = vector_add.inputs(5000)
+        vector_add.launch(kernel, x, y, out)
+        assert torch.equal(out, x + y)
+        measured_after.append(len([r for r in ResultsStore(store, read_only=True).rows() if r["source"] == "measured"]))
+        best = min((t for t in kernel.trials if t.ok), key=lambda t: t.time_ms)
+        if measured_after[-1] < 7:
+            assert kernel.best_config is best.config  # the best so far
+    assert measured_after == [3, 6, 7, 7]
+    (run,) = ResultsStore(store, read_only=True).runs()
+    (winner,) = ResultsStore(store, read_only=True).winner_rows()
+    assert run["evaluations"] == 7 and run["tuning_seconds"] is not None
+    assert config_json(kernel.best_config) == winner["config"]
+
+    # the same budget in one tuning measures the same 7 configs
+    once = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=Budget(evals=7),
+                            store=None)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(5000)
+    vector_add.launch(once, x, y, out)
+    assert sorted(config_json(t.config) for t in once.trials) == sorted(
+        r["config"] for r in ResultsStore(store, read_only=True).rows() if r["source"] == "measured")
+
+
+def test_per_call_needs_an_end_and_a_positive_count():
+    with pytest.raises(ValueError, match="needs evals or seconds"):
+        Budget(per_call=2)
+    with pytest.raises(ValueError, match="'per_call' parameter of Budget must be an int >= 1"):
+        Budget(evals=4, per_call=0)
