@@ -179,11 +179,16 @@ class Progress:
 
 
 def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, limit: int | None,
-           workers: int | None, warmup: float = 5, rep: float = 25) -> None:
+           workers: int | None, warmup: float = 5, rep: float = 25, only: list[str] | None = None) -> None:
     """Time the PyTorch equivalent at every shape first, then tune and verify shape by shape."""
     device = "cpu" if quick else "cuda"
     store = out / "store.db"
     shapes = suite.quick_shapes if quick else suite.shapes
+    if only:
+        unknown = sorted(set(only) - set(shapes))
+        if unknown:
+            raise SystemExit(f"{name} has no shape {', '.join(unknown)}; its shapes: {', '.join(shapes)}")
+        shapes = {shape_name: shape for shape_name, shape in shapes.items() if shape_name in only}
     for shape_name, shape in shapes.items():
         row = progress.entry(name, shape_name)
         if row.get("complete"):
@@ -342,6 +347,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, tiny shapes, --limit configs")
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
+    parser.add_argument("--shape", action="append", help="record only these shapes of the kernel (repeatable)")
     parser.add_argument("--warmup", type=float, default=5, help="do_bench's warmup, ms (default 5)")
     parser.add_argument("--rep", type=float, default=25, help="do_bench's rep, ms (default 25)")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
@@ -367,7 +373,7 @@ def main() -> None:
     limit = args.limit or (3 if args.quick else None)
     progress = Progress(out, args.quick)
     for name in args.kernel or sorted(set(SUITES) - {"matmul_heldout"}):
-        record(name, SUITES[name], out, progress, args.quick, limit, args.workers, args.warmup, args.rep)
+        record(name, SUITES[name], out, progress, args.quick, limit, args.workers, args.warmup, args.rep, args.shape)
 
 
 if __name__ == "__main__":

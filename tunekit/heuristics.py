@@ -59,33 +59,42 @@ class KeyTimes:
 
 @dataclass(frozen=True)
 class Feature:
-    """One column of the rules' input: ``log2`` of a positive size, a ``flag`` (0/1), or whether
-    a key value (or the dtypes) ``equals`` one seen in fitting."""
+    """One column of the rules' input: ``log2`` of a positive size or of the product of two (a
+    GEMM's M*N is its output's size), a ``flag`` (0/1), or whether a key value (or the dtypes)
+    ``equals`` one seen in fitting."""
 
     kind: str
-    name: str  # the key argument, or "dtypes"
+    name: str  # the key argument, or "dtypes"; for a product, "M*N"
     value: Any = None  # for ``equals``
 
     def of(self, args: Mapping[str, Any], dtypes: Sequence[str]) -> float:
-        value = list(dtypes) if self.name == "dtypes" else args.get(self.name)
         if self.kind == "log2":
-            return math.log2(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+            return sum(math.log2(_size(args.get(name))) for name in self.name.split("*"))
+        value = list(dtypes) if self.name == "dtypes" else args.get(self.name)
         if self.kind == "flag":
             return float(bool(value))
         return float(value == self.value)
 
 
+def _size(value: Any) -> float:
+    """A size as rules compare it: what is not a positive number counts as 1."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 1
+
+
 def _features(keys: Sequence[Mapping[str, Any]]) -> list[Feature]:
     names = sorted({name for key in keys for name in key["args"]})
     features = []
+    sizes = []
     for name in names:
         values = [key["args"].get(name) for key in keys]
         if all(isinstance(v, bool) for v in values):
             features.append(Feature("flag", name))
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
-            features.append(Feature("log2", name))
+            sizes.append(name)
         else:
             features += [Feature("equals", name, v) for v in _distinct(values)]
+    features += [Feature("log2", name) for name in sizes]
+    features += [Feature("log2", f"{a}*{b}") for i, a in enumerate(sizes) for b in sizes[i + 1:]]
     dtypes = _distinct([list(key.get("dtypes", [])) for key in keys])
     if len(dtypes) > 1:
         features += [Feature("equals", "dtypes", d) for d in dtypes]
@@ -390,7 +399,8 @@ def _render(node: Node, indent: int) -> list[str]:
         return [f"{pad}return dict(CONFIGS[{node.config}])"]
     feature, threshold = node.feature, node.threshold
     if feature.kind == "log2":  # log2(v) <= t  <=>  v <= 2**t
-        test = f"_size(key, {feature.name!r}) <= {2 ** threshold!r}"
+        product = " * ".join(f"_size(key, {name!r})" for name in feature.name.split("*"))
+        test = f"{product} <= {2 ** threshold!r}"
     elif feature.kind == "flag":
         test = f"not key.get({feature.name!r})"
     elif feature.name == "dtypes":

@@ -1,0 +1,126 @@
+"""``background=True`` on a GPU: how long the first call of a new GEMM shape takes, and when the winner is in use.
+
+One shape per fresh process, each from an empty Triton cache and an empty store:
+
+    python benchmarks/background_gemm.py --shape 1024 5120 5120 --seconds 20 --json OUT.json
+
+1. ``plain``: a JITFunction of the same source launched once with the fallback config (cold
+   compile + launch; ``torch.cuda.synchronize()`` included): the time a call can not beat.
+2. ``tunekit.autotune(space=matmul.space(), budget=Budget(seconds=S), background=True,
+   fallback=rule.config_for)``, where the rule is what ``tunekit store heuristics`` writes from the
+   4 shipped H200 GEMM recordings. Its first call is timed the same way; then the kernel is called
+   in a loop (each call synchronised, as a serving step), recording each call's latency and when
+   ``best_config`` changes from the fallback to the winner.
+3. The fallback and the winner re-timed interleaved (``do_bench``) with ``torch.matmul``.
+
+Prints and writes: first call / plain, seconds until the winner is launched (from the first call),
+call latency (median, 99th percentile) while tuning and after, and the two configs' times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+scratch = tempfile.mkdtemp(prefix="tunekit-background-")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "triton-cache")  # cold: before triton is imported
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.testing  # noqa: E402
+from tunekit.kernels import matmul  # noqa: E402
+
+import tunekit  # noqa: E402
+from tunekit.config import config_to_dict  # noqa: E402
+from tunekit.heuristics import choose_rule  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+from heuristics import SHIPPED, key_times  # noqa: E402
+
+
+def synchronized(call) -> float:
+    start = time.perf_counter()
+    call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", type=int, nargs=3, required=True, metavar=("M", "N", "K"))
+    parser.add_argument("--seconds", type=float, default=20.0, help="the tuning's budget")
+    parser.add_argument("--loop-seconds", type=float, default=None,
+                        help="how long to call the kernel (default: 1.5x the budget + 5)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    m, n, k = args.shape
+    rule, _ = choose_rule([times for _, times in key_times(SHIPPED / "index.json")["matmul"]])
+    a, b, c = matmul.inputs(m, n, k, dtype=torch.bfloat16, device="cuda")
+    key = {"M": m, "N": n, "K": k, "dtypes": ["torch.bfloat16"] * 3}
+    fallback = rule.config_for({"args": {"M": m, "N": n, "K": k}, "dtypes": key["dtypes"]})
+
+    plain = triton.jit(matmul.matmul_kernel.fn)
+    plain_seconds = synchronized(lambda: matmul.launch(plain, a, b, c, **fallback))
+
+    kernel = tunekit.autotune(space=matmul.space(), key=["M", "N", "K"], budget=tunekit.Budget(seconds=args.seconds),
+                              background=True, fallback=rule.config_for,
+                              store=os.path.join(scratch, "store.db"))(triton.jit(matmul.matmul_kernel.fn))
+    started = time.perf_counter()
+    first_seconds = synchronized(lambda: matmul.launch(kernel, a, b, c))
+    first_config = config_to_dict(kernel.best_config)
+    assert first_config == fallback, (first_config, fallback)
+    tuning_latency, after_latency, switched_at = [], [], None
+    loop_seconds = args.loop_seconds or 1.5 * args.seconds + 5
+    while time.perf_counter() - started < loop_seconds:
+        tuned = kernel.wait_for_tuning(timeout=0)  # ended before this call: the call switches to the winner
+        latency = synchronized(lambda: matmul.launch(kernel, a, b, c))
+        if tuned and switched_at is None:
+            switched_at = time.perf_counter() - started
+        (after_latency if tuned else tuning_latency).append(latency)
+        time.sleep(0.002)
+    winner = config_to_dict(kernel.best_config)
+    report = kernel.tuning_report
+    expected = (a.float() @ b.float())
+    error = ((c.float() - expected).norm() / expected.norm()).item()
+
+    def time_of(config: dict) -> float:
+        return triton.testing.do_bench(lambda: matmul.launch(plain, a, b, c, **config), warmup=25, rep=100)
+
+    rounds = [(time_of(fallback), time_of(winner), triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=25,
+                                                                         rep=100)) for _ in range(3)]
+    fallback_ms, winner_ms, torch_ms = (statistics.median(r[i] for r in rounds) for i in range(3))
+
+    def percentile(values: list[float], q: float) -> float | None:
+        return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else None
+
+    result = {
+        "shape": [m, n, k], "budget_seconds": args.seconds, "fallback": fallback, "winner": winner,
+        "plain_first_call_s": plain_seconds, "first_call_s": first_seconds,
+        "first_call_over_plain": first_seconds / plain_seconds,
+        "winner_in_use_after_s": switched_at, "tuning_report": {
+            "evaluations": report.evaluations if report else None, "seconds": report.seconds if report else None,
+            "stopped_because": report.stopped_because if report else None},
+        "calls_while_tuning": len(tuning_latency), "latency_while_tuning_ms": {
+            "median": 1e3 * statistics.median(tuning_latency) if tuning_latency else None,
+            "p99": 1e3 * percentile(tuning_latency, 0.99) if tuning_latency else None},
+        "calls_after": len(after_latency), "latency_after_ms": {
+            "median": 1e3 * statistics.median(after_latency) if after_latency else None,
+            "p99": 1e3 * percentile(after_latency, 0.99) if after_latency else None},
+        "fallback_ms": fallback_ms, "winner_ms": winner_ms, "torch_ms": torch_ms,
+        "fallback_over_winner": fallback_ms / winner_ms, "winner_over_torch": winner_ms / torch_ms,
+        "winner_relative_error": error,
+        "device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
+    }
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
