@@ -8,9 +8,10 @@ function, ``config_for(**key) -> dict``, that needs nothing but Python. ``tuneki
 fallback=module.config_for)`` launches its config at keys with no winner.
 
 The rules: the one config best over every key (``constant``), a shallow decision tree whose leaves
-hold the config best over their keys (``tree-1`` .. ``tree-3``: scikit-learn's regression tree over
-each candidate config's slowdown), and the winner of the nearest key in log2 space (``nearest``).
-A rule is judged by the slowdown of its config at the left-out key over that key's best.
+hold the config best over their keys, two keys at least (``tree-1`` .. ``tree-3``: scikit-learn's
+regression tree over each candidate config's slowdown), and the winner of the nearest key in log2
+space (``nearest``). A rule is judged by the slowdown of its config at the left-out key over that
+key's best, and the simplest rule within one standard error of the best is written.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ import numpy as np
 
 from .store import ResultsStore, StoreError
 
-__all__ = ["KeyTimes", "TunedKeys", "Rule", "fit_rule", "key_times_from_store", "leave_one_out", "choose_rule", "write_module",
-           "RULES"]
+__all__ = ["KeyTimes", "TunedKeys", "Rule", "Assessment", "fit_rule", "key_times_from_store", "leave_one_out",
+           "assess", "choose_rule", "write_module", "RULES"]
 
-#: Rules tried by ``choose_rule``, simplest first (a tie goes to the simpler).
+#: Rules tried by ``choose_rule``, simplest first.
 RULES = ("constant", "tree-1", "tree-2", "tree-3", "nearest")
 
 
@@ -199,12 +200,12 @@ def fit_rule(data: Sequence[KeyTimes], kind: str) -> Rule:
     slowdowns = _log_slowdowns(data, candidates)
     depth = 0 if kind == "constant" else int(kind.split("-")[1])
     features = _features([k.key for k in data])
-    if depth == 0 or not features or len(data) < 2:
+    if depth == 0 or not features or len(data) < 4:  # a leaf holds 2 keys at least: one config pooled over them
         chosen = [int(np.argmin(slowdowns.mean(axis=0)))]
         return Rule(kind, (json.loads(candidates[chosen[0]]),), tree=Node(config=0))
     from sklearn.tree import DecisionTreeRegressor
 
-    model = DecisionTreeRegressor(max_depth=depth, random_state=0).fit(_matrix(features, [k.key for k in data]),
+    model = DecisionTreeRegressor(max_depth=depth, min_samples_leaf=2, random_state=0).fit(_matrix(features, [k.key for k in data]),
                                                                        slowdowns)
     used: list[int] = []
 
@@ -239,40 +240,64 @@ def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
+#: What a config never measured at the left-out key counts as when rules are compared.
+UNKNOWN_SLOWDOWN = 1.5
+
+
 @dataclass(frozen=True)
 class Assessment:
-    """A rule's leave-one-key-out result: the geomean and worst slowdown over the keys where its
-    config was measured, how many keys those were, and how many where it failed."""
+    """A rule's leave-one-key-out result: per key, the slowdown of its config there (inf: it
+    failed there; None: never measured there)."""
 
     kind: str
-    geomean: float
-    worst: float
-    measured: int
-    failed: int
+    slowdowns: tuple[float | None, ...]
+
+    @property
+    def measured(self) -> int:
+        return sum(1 for s in self.slowdowns if s is not None and math.isfinite(s))
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for s in self.slowdowns if s is not None and math.isinf(s))
+
+    @property
+    def geomean(self) -> float:
+        """Over the keys where the config was measured."""
+        return geomean([s for s in self.slowdowns if s is not None and math.isfinite(s)])
+
+    @property
+    def worst(self) -> float:
+        return max((s for s in self.slowdowns if s is not None and math.isfinite(s)), default=math.nan)
+
+    def scores(self) -> list[float]:
+        """log slowdown per key that did not fail, a config never measured counting as ``UNKNOWN_SLOWDOWN``."""
+        return [math.log(UNKNOWN_SLOWDOWN if s is None else s) for s in self.slowdowns
+                if s is None or math.isfinite(s)]
 
 
 def assess(data: Sequence[KeyTimes], kind: str) -> Assessment:
-    slowdowns = leave_one_out(data, kind)
-    known = [s for s in slowdowns if s is not None and math.isfinite(s)]
-    failed = sum(1 for s in slowdowns if s is not None and math.isinf(s))
-    return Assessment(kind, geomean(known), max(known, default=math.nan), len(known), failed)
+    return Assessment(kind, tuple(leave_one_out(data, kind)))
 
 
 def choose_rule(data: Sequence[KeyTimes], kinds: Sequence[str] = RULES) -> tuple[Rule, list[Assessment]]:
-    """The rule that predicts best leaving one key out (fewest failures, then the lowest geomean
-    slowdown, a config never measured at the left-out key counting as 1.5x), fitted on every key;
-    and every rule's assessment. With fewer than 3 keys nothing can be left out usefully: the
-    nearest key's winner is the rule."""
+    """The rule to write, fitted on every key, and every rule's leave-one-key-out assessment.
+
+    Among the rules whose configs failed at the fewest left-out keys, the simplest (``kinds`` is
+    in order of complexity) whose mean log slowdown is within one standard error of the best
+    rule's: CART's one-standard-error rule, since a handful of keys tells close rules apart by
+    noise, and the simpler rule generalises more often. With fewer than 3 keys nothing can be left
+    out usefully: the nearest key's winner is the rule."""
     if len(data) < 3:
         return fit_rule(data, "nearest"), []
     assessments = [assess(data, kind) for kind in kinds]
-
-    def penalised(a: Assessment) -> tuple[int, float]:
-        unknown = len(data) - a.measured - a.failed
-        return a.failed, (math.log(a.geomean) * a.measured + math.log(1.5) * unknown) / len(data)
-
-    best = min(assessments, key=penalised)
-    return fit_rule(data, best.kind), assessments
+    fewest = min(a.failed for a in assessments)
+    eligible = [a for a in assessments if a.failed == fewest]
+    means = {a.kind: float(np.mean(a.scores())) if a.scores() else math.inf for a in eligible}
+    best = min(eligible, key=lambda a: means[a.kind])
+    scores = best.scores()
+    error = float(np.std(scores, ddof=1) / math.sqrt(len(scores))) if len(scores) > 1 else 0.0
+    chosen = next(a for a in eligible if means[a.kind] <= means[best.kind] + error)
+    return fit_rule(data, chosen.kind), assessments
 
 
 # -- the store --------------------------------------------------------------------------------------
