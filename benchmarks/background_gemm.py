@@ -39,7 +39,7 @@ from tunekit.kernels import matmul  # noqa: E402
 
 import tunekit  # noqa: E402
 from tunekit.config import config_to_dict  # noqa: E402
-from tunekit.heuristics import choose_rule  # noqa: E402
+from tunekit.config_rules import choose_rule  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 from heuristics import SHIPPED, key_times  # noqa: E402

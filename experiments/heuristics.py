@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 
 from tunekit.config import config_json
-from tunekit.heuristics import RULES, KeyTimes, choose_rule, fit_rule, geomean, leave_one_out
+from tunekit.config_rules import RULES, KeyTimes, choose_rule, fit_rule, geomean, leave_one_out
 from tunekit.keys import nearest_key
 from tunekit.kernels import matmul
 from tunekit.recorded import read_space

@@ -15,7 +15,7 @@ import torch
 import tunekit
 from tunekit.cli import main
 from tunekit.config import config_to_dict
-from tunekit.heuristics import KeyTimes, choose_rule, fit_rule, key_times_from_store, leave_one_out, write_module
+from tunekit.config_rules import KeyTimes, choose_rule, fit_rule, key_times_from_store, leave_one_out, write_module
 from tunekit.kernels import vector_add
 from tunekit.store import ResultsStore
 

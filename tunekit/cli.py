@@ -137,17 +137,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_heuristics(args: argparse.Namespace) -> int:
     """Fit a rule for the kernel's keys with no winner and write it as a Python module."""
-    from . import heuristics
+    from . import config_rules
     from .shipping import is_winners_file, winners_store
 
     source = args.store or settings.store_url()
     store = winners_store(source) if is_winners_file(source) else _store(args)
     try:
-        tuned = heuristics.key_times_from_store(store, args.kernel, device=args.device, triton_version=args.triton)
+        tuned = config_rules.key_times_from_store(store, args.kernel, device=args.device, triton_version=args.triton)
     except StoreError as error:
         raise SystemExit(f"tunekit: {error}") from error
     data = tuned.keys
-    rule, assessments = heuristics.choose_rule(data)
+    rule, assessments = config_rules.choose_rule(data)
     if assessments:
         print(f"leaving each of the {len(data)} tuned keys out in turn, the config each rule gave over that key's best:")
         print_table([(a.kind, f"{a.geomean:.3f}", f"{a.worst:.3f}", a.measured, a.failed) for a in assessments],
@@ -155,7 +155,7 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
     else:
         print(f"{len(data)} tuned keys: too few to leave one out; the rule is the nearest key's winner")
     try:
-        path = heuristics.write_module(rule, args.out, kernel=args.kernel, provenance=tuned.provenance(),
+        path = config_rules.write_module(rule, args.out, kernel=args.kernel, provenance=tuned.provenance(),
                                        assessments=assessments)
     except FileExistsError as error:
         raise SystemExit(f"tunekit: {error}") from error
