@@ -28,6 +28,13 @@ from tunekit.keys import nearest_key
 from tunekit.kernels import matmul
 from tunekit.recorded import read_space
 
+#: The held-out shapes recorded first: their table was seen with an earlier design of the rules (the
+#: tree's leaves then held one key, and the best rule leaving one key out was written). The design
+#: was changed (two keys per leaf, the one-standard-error rule) and frozen before the other shapes
+#: were seen; the report gives both groups apart.
+SEEN_DURING_DESIGN = {"m16_n4096_k4096", "m3072_cube", "m128_n4096_k14336", "m1024_n5120_k5120", "m32_n14336_k4096",
+                      "m2048_n8192_k1024", "m256_n11008_k4096"}
+
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "kernels" / "h200"
 HELDOUT = ROOT / "experiments" / "results" / "heuristics" / "spaces"
@@ -77,6 +84,8 @@ def heldout_table(train: list[tuple[str, KeyTimes]], heldout: list[tuple[str, Ke
     everything = data + [k for _, k in heldout]
     columns: dict[str, list[float]] = {"rule": [], "nearest key": [], "single best": [], "tutorial's 8": [],
                                        "rule, all other GEMM shapes": []}
+    seen: dict[str, list[float]] = {name: [] for name in columns}
+    unseen: dict[str, list[float]] = {name: [] for name in columns}
     lines = [f"| shape (M, N, K) | {' | '.join(columns)} |", "|---|" + "---|" * len(columns)]
     for shape, at in heldout:
         near = nearest_key(json.dumps(at.key, sort_keys=True), list(winners))
@@ -90,9 +99,15 @@ def heldout_table(train: list[tuple[str, KeyTimes]], heldout: list[tuple[str, Ke
         }
         for name, value in values.items():
             columns[name].append(value)
+            (seen if shape in SEEN_DURING_DESIGN else unseen)[name].append(value)
         dims = ", ".join(str(at.key["args"][n]) for n in ("M", "N", "K"))
-        lines.append(f"| {shape} ({dims}) | " + " | ".join(f"{v:.3f}" for v in values.values()) + " |")
-    lines.append("| **geomean / worst** | " + " | ".join(fmt(v) for v in columns.values()) + " |")
+        mark = " (seen)" if shape in SEEN_DURING_DESIGN else ""
+        lines.append(f"| {shape}{mark} ({dims}) | " + " | ".join(f"{v:.3f}" for v in values.values()) + " |")
+    for label, group in (("all", columns), ("seen during design", seen), ("never seen", unseen)):
+        if group[next(iter(group))]:
+            count = len(group[next(iter(group))])
+            lines.append(f"| **geomean / worst, {label} ({count})** | " + " | ".join(fmt(v) for v in group.values())
+                         + " |")
     return lines, rule.kind
 
 

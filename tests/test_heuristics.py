@@ -165,3 +165,12 @@ def test_a_fallback_that_gives_a_config_outside_the_space_is_ignored_with_a_warn
     assert "which is not a config of the Space; ignored" in caplog.text
     with pytest.raises(TypeError, match="fallback must be a function"):
         make(tmp_path / "none.db", fallback="rule.py")
+
+
+def test_tunekit_heuristics_is_still_tritons_decorator_once_the_rules_module_is_imported():
+    import triton
+
+    import tunekit.config_rules  # noqa: F401
+    from tunekit import cli  # noqa: F401 - imports the rules module for `store heuristics`
+
+    assert tunekit.heuristics is triton.heuristics
