@@ -29,6 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
+#: --interpret: a check of this script on the CPU under the Triton interpreter (tiny shape, fp16); its times mean nothing.
+INTERPRET = "--interpret" in sys.argv
+if INTERPRET:
+    os.environ["TRITON_INTERPRET"] = "1"
 scratch = tempfile.mkdtemp(prefix="tunekit-background-")
 os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "cache-plain")  # cold: before triton is imported
 
@@ -39,17 +43,29 @@ from tunekit.kernels import matmul  # noqa: E402
 
 import tunekit  # noqa: E402
 from tunekit.config import config_to_dict  # noqa: E402
-from tunekit.config_rules import choose_rule  # noqa: E402
+from tunekit.config_rules import choose_rule, write_module  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 from heuristics import SHIPPED, key_times  # noqa: E402
 
 
+DEVICE = "cpu" if INTERPRET else "cuda"
+DTYPE = torch.float16 if INTERPRET else torch.bfloat16  # the interpreter computes bf16 wrongly
+
+
 def synchronized(call) -> float:
     start = time.perf_counter()
     call()
-    torch.cuda.synchronize()
+    if not INTERPRET:
+        torch.cuda.synchronize()
     return time.perf_counter() - start
+
+
+def bench(call) -> float:
+    """do_bench's median ms (on the CPU check: one timed call)."""
+    if INTERPRET:
+        return 1e3 * synchronized(call)
+    return triton.testing.do_bench(call, warmup=25, rep=100)
 
 
 def main() -> None:
@@ -59,19 +75,25 @@ def main() -> None:
     parser.add_argument("--loop-seconds", type=float, default=None,
                         help="how long to call the kernel (default: 1.5x the budget + 5)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--interpret", action="store_true", help="check the script on the CPU (interpreter)")
     args = parser.parse_args()
     m, n, k = args.shape
-    rule, _ = choose_rule([times for _, times in key_times(SHIPPED / "index.json")["matmul"]])
-    a, b, c = matmul.inputs(m, n, k, dtype=torch.bfloat16, device="cuda")
-    key = {"M": m, "N": n, "K": k, "dtypes": ["torch.bfloat16"] * 3}
-    fallback = rule.config_for({"args": {"M": m, "N": n, "K": k}, "dtypes": key["dtypes"]})
+    # the module `tunekit store heuristics` would write from the 4 shipped GEMM recordings, imported as a user would
+    rule, assessments = choose_rule([times for _, times in key_times(SHIPPED / "index.json")["matmul"]])
+    module_path = write_module(rule, Path(scratch) / "gemm_rule.py", kernel="matmul_kernel",
+                               provenance="The 4 shipped H200 GEMM recordings.", assessments=assessments)
+    sys.path.insert(0, str(module_path.parent))
+    import gemm_rule
+
+    a, b, c = matmul.inputs(m, n, k, dtype=DTYPE, device=DEVICE)
+    fallback = gemm_rule.config_for(M=m, N=n, K=k, dtypes=[str(DTYPE)] * 3)
 
     plain = triton.jit(matmul.matmul_kernel.fn)
     plain_seconds = synchronized(lambda: matmul.launch(plain, a, b, c, **fallback))
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "cache-tunekit")  # cold again, for tunekit's workers too
 
     kernel = tunekit.autotune(space=matmul.space(), key=["M", "N", "K"], budget=tunekit.Budget(seconds=args.seconds),
-                              background=True, fallback=rule.config_for,
+                              background=True, fallback=gemm_rule.config_for,
                               store=os.path.join(scratch, "store.db"))(matmul.matmul_kernel)
     started = time.perf_counter()
     first_seconds = synchronized(lambda: matmul.launch(kernel, a, b, c))
@@ -92,10 +114,9 @@ def main() -> None:
     error = ((c.float() - expected).norm() / expected.norm()).item()
 
     def time_of(config: dict) -> float:
-        return triton.testing.do_bench(lambda: matmul.launch(plain, a, b, c, **config), warmup=25, rep=100)
+        return bench(lambda: matmul.launch(plain, a, b, c, **config))
 
-    rounds = [(time_of(fallback), time_of(winner), triton.testing.do_bench(lambda: torch.matmul(a, b), warmup=25,
-                                                                         rep=100)) for _ in range(3)]
+    rounds = [(time_of(fallback), time_of(winner), bench(lambda: torch.matmul(a, b))) for _ in range(3)]
     fallback_ms, winner_ms, torch_ms = (statistics.median(r[i] for r in rounds) for i in range(3))
 
     def percentile(values: list[float], q: float) -> float | None:
@@ -117,7 +138,7 @@ def main() -> None:
         "fallback_ms": fallback_ms, "winner_ms": winner_ms, "torch_ms": torch_ms,
         "fallback_over_winner": fallback_ms / winner_ms, "winner_over_torch": winner_ms / torch_ms,
         "winner_relative_error": error,
-        "device": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
+        "rule": rule.kind, "device": "cpu (interpreter)" if INTERPRET else torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
     }
     print(json.dumps(result, indent=1))
     if args.json:
