@@ -47,6 +47,7 @@ def test_the_first_call_launches_the_fallback_and_a_later_call_the_winner_tuned_
     call(kernel)
     assert config_to_dict(kernel.best_config) == json.loads(winner["config"])
     assert all(t.ok for t in kernel.trials) and len(kernel.trials) == 3
+    assert config_to_dict(kernel.trials[0].config) == config_to_dict(default)  # measured first: never a slower winner
     assert not kernel._pending  # the winner is on the hot path now
 
 

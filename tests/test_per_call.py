@@ -81,3 +81,13 @@ def test_per_call_needs_an_end_and_a_positive_count():
         Budget(per_call=2)
     with pytest.raises(ValueError, match="'per_call' parameter of Budget must be an int >= 1"):
         Budget(evals=4, per_call=0)
+
+
+def test_configs_given_first_are_measured_before_the_strategys_and_told_to_it():
+    recorded = read_space(SHIPPED / "matmul-decode.json.gz")
+    context = SearchContext(recorded.space(), Budget(evals=5), recorded.key(), derive_seed(0, recorded.name), ())
+    first = recorded.space().configs()[7]
+    search = Search(make_strategy("random"), context, clock=SimulatedClock(), first=[first])
+    search.advance(ReplayEvaluator(recorded))
+    measured = [config_json(s.trial.config) for s in search.result.steps]
+    assert measured[0] == config_json(first) and len(set(measured)) == 5  # and not proposed again

@@ -386,7 +386,7 @@ class Autotuner(_TritonAutotuner):
         self._pending[key] = pending
         logger.info("%s %s: tuning in the background; launching %s meanwhile: %s", self.kernel_name,
                     tuning_key.json, what, config)
-        pending.start(f"tunekit-{self.kernel_name}", lambda: self._tune(tuning_key, *copies))
+        pending.start(f"tunekit-{self.kernel_name}", lambda: self._tune(tuning_key, *copies, first=(config,)))
         return pending.entry
 
     def _tune_over_calls(self, key: tuple, tuning_key: TuningKey, args: tuple,
@@ -405,9 +405,10 @@ class Autotuner(_TritonAutotuner):
             if len(space) == 1:
                 return None
             self._refuse_with_ranks("Budget(per_call=...)")
+            fallback = self._fallback_config(tuning_key.json, winners)[0]
             session = TuningSession(self.launch, space, self.options, self.store, self.identity, tuning_key,
                                     self.space_hash, clock=Stopwatch())
-            spreading = self._spreading[key] = (session, self._fallback_config(tuning_key.json, winners)[0])
+            spreading = self._spreading[key] = (session, fallback)
             self.run_id = session.run_id
         session, fallback = spreading
         if may_switch():
@@ -515,12 +516,14 @@ class Autotuner(_TritonAutotuner):
         )
         return config
 
-    def _tune(self, key: TuningKey, args: tuple, kwargs: dict) -> Config:
-        """One tuning, in a session of its own; this object keeps its winner and report."""
+    def _tune(self, key: TuningKey, args: tuple, kwargs: dict, first: Sequence[Config] = ()) -> Config:
+        """One tuning, in a session of its own (measuring ``first`` before the strategy's configs);
+        this object keeps its winner and report."""
         space = self.tuning_space(args, kwargs)
         if len(space) == 1:
             return space.configs()[0]
-        session = TuningSession(self.launch, space, self.options, self.store, self.identity, key, self.space_hash)
+        session = TuningSession(self.launch, space, self.options, self.store, self.identity, key, self.space_hash,
+                                first=first)
         self.run_id = session.run_id
         try:
             winner, report = session.run(args, kwargs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from . import settings
@@ -75,11 +75,13 @@ class Search:
     configs and returns, and the next ``advance`` goes on where it stopped (a tuning spread over
     the calls of a kernel, ``Budget(per_call=k)``). The strategy is asked for the same batches as
     in one uninterrupted search: what a batch holds beyond k waits for the next ``advance``, and
-    the strategy is told of a batch's configs as they are measured."""
+    the strategy is told of a batch's configs as they are measured. ``first``: configs measured
+    before the strategy's, told to it like its own (as Optuna's ``enqueue_trial``): a tuning that
+    starts from a fallback config measures it, so its winner is never one it knew to be slower."""
 
     def __init__(self, strategy: Strategy, context: SearchContext, *, known: Mapping[str, Trial] | None = None,
                  clock: Clock | None = None, deadline: Deadline | None = None, batch: int = 1,
-                 on_trial: Callable[[Trial], None] | None = None) -> None:
+                 on_trial: Callable[[Trial], None] | None = None, first: Sequence[Config] = ()) -> None:
         self.strategy = strategy
         self.context = context
         self.deadline = deadline if deadline is not None else Deadline(clock or Clock(), context.budget.seconds)
@@ -91,6 +93,7 @@ class Search:
         self._best = math.inf
         self._fruitless = 0
         self._queued: list[Config] = []  # asked for, not measured yet
+        self._first = list(first)
         self._started = False
 
     @property
@@ -109,6 +112,7 @@ class Search:
         if not self._started:
             self._started = True
             self._timed(self.strategy.start, self.context)
+            self._enqueue(self._first)
         budget, space, deadline, result = self.context.budget, self.context.space, self.deadline, self.result
         measured_now = 0
         while not self.done:
@@ -148,6 +152,19 @@ class Search:
         if not proposals:
             result.stopped_because = "strategy"
             return False
+        self._enqueue(proposals)
+        if not self._queued:
+            self._fruitless += len(proposals)
+            if self._fruitless >= settings.DEFAULTS.max_fruitless_proposals:
+                logger.info("the strategy proposed nothing new %d times; stopping", self._fruitless)
+                result.stopped_because = "no new proposals"
+            return False
+        self._fruitless = 0
+        return True
+
+    def _enqueue(self, proposals: Sequence[Config | Mapping]) -> None:
+        """Queue the proposals that are new; tell the strategy at once of those the store holds."""
+        result = self.result
         answered: list[Trial] = []
         for proposal in proposals:
             config = self.context.space.canonical(proposal)
@@ -164,11 +181,3 @@ class Search:
         result.trials.extend(answered)
         if answered:
             self._timed(self.strategy.tell, answered)
-        if not self._queued:
-            self._fruitless += len(proposals)
-            if self._fruitless >= settings.DEFAULTS.max_fruitless_proposals:
-                logger.info("the strategy proposed nothing new %d times; stopping", self._fruitless)
-                result.stopped_because = "no new proposals"
-            return False
-        self._fruitless = 0
-        return True

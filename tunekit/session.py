@@ -88,10 +88,13 @@ class TuningSession:
         store, identity: the results store and the kernel's identity in it.
         key: the tuning key of this call.
         space_hash: identifies the Space a stored winner was chosen from.
+        clock: what the budget's seconds are counted on (a ``Stopwatch`` for a tuning spread over calls).
+        first: configs measured before the strategy's (the fallback launched while tuning).
     """
 
     def __init__(self, launch: Launch, space: Space, options: TuningOptions, store: ResultsStore,
-                 identity: KernelIdentity, key: TuningKey, space_hash: str, *, clock: Clock | None = None) -> None:
+                 identity: KernelIdentity, key: TuningKey, space_hash: str, *, clock: Clock | None = None,
+                 first: Sequence[Config] = ()) -> None:
         self.launch = launch
         self.space = space
         self.options = options
@@ -101,6 +104,7 @@ class TuningSession:
         self.space_hash = space_hash
         self.run_id = new_run_id()
         self.clock = clock if clock is not None else Clock()
+        self.first = tuple(first)
         self.deadline = Deadline(self.clock, options.budget.seconds)
         #: The search's deadline (earlier, leaving time for the finalists), then the budget's.
         self._active_deadline = self.deadline
@@ -242,7 +246,7 @@ class TuningSession:
             record(trial)
 
         return Search(strategy, context, known=known, deadline=self.deadline.earlier(self._finalists_reserve()),
-                      batch=self._batch_size(strategy), on_trial=on_trial)
+                      batch=self._batch_size(strategy), on_trial=on_trial, first=self.first)
 
     def _fallback_config(self) -> Config:
         """The budget ended before any config was measured: ``default_config``, else the first
