@@ -68,3 +68,13 @@ def test_a_failed_background_tuning_keeps_the_fallback_and_says_so(tmp_path, cap
 def test_background_needs_isolation_under_the_interpreter(tmp_path):
     with pytest.raises(ValueError, match="needs isolate"):
         make(tmp_path / "s.db", isolate=False)
+
+
+def test_tensors_held_in_a_tuple_are_not_copyable_so_nothing_reads_them_after_the_call():
+    from tunekit.background import NotCopyable, snapshot
+
+    x = torch.ones(4)
+    with pytest.raises(NotCopyable, match="argument pair holds tensors in a tuple"):
+        snapshot(["pair", "n"], ((x, x), 4), {})
+    args, _ = snapshot(["x", "n"], (x, 4), {})
+    assert torch.equal(args[0], x) and args[0].data_ptr() != x.data_ptr()

@@ -174,3 +174,19 @@ def test_tunekit_heuristics_is_still_tritons_decorator_once_the_rules_module_is_
     from tunekit import cli  # noqa: F401 - imports the rules module for `store heuristics`
 
     assert tunekit.heuristics is triton.heuristics
+
+
+def test_a_module_with_bool_and_none_values_imports_and_agrees_with_the_rule(tmp_path):
+    on = json.dumps({"BLOCK": 64, "EVEN_K": True, "maxnreg": None}, sort_keys=True)
+    off = json.dumps({"BLOCK": 64, "EVEN_K": False, "maxnreg": None}, sort_keys=True)
+    data = [KeyTimes({"args": {"M": m, "TRANS": trans}, "dtypes": ["torch.float16"]}, on if trans else off,
+                     {on: 1.0 if trans else 2.0, off: 2.0 if trans else 1.0})
+            for m in (16, 64, 256, 1024) for trans in (True, False)]
+    for kind in ("tree-1", "nearest"):
+        rule = fit_rule(data, kind)
+        module = load(write_module(rule, tmp_path / f"{kind.replace('-', '_')}.py", kernel="k", provenance="bools"))
+        for m in (8, 100, 4096):
+            for trans in (True, False):
+                key = {"args": {"M": m, "TRANS": trans}, "dtypes": ["torch.float16"]}
+                assert module.config_for(M=m, TRANS=trans, dtypes=["torch.float16"]) == rule.config_for(key)
+                assert module.config_for(M=m, TRANS=trans, dtypes=["torch.float16"])["EVEN_K"] is trans

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import tunekit
 from tunekit.budget import Budget
@@ -91,3 +93,26 @@ def test_configs_given_first_are_measured_before_the_strategys_and_told_to_it():
     search.advance(ReplayEvaluator(recorded))
     measured = [config_json(s.trial.config) for s in search.result.steps]
     assert measured[0] == config_json(first) and len(set(measured)) == 5  # and not proposed again
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    values = tl.load(x_ptr + offsets, mask=offsets < n)
+    if BLOCK == 1024:
+        values = values + 1.0  # a wrong config
+    tl.store(out_ptr + offsets, values, mask=offsets < n)
+
+
+def test_each_call_judges_its_configs_against_the_best_config_so_far_on_its_own_inputs(tmp_path):
+    """Injected: BLOCK 1024 writes x + 1, and one config is measured per call, so no call's first
+    config can be its own reference. Survives: the output check; BLOCK 1024 is `wrong` and never
+    launched."""
+    kernel = tunekit.autotune(space=tunekit.Space(BLOCK=[128, 256, 1024]), key=["n"], strategy="exhaustive",
+                              budget=Budget(evals=3, per_call=1), store=str(tmp_path / "s.db"))(copy_kernel)
+    for _ in range(4):
+        x = torch.randn(20000)
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(20000, meta["BLOCK"]),)](x, out, 20000)
+        assert torch.equal(out, x)
+    assert {t.config.kwargs["BLOCK"]: t.status.value for t in kernel.trials} == {128: "ok", 256: "ok", 1024: "wrong"}

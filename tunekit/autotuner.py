@@ -24,7 +24,7 @@ import triton
 from triton.runtime.autotuner import Autotuner as _TritonAutotuner
 
 from . import settings
-from .background import Pending, may_switch, snapshot
+from .background import NotCopyable, Pending, may_switch, snapshot
 from .benchmark import Benchmarker
 from .budget import Budget
 from .caller import warn_at_caller
@@ -126,11 +126,14 @@ class Autotuner(_TritonAutotuner):
         if background and budget is not None and budget.per_call:
             raise ValueError("background=True and Budget(per_call=...) both keep tuning off a long first call; choose "
                              "one.")
-        if background and settings.interpreting():
-            if isolate is False:
+        if background:  # its configs run in a benchmark worker, not in the serving process's threads
+            if isolate is False and settings.interpreting():
                 raise ValueError("background=True under the Triton interpreter needs isolate (the interpreter is not "
                                  "thread-safe: the background tuning runs its configs in a benchmark worker).")
-            isolate = True
+            isolate = True if isolate is None else isolate
+        if budget is not None and budget.per_call and key_buckets:
+            raise ValueError("Budget(per_call=...) times each call's configs on that call's inputs; with key_buckets "
+                             "one key holds several shapes, whose times cannot be compared. Leave out one of them.")
         self.ranks = check_mode(ranks)
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
@@ -342,9 +345,12 @@ class Autotuner(_TritonAutotuner):
         with self._lock:
             if key in self._tuned:
                 return self._tuned[key]
-            if key in self._pending:  # done: its winner (or, if it failed, the fallback) from now on
-                config = self._pending.pop(key).final()
-                return self._keep(key, self._checked_key(key, args, kwargs), config)
+            pending = self._pending.get(key)
+            if pending is not None:  # once done, its winner (or, if it failed, the fallback) from now on
+                if not (pending.done.is_set() and may_switch()):
+                    return pending.entry
+                del self._pending[key]
+                return self._keep(key, self._checked_key(key, args, kwargs), pending.final())
             tuning_key = self._checked_key(key, args, kwargs)
             if len(self.space) == 1:
                 config = self.space.configs()[0]
@@ -381,8 +387,17 @@ class Autotuner(_TritonAutotuner):
         config, what = self._fallback_config(tuning_key.json, winners)
         if not may_switch():
             return config, config.all_kwargs()
+        try:
+            copies = snapshot(self.arg_names, args, kwargs)
+        except NotCopyable as error:
+            logger.warning("%s %s: not tuned in the background: %s; tuning now", self.kernel_name, tuning_key.json,
+                           error)
+            return None
+        except Exception as error:  # noqa: BLE001 - out of memory for the copies: serve, and try at a later call
+            logger.warning("%s %s: the inputs could not be copied for a background tuning (%s); launching %s, a later "
+                           "call tries again", self.kernel_name, tuning_key.json, error, what)
+            return config, config.all_kwargs()
         pending = Pending(config, what)
-        copies = snapshot(self.arg_names, args, kwargs)
         self._pending[key] = pending
         logger.info("%s %s: tuning in the background; launching %s meanwhile: %s", self.kernel_name,
                     tuning_key.json, what, config)
@@ -479,8 +494,8 @@ class Autotuner(_TritonAutotuner):
         reason = None
         if settings.mode() == "offline":
             reason = f"{settings.ENV_MODE}=offline"
-        elif _capturing_cuda_graph():
-            reason = "a CUDA graph is being captured"
+        elif not may_switch():
+            reason = "a CUDA graph is being captured or torch.compile is tracing"
         if reason is None:
             return self._tune(key, args, kwargs)
         return self._fallback(key.json, winners, reason)
@@ -581,15 +596,6 @@ def _several_ranks() -> bool:
     except ImportError:  # pragma: no cover - torch without distributed support
         return False
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def _capturing_cuda_graph() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-    except Exception:
-        return False
 
 
 def _identify(fn: Any, base_fn: Callable, timing_method: str) -> KernelIdentity:

@@ -62,14 +62,26 @@ def may_switch() -> bool:
     return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
+class NotCopyable(ValueError):
+    """A call whose tensors cannot all be copied: inside tuples, or behind tensor descriptors."""
+
+
 def snapshot(arg_names: Sequence[str], args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """The call's arguments with its tensors copied (taken on the caller's stream, with their
-    layouts, shared storage and alignment, as ``tunekit.guarded`` copies them), for a tuning that
-    outlives the call."""
+    layouts, shared storage and alignment, as ``tunekit.guarded`` copies them, and finished before
+    this returns), for a tuning that outlives the call. Raises ``NotCopyable`` for tensors held
+    in tuples or descriptors, which the tuning would read from the caller's memory."""
     import torch
 
     from .guarded import GuardedTensors, with_tensors
 
     named = {**dict(zip(arg_names, args)), **kwargs}
+    for name, value in named.items():
+        nested = isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value)
+        if nested or isinstance(getattr(value, "base", None), torch.Tensor):
+            raise NotCopyable(f"argument {name} holds tensors in a {type(value).__name__}")
     tensors = {name: value for name, value in named.items() if isinstance(value, torch.Tensor)}
-    return with_tensors(arg_names, args, kwargs, GuardedTensors.copy_of(tensors).tensors)
+    copies = GuardedTensors.copy_of(tensors).tensors
+    if any(t.is_cuda for t in copies.values()):
+        torch.cuda.current_stream().synchronize()  # the thread reads them on its own stream
+    return with_tensors(arg_names, args, kwargs, copies)

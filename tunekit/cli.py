@@ -140,6 +140,8 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
     from . import config_rules
     from .shipping import is_winners_file, winners_store
 
+    if Path(args.out).exists():
+        raise SystemExit(f"tunekit: {args.out} exists; tunekit does not overwrite files. Choose another name.")
     source = args.store or settings.store_url()
     store = winners_store(source) if is_winners_file(source) else _store(args)
     try:
@@ -153,7 +155,8 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
         print_table([(a.kind, f"{a.geomean:.3f}", f"{a.worst:.3f}", a.measured, a.failed) for a in assessments],
                     ("rule", "geomean", "worst", "keys measured", "failed"))
     else:
-        print(f"{len(data)} tuned keys: too few to leave one out; the rule is the nearest key's winner")
+        print(f"{len(data)} tuned keys with no timings of other configs to compare by, or too few to leave one out: "
+              "the rule is the nearest key's winner")
     try:
         path = config_rules.write_module(rule, args.out, kernel=args.kernel, provenance=tuned.provenance(),
                                        assessments=assessments)

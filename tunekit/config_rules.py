@@ -285,9 +285,9 @@ def choose_rule(data: Sequence[KeyTimes], kinds: Sequence[str] = RULES) -> tuple
     Among the rules whose configs failed at the fewest left-out keys, the simplest (``kinds`` is
     in order of complexity) whose mean log slowdown is within one standard error of the best
     rule's: CART's one-standard-error rule, since a handful of keys tells close rules apart by
-    noise, and the simpler rule generalises more often. With fewer than 3 keys nothing can be left
-    out usefully: the nearest key's winner is the rule."""
-    if len(data) < 3:
+    noise, and the simpler rule generalises more often. With fewer than 3 keys, or winners alone
+    (no timings of other configs to compare by), the nearest key's winner is the rule."""
+    if len(data) < 3 or not any(len(k.times) > 1 for k in data):  # nothing to compare configs by: winners only
         return fit_rule(data, "nearest"), []
     assessments = [assess(data, kind) for kind in kinds]
     fewest = min(a.failed for a in assessments)
@@ -339,9 +339,11 @@ def key_times_from_store(store: ResultsStore, kernel: str, *, device: str | None
     latest = max(winners, key=lambda row: row["created_at"])
     winners = [row for row in winners if row["space_hash"] == latest["space_hash"]
                and (row["source_hash"], row["timing_method"]) == (latest["source_hash"], latest["timing_method"])]
+    # trials of the runs that chose these winners: configs of this Space (an older Space's may be gone)
+    runs = {row["run_id"] for row in winners}
     measured: dict[str, dict[str, list[float | None]]] = {}
     for row in store.rows(kernel=kernel, device=latest["device"]):
-        if (row["source_hash"], row["triton_version"], row["timing_method"]) != (
+        if row["run_id"] not in runs or (row["source_hash"], row["triton_version"], row["timing_method"]) != (
                 latest["source_hash"], latest["triton_version"], latest["timing_method"]):
             continue
         config = json.dumps(json.loads(row["config"]), sort_keys=True, default=str)
@@ -374,11 +376,11 @@ def write_module(rule: Rule, path: str | Path, *, kernel: str, provenance: str,
                   + (f", failed at {a.failed}" if a.failed else "") + ")" for a in assessments]
     lines += ["", "Needs nothing but Python: `tunekit.autotune(..., fallback=config_for)`, or call it yourself.", '"""',
               ""] + (["import math", ""] if rule.points else []) + ["CONFIGS = ["]
-    lines += [f"    {json.dumps(config, sort_keys=True)}," for config in rule.configs]
+    lines += [f"    {_literal(config)}," for config in rule.configs]
     lines += ["]"]
     if rule.points:
         lines += ["", "#: (tuned key, index into CONFIGS of its winner)", "POINTS = ["]
-        lines += [f"    ({json.dumps(key['args'], sort_keys=True)}, {json.dumps(list(key.get('dtypes', [])))}, {i}),"
+        lines += [f"    ({_literal(key['args'])}, {list(key.get('dtypes', []))!r}, {i}),"
                   for key, i in rule.points]
         lines += ["]"]
     lines += ["", "", "def config_for(**key):",
@@ -410,6 +412,11 @@ def write_module(rule: Rule, path: str | Path, *, kernel: str, provenance: str,
     return target
 
 
+def _literal(mapping: Mapping[str, Any]) -> str:
+    """A dict as Python source (True, None: not JSON's true, null), keys sorted."""
+    return "{" + ", ".join(f"{name!r}: {mapping[name]!r}" for name in sorted(mapping)) + "}"
+
+
 def _describe(rule: Rule) -> str:
     if rule.kind == "constant":
         return "one config for every key (the best over the tuned keys)"
@@ -429,7 +436,7 @@ def _render(node: Node, indent: int) -> list[str]:
     elif feature.kind == "flag":
         test = f"not key.get({feature.name!r})"
     elif feature.name == "dtypes":
-        test = f"dtypes != {json.dumps(feature.value)}"
+        test = f"dtypes != {list(feature.value)!r}"
     else:
         test = f"key.get({feature.name!r}) != {feature.value!r}"
     return [f"{pad}if {test}:"] + _render(node.left, indent + 1) + _render(node.right, indent)

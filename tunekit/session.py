@@ -146,15 +146,20 @@ class TuningSession:
             self._begin()
         if isinstance(self.clock, Stopwatch):
             self.clock.start()
-        runner = self._runner = self._make_runner(args, kwargs, self._history)
-        if self._search is None:
-            self._search = self._new_search(isinstance(runner, IsolatedRunner))
-        search, winner, ended = self._search, None, False
+        runner, winner, ended = None, None, False
 
         def evaluate(configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
             return self._evaluate(configs, args, kwargs, deadline)
 
         try:
+            runner = self._runner = self._make_runner(args, kwargs, self._history)
+            if self._search is None:
+                self._search = self._new_search(isinstance(runner, IsolatedRunner))
+            elif self.options.check and self.launch.reference is None and (best := self.best_so_far()) is not None:
+                # this call's inputs are new: the best config so far, proven correct, is launched first and
+                # its outputs are the reference the configs of this call are judged by
+                runner.measure(best, self.key)
+            search = self._search
             try:
                 self._active_deadline = search.deadline
                 ended = search.advance(evaluate, evaluations)
@@ -169,22 +174,24 @@ class TuningSession:
             ended = True  # the run is closed in the store, and this session is over
             raise
         finally:  # give back the inputs; close the run in the store even when every config failed
-            runner.finish()
-            runner.close()
-            for name, value in (("benchmark_workers_started", runner.workers_started),
-                                ("seconds_waiting_for_workers", runner.seconds_starting),
-                                ("seconds_messaging", runner.seconds_messaging)):
-                self._costs[name] += value
+            if runner is not None:
+                runner.finish()
+                runner.close()
+                for name, value in (("benchmark_workers_started", runner.workers_started),
+                                    ("seconds_waiting_for_workers", runner.seconds_starting),
+                                    ("seconds_messaging", runner.seconds_messaging)):
+                    self._costs[name] += value
             self._costs["compile_workers_started"] = self._compile_workers_started
             if isinstance(self.clock, Stopwatch):
                 self.clock.stop()
             if ended:
                 self.store.finish_run(self.identity, self.key.json, run_id=self.run_id, winner=winner,
-                                      evaluations=search.result.evaluations, tuning_seconds=self.clock.seconds(),
-                                      space_hash=self.space_hash, costs=self._costs)
+                                      evaluations=self._search.result.evaluations if self._search else 0,
+                                      tuning_seconds=self.clock.seconds(), space_hash=self.space_hash,
+                                      costs=self._costs)
         if not ended:
             return None
-        result = search.result
+        result = self._search.result
         config = winner.config if winner is not None else self._fallback_config()
         report = TuningReport(self.run_id, self.key.json, config, result.evaluations, self.clock.seconds(),
                               result.stopped_because, fallback=winner is None, **self._costs)
