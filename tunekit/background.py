@@ -20,6 +20,10 @@ from .config import Config
 logger = logging.getLogger(__name__)
 
 
+#: Held by the background tuning that runs; the others wait for it.
+_one_at_a_time = threading.Lock()
+
+
 class Pending:
     """One key's tuning in a background thread: the fallback ``entry`` to launch meanwhile, and
     the winner once ``done``. A tuning that failed leaves the fallback as the answer."""
@@ -35,7 +39,8 @@ class Pending:
         """Run ``tune()`` in a daemon thread named ``name``."""
         def run() -> None:
             try:
-                self.winner = tune()
+                with _one_at_a_time:  # tunings of several keys would time each other on one GPU
+                    self.winner = tune()
             except BaseException as error:  # noqa: BLE001 - kept, and the fallback stays in use
                 self.error = error
                 logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, self.what,
