@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .keys import value_distance
 from .store import ResultsStore, StoreError
 
 __all__ = ["KeyTimes", "TunedKeys", "Rule", "Assessment", "fit_rule", "key_times_from_store", "leave_one_out",
@@ -150,15 +151,12 @@ class Rule:
 
 
 def _distance(args: Mapping[str, Any], dtypes: Sequence[str], other: Mapping[str, Any]) -> float:
-    """Sum over the key's arguments of |log2 a - log2 b| for sizes, 100 per other difference
-    (different dtypes among them): a key of other dtypes is chosen only if no key has these."""
+    """Sum over the key's arguments of ``value_distance`` (log2 apart for sizes), 100 per other
+    difference (different dtypes among them): a key of other dtypes is chosen only if no key has these."""
     distance = 0.0 if list(other.get("dtypes", [])) == list(dtypes) else 100.0
     for name in set(args) | set(other["args"]):
-        a, b = args.get(name), other["args"].get(name)
-        if a == b:
-            continue
-        sizes = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (a, b))
-        distance += abs(math.log2(a) - math.log2(b)) if sizes else 100.0
+        apart = value_distance(args.get(name), other["args"].get(name))
+        distance += apart if math.isfinite(apart) else 100.0
     return distance
 
 

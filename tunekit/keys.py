@@ -100,7 +100,9 @@ def key_json(names: Sequence[str], key: tuple) -> str:
     )
 
 
-def _distance(a: Any, b: Any) -> float:
+def value_distance(a: Any, b: Any) -> float:
+    """How far apart two values of a key argument are: |log2 a - log2 b| for positive sizes, 0 for
+    equal values, inf for anything else."""
     if a == b:
         return 0.0
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (a, b))
@@ -118,7 +120,7 @@ def nearest_key(target: str, candidates: Sequence[str]) -> str | None:
         other = json.loads(candidate)
         if other["dtypes"] != wanted["dtypes"] or other["args"].keys() != wanted["args"].keys():
             continue
-        distance = sum(_distance(wanted["args"][n], other["args"][n]) for n in wanted["args"])
+        distance = sum(value_distance(wanted["args"][n], other["args"][n]) for n in wanted["args"])
         if distance < best_distance:
             best, best_distance = candidate, distance
     return best
