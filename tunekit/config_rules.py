@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,12 @@ class KeyTimes:
         time_ms = self.times[config]
         if time_ms is None:
             return math.inf
-        best = min((t for t in self.times.values() if t is not None), default=time_ms)
+        best = self.best_ms if self.best_ms is not None else time_ms
         return time_ms / best if best > 0 else 1.0
+
+    @cached_property
+    def best_ms(self) -> float | None:
+        return min((t for t in self.times.values() if t is not None), default=None)
 
 
 # -- features of a key ------------------------------------------------------------------------
@@ -199,12 +204,12 @@ def fit_rule(data: Sequence[KeyTimes], kind: str) -> Rule:
     depth = 0 if kind == "constant" else int(kind.split("-")[1])
     features = _features([k.key for k in data])
     if depth == 0 or not features or len(data) < 4:  # a leaf holds 2 keys at least: one config pooled over them
-        chosen = [int(np.argmin(slowdowns.mean(axis=0)))]
-        return Rule(kind, (json.loads(candidates[chosen[0]]),), tree=Node(config=0))
+        chosen = int(np.argmin(slowdowns.mean(axis=0)))
+        return Rule(kind, (json.loads(candidates[chosen]),), tree=Node(config=0))
     from sklearn.tree import DecisionTreeRegressor
 
-    model = DecisionTreeRegressor(max_depth=depth, min_samples_leaf=2, random_state=0).fit(_matrix(features, [k.key for k in data]),
-                                                                       slowdowns)
+    model = DecisionTreeRegressor(max_depth=depth, min_samples_leaf=2, random_state=0)
+    model.fit(_matrix(features, [k.key for k in data]), slowdowns)
     used: list[int] = []
 
     def node(index: int) -> Node:
