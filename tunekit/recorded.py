@@ -37,7 +37,7 @@ _KT_FAILURES = {
 _KT_INFEASIBLE = "InvalidConfig"
 #: Entry fields tunekit adds to the Kernel Tuner files it writes (Kernel Tuner ignores them):
 #: the quantiles, the output's error, and the exact failure status the failure string loses.
-_KT_EXTRA_FIELDS = ("time_p20", "time_p80", "relative_error")
+_KT_EXTRA_FIELDS = ("time_p20", "time_p80", "relative_error", "shared_bytes")
 _KT_STATUS_FIELD = "tunekit_status"
 _T4_STATUS = {
     "correct": Status.OK,
@@ -69,8 +69,9 @@ class Record:
     compile_ms: float = 0.0
     benchmark_ms: float = 0.0
     verification_ms: float = 0.0
-    #: What a format keeps beside the median: quantiles (``time_p20``, ``time_p80``) and the
-    #: output's ``relative_error`` against the reference, where they were recorded.
+    #: What a format keeps beside the median: quantiles (``time_p20``, ``time_p80``), the
+    #: output's ``relative_error`` against the reference, and the ``shared_bytes`` its compile
+    #: reported (also for a config that then failed for want of shared memory), where recorded.
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -342,6 +343,7 @@ def from_store_rows(
         names = names or list(params)
         status = Status(row["status"])
         extra = {"time_p20": row.get("p20_ms"), "time_p80": row.get("p80_ms")} if status is Status.OK else {}
+        extra["shared_bytes"] = row.get("shared_bytes")
         records.append(Record(params, status, row.get("median_ms") if status is Status.OK else None,
                               1e3 * _number(row.get("compile_seconds")), 1e3 * _number(row.get("bench_seconds")),
                               extra={k: v for k, v in extra.items() if v is not None}))

@@ -1,7 +1,8 @@
 """The replay backend of the benchmark routine: answers configs from a recorded space.
 
 Evaluating a config costs, on the simulated clock, what it cost when it was recorded (compile +
-benchmark + verification); the search loop adds the strategy's own time, measured for real.
+benchmark + verification); the search loop adds the strategy's own time, measured for real. A
+trial carries the shared memory its compile reported where the recording kept it.
 """
 
 from __future__ import annotations
@@ -39,4 +40,5 @@ class ReplayEvaluator:
             timing = Timing(record.time_ms, record.time_ms, record.time_ms) if record.ok else None
             yield config, Trial(config, record.status, timing, record.compile_ms / 1e3,
                                 None if record.ok else f"recorded as {record.status}",
-                                bench_seconds=record.benchmark_ms / 1e3)
+                                bench_seconds=record.benchmark_ms / 1e3,
+                                shared_bytes=record.extra.get("shared_bytes"))
