@@ -84,7 +84,7 @@ def trials_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Trial]:
         status = Status(row["status"])
         timing = Timing(row["median_ms"], row.get("p20_ms"), row.get("p80_ms")) if row.get("median_ms") else None
         trials.append(Trial(config_from_dict(json.loads(row["config"])), status, timing, row.get("compile_seconds"),
-                            key=TuningKey.from_json(row["key"])))
+                            key=TuningKey.from_json(row["key"]), shared_bytes=row.get("shared_bytes")))
     return trials
 
 

@@ -90,7 +90,7 @@ class DefaultSearch(ForestSearch):
             self._prior = self._new_model().fit(list(context.history), context.key)
             features = self._prior.features_of_encoded(self._encoded, context.key)
             self._prior_failing = self._prior.failure_probability_of(features) > self.failure_threshold
-            predicted = np.where(self._prior_failing, np.inf, self._prior.regressor_.predict(features))
+            predicted = np.where(self._prior_failing | self._too_large, np.inf, self._prior.regressor_.predict(features))
             self._prior_ranking = np.argsort(predicted, kind="stable")
 
     def ask(self, n: int) -> list[Config]:
@@ -128,7 +128,7 @@ class DefaultSearch(ForestSearch):
     def _spread(self, count: int) -> list[Config]:
         """Untried configs far from every tried one (greedy maximin over the encoding scaled to
         [0, 1]; the first at random), from a random pool of at most ``candidates``."""
-        untried = np.flatnonzero(~self._tried)
+        untried = self._fitting(np.flatnonzero(~self._tried))
         pool = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
         low, high = self._encoded.min(axis=0), self._encoded.max(axis=0)
         scaled = (self._encoded - low) / np.where(high > low, high - low, 1.0)
@@ -149,7 +149,7 @@ class DefaultSearch(ForestSearch):
             return []
         best = min(measured, key=lambda t: t.time_ms).config
         open_ = [i for i in (self._index[config_json(c)] for c in self.context.space.neighbours(best))
-                 if not self._tried[i] and not self._prior_failing[i]]
+                 if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]

@@ -6,7 +6,9 @@ from what the other shapes taught. After each fit it scores the configs (the who
 random ``candidates`` of a larger one) by the lower confidence bound of predicted log time, mean
 minus ``kappa`` standard deviations over the trees, with configs the failure forest expects to
 fail last; each ask takes the best-scored untried ones. With no successful trial to learn from,
-it samples at random.
+it samples at random. Once a config failed for want of shared memory, the shared memory its
+compiles reported (``SharedMemoryModel``) ranks the configs predicted not to fit last, random
+draws included.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from tunekit.config import Config, config_json
-from tunekit.perfmodels import RandomForest
+from tunekit.perfmodels import RandomForest, SharedMemoryModel
 from tunekit.strategy import SearchContext, Strategy
-from tunekit.trial import Trial
+from tunekit.trial import Status, Trial
 
 
 class ForestSearch(Strategy):
@@ -61,12 +63,31 @@ class ForestSearch(Strategy):
         self._model: RandomForest | None = None
         self._scored = np.empty(0, dtype=int)  # indices scored at the last fit, best first
         self._per_tree = np.empty((0, 0))  # the trees' log-time predictions for them
+        self._too_large = np.zeros(len(self._configs), dtype=bool)  # predicted not to fit in shared memory
+        self._learn_shared_memory(self._trials)
 
     def tell(self, trials: Sequence[Trial]) -> None:
         self._trials.extend(trials)
         self._here.extend(trials)
         self._any_ok = self._any_ok or any(t.ok for t in trials)
         self._mark(t.config for t in trials)
+        self._learn_shared_memory(trials)
+
+    def _learn_shared_memory(self, new: Sequence[Trial]) -> None:
+        """Refit the shared-memory model when ``new`` trials report shared memory and some config
+        (of any key) failed out of resources with its report."""
+        if not any(t.shared_bytes for t in new) or not self._configs:
+            return
+        if not any(t.shared_bytes and t.status is Status.OUT_OF_RESOURCES for t in self._trials):
+            return
+        model = SharedMemoryModel(self.context.space).fit(self._trials)
+        self._too_large = model.exceeds_limit(self._encoded)
+
+    def _fitting(self, indices: np.ndarray) -> np.ndarray:
+        """``indices`` without those predicted not to fit in shared memory (all of them when none would)."""
+        indices = np.asarray(indices, dtype=int)
+        fitting = indices[~self._too_large[indices]]
+        return fitting if len(fitting) else indices
 
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)
@@ -74,7 +95,7 @@ class ForestSearch(Strategy):
         if not len(untried) or n < 1:
             return []
         if not self._any_ok or (not self._learned_elsewhere and len(self._here) < self.initial):
-            return self._take(self.rng.permutation(untried)[:n])
+            return self._take(self.rng.permutation(self._fitting(untried))[:n])
         if self._model is None or len(self._here) - self._fitted_at >= max(1, self.refit_growth * self._fitted_at):
             self._fit()
         ranked = self._scored[~self._tried[self._scored]]
@@ -109,8 +130,9 @@ class ForestSearch(Strategy):
         return {}
 
     def _failing(self, indices: np.ndarray, features: np.ndarray) -> np.ndarray:
-        """Which of the configs at ``indices`` (with the model's ``features``) are expected to fail."""
-        return self._model.failure_probability_of(features) > self.failure_threshold
+        """Which of the configs at ``indices`` (with the model's ``features``) are expected to fail:
+        by the failure forest, or for want of shared memory."""
+        return (self._model.failure_probability_of(features) > self.failure_threshold) | self._too_large[indices]
 
     def _mark(self, configs) -> None:
         for config in configs:

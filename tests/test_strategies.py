@@ -290,3 +290,50 @@ def test_default_with_a_store_survives_a_key_where_every_config_fails():
         found = run_at_a_new_key(strategy, history_at_another_key(ranked),
                                  lambda c: Trial(c, Status.RUNTIME_ERROR, error="injected"), evals=20)
         assert len({config_json(c) for c in found}) == 20
+
+
+def tiled_space_with_shared_memory(report_shared_memory: bool):
+    """A recorded GEMM-like space (tiles, stages, warps) whose configs need
+    ``(BLOCK_M + BLOCK_N) * BLOCK_K * num_stages * 2`` bytes of shared memory; those over a 160 KiB
+    limit failed out of resources (23 % of the space). The time favours large tiles and
+    many stages, so a search drifts towards the limit. With ``report_shared_memory`` every record
+    carries the bytes its compile reported, as recordings by tunekit do."""
+    import itertools
+
+    from tunekit.recorded import Record, RecordedSpace
+    from tunekit.trial import Status
+
+    records = []
+    for m, n, k, stages, warps in itertools.product([32, 64, 128, 256], [32, 64, 128, 256], [32, 64, 128],
+                                                    [2, 3, 4, 5], [2, 4, 8]):
+        shared = (m + n) * k * stages * 2
+        params = {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "num_stages": stages, "num_warps": warps}
+        extra = {"shared_bytes": shared} if report_shared_memory else {}
+        time_ms = 1.0 + abs(m * n - 128 * 256) / 32768 + abs(stages - 4) * 0.1 + abs(warps - 4) * 0.05 + 32 / k
+        fits = shared <= 160 * 1024
+        records.append(Record(params, Status.OK if fits else Status.OUT_OF_RESOURCES, time_ms if fits else None,
+                              extra=extra))
+    return RecordedSpace("synthetic/tiles", list(records[0].params), records)
+
+
+@pytest.mark.parametrize("strategy", ["default", "rf"])
+def test_the_shared_memory_compiles_report_keeps_the_search_off_configs_that_do_not_fit(strategy):
+    """Injected: configs over the shared-memory limit fail out of resources (23 % of the
+    space). Survives: once such a failure is seen, the shared memory reported by every compile
+    (also the failing ones') predicts which untried configs exceed it; after the 20th evaluation
+    the strategy tries at most half the space's share of failing configs, and fewer than the same
+    strategy that is told only that they failed."""
+    import numpy as np
+
+    from tunekit.compare import replay
+
+    reported, unreported = tiled_space_with_shared_memory(True), tiled_space_with_shared_memory(False)
+    space_share = 1 - sum(r.ok for r in reported.records) / len(reported.records)
+
+    def failing_after_20(recorded):
+        tails = [replay(recorded, strategy, seed, 80).times_ms[20:] for seed in range(4)]
+        return float(np.isinf(np.concatenate(tails)).mean())
+
+    with_report, without = failing_after_20(reported), failing_after_20(unreported)
+    assert with_report <= space_share / 2, (with_report, space_share)
+    assert with_report < without, (with_report, without)
