@@ -86,3 +86,39 @@ def test_a_budget_scores_only_the_part_of_the_range_a_run_reached():
     assert within < full  # the held optimum past the budget no longer counts
     assert math.isnan(metrics.score_over_evaluations(stats, [run], budget=max(1, int(low) - 1)))
     assert math.isnan(metrics.score_over_seconds(stats, [(run, np.arange(1.0, inside + 1))], budget=max(1, int(low) - 1)))
+
+
+def test_random_search_over_seconds_on_heavy_tailed_costs_agrees_with_simulation():
+    """Where a few configs cost far more to compile than the rest, the best random search finds
+    by a time is not the best after the mean number of draws: the baseline over seconds is
+    simulated on the recorded costs. Checked against random searches drawn independently of it;
+    the shortcut (draws = seconds / mean cost) is far off on the same space."""
+    rng = np.random.default_rng(7)
+    n = 400
+    times = np.sort(rng.lognormal(0, 0.5, n))
+    costs = np.where(rng.random(n) < 0.05, 60.0, 0.2)  # 5 % of the configs take 60 s, the rest 0.2 s
+    stats = SpaceStats(n, times, float(costs.mean()), costs)
+    seconds = np.array([1.0, 5.0, 20.0, 60.0])
+    runs = []
+    for _ in range(4000):
+        order = rng.permutation(n)
+        elapsed, best = np.cumsum(costs[order]), np.minimum.accumulate(times[order])
+        done = np.searchsorted(elapsed, seconds, side="right") - 1
+        runs.append(np.where(done >= 0, best[np.maximum(done, 0)], times[-1]))
+    found, spread = np.mean(runs, axis=0), np.std(runs, axis=0)
+    # both are means of 4,000 random orders: their difference has this standard error
+    error = spread * math.sqrt(1 / len(runs) + 1 / metrics.RANDOM_ORDERS)
+    expected = stats.random_curve_seconds(seconds)
+    assert np.all(np.abs(expected - found) < 4 * error)
+    shortcut = stats.random_curve(seconds / stats.seconds_per_evaluation)
+    assert np.max(np.abs(shortcut - found) / error) > 20
+    low, high = stats.seconds_range()
+    assert stats.random_curve_seconds([low])[0] <= stats.cutoff(0.5) < stats.random_curve_seconds([low * 0.99])[0]
+    assert stats.random_curve_seconds([high])[0] <= stats.cutoff(0.96)
+
+
+def test_equal_costs_give_the_exact_curve_over_seconds():
+    stats = SpaceStats(5, np.array([1.0, 2.0, 4.0, 8.0, 16.0]), 2.0, np.full(5, 2.0))
+    # after 2 s one evaluation is done, after 5.9 s two
+    assert stats.random_curve_seconds([1.0, 2.0, 5.9]) == pytest.approx([16.0, 31 / 5, 2.6])
+    assert stats.seconds_range() == (6.0, 10.0)  # the evaluations' range (3, 5) at 2 s each

@@ -162,8 +162,8 @@ def _table(comparison: Comparison, space: str, strategy: str, seconds: bool) -> 
         if seconds and (not comparison.spaces[space].has_costs or stats.seconds_per_evaluation <= 0):
             table = _ScoreTable(np.array([]), np.empty((0, 0)), stats.optimum)
         elif seconds:
-            points = metrics.seconds_points(stats)
-            table = _ScoreTable(stats.random_curve(points / stats.seconds_per_evaluation),
+            points, random = stats.random_on_seconds_range
+            table = _ScoreTable(random,
                                 np.array([metrics.curve_at_seconds(_best(r, stats), r.seconds, points, stats.worst)
                                           for r in runs]), stats.optimum)
         else:

@@ -16,11 +16,20 @@ within a target is (N + 1) / (k + 1) for k such configs.
 Score. Per space, the cutoff for a fraction p is f_opt + (median - f_opt)(1 - p), with f_opt
 and the median over valid configs. The score range runs from the number of evaluations at
 which calculated random search reaches the p = 0.5 cutoff to that at which it reaches p = 0.96
-(and, where records carry compile and benchmark times, the same range in seconds: M random
-evaluations cost M times the space's mean evaluation cost in expectation, exactly). A strategy's curve is its best-so-far averaged over seeds
+(and, where records carry compile and benchmark times, from the second at which random search
+over seconds reaches the first cutoff to the second at which it reaches the other). A strategy's curve is its best-so-far averaged over seeds
 (the slowest valid time before its first valid result); at every point of the range its score
 is (random - strategy) / (random - f_opt): 0 is random search, 1 the optimum, below 0 worse than
 random. The score of a space is the mean over the range; the aggregate score the mean over spaces.
+
+Random search over seconds. Where configs cost the same to evaluate, the best found after t
+seconds is the expected best of floor(t / cost) draws, exactly. Where costs differ, that is no
+longer so: compile times are heavy-tailed (the H200 GEMM space: median 0.4 s, worst 138 s), and
+the expected best at a time is not the expected best after the mean number of draws (with that
+shortcut random search itself scored -42 on one H200 space). So the baseline over seconds is
+random search simulated on the recorded costs: the mean over ``RANDOM_ORDERS`` seeded orders of
+the space of the best time found by each second, which random search scores 0 on, up to the
+simulation's error.
 """
 
 from __future__ import annotations
@@ -36,6 +45,11 @@ from .recorded import RecordedSpace
 
 SCORE_RANGE = (0.5, 0.96)
 SECONDS_POINTS = 200
+#: Orders of the space simulated for random search over seconds (``test_metrics`` checks the
+#: curve against independent random searches).
+RANDOM_ORDERS = 4000
+#: Points of the grid on which the seconds at which random search reaches the cutoffs are found.
+_RANGE_GRID = 2000
 #: Ratios to the optimum whose evaluations-to-reach every comparison reports (1.02 = within 2 %).
 THRESHOLDS = (1.02, 1.05)
 
@@ -47,12 +61,18 @@ class SpaceStats:
     n_total: int  # every feasible config, failed ones included: what random search draws from
     sorted_times: np.ndarray  # valid times, ascending
     seconds_per_evaluation: float  # mean cost of evaluating one config when it was recorded
+    #: each config's evaluation seconds, valid ones in ``sorted_times``' order, then the failed
+    #: ones; None: every config costs ``seconds_per_evaluation``
+    costs: np.ndarray | None = None
     _expected: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, space: RecordedSpace) -> "SpaceStats":
-        costs = [r.evaluation_seconds for r in space.records]
-        return cls(len(space.records), np.sort(space.valid_times), float(np.mean(costs)) if costs else 0.0)
+        valid = sorted((r for r in space.records if r.ok), key=lambda r: r.time_ms)
+        ordered = valid + [r for r in space.records if not r.ok]
+        costs = np.array([r.evaluation_seconds for r in ordered], dtype=float)
+        return cls(len(space.records), np.array([r.time_ms for r in valid], dtype=float),
+                   float(np.mean(costs)) if len(costs) else 0.0, costs)
 
     @property
     def optimum(self) -> float:
@@ -125,6 +145,78 @@ class SpaceStats:
     @cached_property
     def _score_range(self) -> tuple[float, float]:
         low, high = (self.random_evaluations_reaching(self.cutoff(p)) for p in SCORE_RANGE)
+        return low, max(low, high)
+
+    @property
+    def equal_costs(self) -> bool:
+        return self.costs is None or bool(np.all(self.costs == self.costs[0]))
+
+    def random_curve_seconds(self, seconds: np.ndarray | Sequence[float]) -> np.ndarray:
+        """Random search over seconds: the expected best time found by each of ``seconds`` (the
+        slowest valid time before the first evaluation ends). Exact where every config costs the
+        same; simulated on the recorded costs otherwise (module docstring)."""
+        seconds = np.asarray(seconds, dtype=float)
+        if self.seconds_per_evaluation <= 0:
+            return np.full(seconds.shape, math.nan)
+        if self.equal_costs:
+            cost = self.seconds_per_evaluation if self.costs is None else float(self.costs[0])
+            done = np.floor(seconds / cost + 1e-9)
+            return np.where(done >= 1, self.random_curve(np.maximum(done, 1)), self.worst)
+        return self._simulated_best_at(seconds)
+
+    def _simulated_best_at(self, seconds: np.ndarray) -> np.ndarray:
+        """The mean over ``RANDOM_ORDERS`` seeded orders of the best time found by each second.
+        Only the first draws of each order that can end by the last second are simulated (all of
+        them for the rare order whose first draws end earlier)."""
+        values, costs = self._ranked(), self.costs
+        horizon = float(np.max(seconds, initial=0.0))
+        prefix = int(min(self.n_total, math.ceil(2 * horizon / self.seconds_per_evaluation) + 64))
+        rng = np.random.default_rng(0)  # the same orders at every call: the baseline is one curve
+        total = np.zeros(seconds.shape)
+        for start in range(0, RANDOM_ORDERS, 100):
+            orders = rng.permuted(np.tile(np.arange(self.n_total), (min(100, RANDOM_ORDERS - start), 1)), axis=1)
+            for order in orders:
+                drawn = order[:prefix]
+                elapsed = np.cumsum(costs[drawn])
+                if elapsed[-1] < horizon and prefix < self.n_total:
+                    drawn = order
+                    elapsed = np.cumsum(costs[drawn])
+                best = np.minimum.accumulate(values[drawn])
+                done = np.searchsorted(elapsed, seconds, side="right") - 1
+                total += np.where(done >= 0, best[np.maximum(done, 0)], self.worst)
+        return total / RANDOM_ORDERS
+
+    @cached_property
+    def random_on_seconds_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """``SECONDS_POINTS`` evenly spaced seconds over the score range, and random search's
+        expected best at each (computed once per space: simulating it takes seconds)."""
+        low, high = self.seconds_range()
+        points = np.linspace(low, high, SECONDS_POINTS)
+        return points, self.random_curve_seconds(points)
+
+    def seconds_range(self) -> tuple[float, float]:
+        """Seconds from random search over seconds reaching the p=0.5 cutoff to reaching p=0.96."""
+        return self._seconds_range
+
+    @cached_property
+    def _seconds_range(self) -> tuple[float, float]:
+        if self.seconds_per_evaluation <= 0:
+            return math.nan, math.nan
+        if self.equal_costs:
+            low, high = self.score_range()
+            cost = self.seconds_per_evaluation if self.costs is None else float(self.costs[0])
+            return low * cost, high * cost
+        # the curve only falls as time goes on: the first point of a fine grid at or under each
+        # cutoff, on a grid up to a few times where equal costs would end the range (all of the
+        # space's seconds where that is not far enough)
+        reach = min(self.n_total, 4 * self.score_range()[1] + 16)
+        for last in (reach, self.n_total):
+            grid = np.geomspace(0.25, last, _RANGE_GRID) * self.seconds_per_evaluation
+            curve = self._simulated_best_at(grid)
+            if curve[-1] <= self.cutoff(SCORE_RANGE[1]):
+                break
+        low, high = (float(grid[min(np.searchsorted(-curve, -self.cutoff(p), side="left"), len(grid) - 1)])
+                     for p in SCORE_RANGE)
         return low, max(low, high)
 
 
@@ -200,9 +292,8 @@ def evaluation_points(stats: SpaceStats) -> np.ndarray:
 
 
 def seconds_points(stats: SpaceStats) -> np.ndarray:
-    """The score range in seconds, at the space's mean cost per evaluation."""
-    low, high = stats.score_range()
-    return np.linspace(low, high, SECONDS_POINTS) * stats.seconds_per_evaluation
+    """The score range in seconds (``SpaceStats.seconds_range``), at evenly spaced seconds."""
+    return stats.random_on_seconds_range[0]
 
 
 def score_over_evaluations(stats: SpaceStats, runs: Sequence[np.ndarray], budget: int | None = None) -> float:
@@ -224,13 +315,14 @@ def score_over_seconds(stats: SpaceStats, runs: Sequence[tuple[np.ndarray, np.nd
     ``budget`` (evaluations): only the range within that many evaluations' mean cost."""
     if stats.seconds_per_evaluation <= 0:
         return math.nan
-    points = seconds_points(stats)
+    points, random = stats.random_on_seconds_range
     if budget is not None:
-        points = points[points <= budget * stats.seconds_per_evaluation]
+        within = points <= budget * stats.seconds_per_evaluation
+        points, random = points[within], random[within]
         if not len(points):
             return math.nan
     mean = np.mean([curve_at_seconds(best, seconds, points, stats.worst) for best, seconds in runs], axis=0)
-    return standardised_score(stats.random_curve(points / stats.seconds_per_evaluation), mean, stats.optimum)
+    return standardised_score(random, mean, stats.optimum)
 
 
 def first_reaching(best: np.ndarray, target_ms: float) -> int | None:
