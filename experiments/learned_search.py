@@ -1,5 +1,5 @@
 """Learned search against every other strategy, on the shared Kernel Tuner spaces and the shipped
-H200 spaces: the tables of the README's "Learned search" section, in one command.
+H200 spaces: the tables of the learned search results (docs/results/learned-search.md), in one command.
 
     python experiments/learned_search.py --seeds 10 --out experiments/results/learned_search --jobs 2
 
@@ -22,6 +22,8 @@ Every tuning has the same budget (``--budget``, 200 evaluations) and ``--seeds``
   configs tried after the 20th evaluation beside the spaces' own share;
 * per space, runs within 2 % of ``default`` and ``rf``;
 * the H200 spaces with and without the store: median evaluations to within 2 % and 5 %.
+
+and ``OUT/curves.png``, the tuning curves over the held-out spaces.
 
 ``--shard K/N`` replays every N-th tuning only, and ``--stop-after S`` stops starting tunings
 after S seconds, so that a part can be spread over machines and time-limited calls.
@@ -365,6 +367,41 @@ def report(out: Path, budget: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def figure(out: Path, budget: int) -> Path:
+    """``OUT/curves.png``: on the held-out spaces, the geometric mean over every run (space and
+    seed) of best found / optimum after each evaluation, per strategy: the tables' statistic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [as_run(r) for part in ("tunekit", "kernel_tuner") for r in read_runs(out / part / "runs.jsonl.gz")]
+    stats = {_space(str(p)).name: SpaceStats.of(_space(str(p))) for p in all_paths()}
+    table = Table(runs, stats, budget)
+    held_out = {n for n in stats if n not in SELECTION | REMEASURED}
+    evaluations = np.arange(1, budget + 1)
+    shown = ["default", "optuna", "rf", "random", "kt:genetic_algorithm", "kt:dual_annealing", "kt:pso"]
+    fig, axis = plt.subplots(figsize=(7, 4.2))
+    for strategy in (s for s in shown if s in table.strategies()):
+        logs = [np.log(np.pad(table.best(r), (0, budget - len(r.times_ms)), mode="edge")[:budget] / stats[space].optimum)
+                for space in table.spaces(strategy) if space in held_out
+                for r in table.runs[space, strategy] if len(r.times_ms)]  # a run stopped early keeps its best
+        axis.plot(evaluations, np.exp(np.mean(logs, axis=0)), label=strategy.replace("kt:", "Kernel Tuner "),
+                  linestyle="--" if strategy.startswith("kt:") else "-")
+    axis.set_xscale("log")
+    axis.set_ylim(0.99, 2.0)
+    axis.set_xlabel("evaluations")
+    axis.set_ylabel("best found / optimum (geometric mean)")
+    axis.set_title(f"{len(held_out)} held-out recorded spaces, 20 seeds", fontsize=10)
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "curves.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -385,6 +422,7 @@ def main() -> None:
             replay_part(part, args.out, args.budget, args.seeds, args.jobs, shard, args.stop_after, args.strategy)
     text = report(args.out, args.budget)
     (args.out / "report.md").write_text(text)
+    figure(args.out, args.budget)
     print(text)
 
 

@@ -98,7 +98,7 @@ def _rms_norm(x, w, y):
 
 
 #: What a PyTorch user would call instead, in the kernel's own dtype (cuBLAS for the GEMMs,
-#: FlashAttention through SDPA): the "PyTorch" column of the README's table.
+#: FlashAttention through SDPA): the "PyTorch" column of the recorded spaces table (docs/research/h200-spaces.md).
 TORCH_EQUIVALENT = {
     "matmul": lambda a, b, c: torch.matmul(a, b),
     "matmul_heldout": lambda a, b, c: torch.matmul(a, b),
@@ -311,7 +311,7 @@ def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Pa
 
 
 def markdown_table(index: dict) -> str:
-    """The README's table of an ``index.json``."""
+    """The recorded spaces table (docs/research/h200-spaces.md) of an ``index.json``."""
     lines = [f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
              "`do_bench(warmup=5, rep=25)`, PyTorch's measured in the same run.", "",
              "| kernel | shape | dims | configs | valid | wrong | best ms | PyTorch ms | best / PyTorch | PyTorch call |",
@@ -362,7 +362,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=5, help="do_bench's warmup, ms (default 5)")
     parser.add_argument("--rep", type=float, default=25, help="do_bench's rep, ms (default 25)")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
-    parser.add_argument("--table", metavar="INDEX", help="print the README's table of an exported index.json")
+    parser.add_argument("--table", metavar="INDEX", help="print the recorded spaces table of an exported index.json")
     parser.add_argument("--out", action="append",
                         help="where to record; with --export, the recordings to export (repeatable)")
     args = parser.parse_args()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -36,7 +37,7 @@ class SharedMemoryModel(BaseEstimator):
     config failed that way) and ``regressor_``.
     """
 
-    def __init__(self, space: Space, regressor=None) -> None:
+    def __init__(self, space: Space, regressor: Any = None) -> None:
         self.space = space
         self.regressor = regressor
 

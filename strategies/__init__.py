@@ -25,7 +25,7 @@ for _name, (_module, _class) in _BUILT_IN.items():
     register_strategy(_name, f"{__name__}.{_module}:{_class}")
 
 #: The strategy used when the user names none and gives a Space: chosen by replaying recorded
-#: spaces (experiments/learned_search.py; the README says which spaces were held out).
+#: spaces (experiments/learned_search.py; docs/results/learned-search.md says which spaces were held out).
 DEFAULT = "default"
 
 __all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "OptunaGPSearch", "RandomSearch",

@@ -61,7 +61,8 @@ class DefaultSearch(ForestSearch):
             noise; 0.01 = 1 %).
         patience: evaluations the expected improvement must stay under ``noise`` before stopping.
         min_evals: evaluations of this tuning before an early stop is considered.
-        Others: as ``ForestSearch``.
+
+    The other arguments are ``ForestSearch``'s.
     """
 
     name = "default"

@@ -638,9 +638,11 @@ def autotune(
 ) -> Callable[[Any], Autotuner]:
     """Decorator for tuning a ``@triton.jit`` function; ``triton.autotune``'s arguments keep their meaning.
 
+    ``configs``, ``key``, ``prune_configs_by``, ``reset_to_zero``, ``restore_value``, ``pre_hook``,
+    ``post_hook``, ``warmup``, ``rep``, ``use_cuda_graph``, ``do_bench`` and ``cache_results`` are
+    as in ``triton.autotune``.
+
     Args:
-        configs, key, prune_configs_by, reset_to_zero, restore_value, pre_hook, post_hook,
-            warmup, rep, use_cuda_graph, do_bench, cache_results: as in ``triton.autotune``.
         space: a ``tunekit.Space`` to search, instead of or beside ``configs``.
         strategy: a registered strategy name or a ``Strategy`` instance; ``"exhaustive"`` when
             only ``configs`` is given, the project's default strategy otherwise.

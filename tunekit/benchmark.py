@@ -85,7 +85,8 @@ class Benchmarker:
 
     Args:
         do_bench: ``do_bench(kernel_call, quantiles=...)`` as in ``triton.autotune``.
-        warmup, rep: milliseconds for ``triton.testing.do_bench`` (Triton's deprecated knobs).
+        warmup: milliseconds of warm-up for ``triton.testing.do_bench`` (Triton's deprecated knob).
+        rep: milliseconds of repetitions for ``triton.testing.do_bench`` (likewise).
         use_cuda_graph: time with ``triton.testing.do_bench_cudagraph``.
     """
 

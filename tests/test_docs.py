@@ -1,0 +1,97 @@
+"""Every code example of the documentation runs, as a reader would run it.
+
+Each page's ``python`` and ``bash`` blocks run in document order in a fresh directory of their
+own: a ``python`` block as a script (``python block.py``: Triton needs the kernel's source in a
+file), a ``bash`` block under ``bash -euo pipefail``, both under the Triton interpreter on the CPU
+with the default store in that directory. A block whose fence names a file (``title="add.py"``,
+``title="manifest.toml"``) is written to that file instead of run, for the later blocks to import
+or read. A block that
+cannot run on a CPU machine in CI (it needs a GPU, or hours) is preceded by the line
+``*Not run in CI: REASON.*``, which the reader sees; this test checks that only the results pages,
+the recorded spaces' page and the set-up commands have such blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
+                   re.MULTILINE | re.DOTALL)
+SKIP = re.compile(r"^\*Not run in CI: (?P<reason>.+)\*$")
+TITLE = re.compile(r'title="(?P<name>[^"]+)"')
+#: Pages where blocks may go unrun: the measured results (GPU runs and hour-long replays) and the
+#: start page's set-up commands (they install packages or serve the site).
+MAY_SKIP = {"index.md", "results/learned-search.md", "results/h200.md", "research/h200-spaces.md"}
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    language: str
+    code: str
+    file: str | None  # written to this file instead of run
+    skipped: str | None  # the reason it is not run
+
+
+def blocks_of(page: Path) -> list[Block]:
+    text = page.read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        if match["lang"] not in ("python", "bash") and not TITLE.search(match["info"]):
+            continue  # output shown, or a format: nothing to run
+        before = text[: match.start()].rstrip().rsplit("\n", 1)[-1].strip()
+        skip = SKIP.search(before)
+        title = TITLE.search(match["info"])
+        found.append(Block(str(page.relative_to(DOCS)), text[: match.start()].count("\n") + 1, match["lang"],
+                           textwrap.dedent(match["body"]), title["name"] if title else None,
+                           skip["reason"] if skip else None))
+    return found
+
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts and not p.name.startswith("_")
+               and "_raw" not in p.parts)
+
+
+def test_the_pages_have_examples_and_unrun_ones_say_why():
+    every = [block for page in PAGES for block in blocks_of(page) if block.language in ("python", "bash")]
+    assert len(every) >= 20, "the guides lost their examples"
+    for block in every:
+        if block.skipped:
+            assert block.page in MAY_SKIP, f"{block.page}:{block.line} is not run ({block.skipped}); guides must run"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(not b.skipped for b in blocks_of(p))],
+                         ids=lambda p: str(p.relative_to(DOCS)))
+def test_every_example_on_the_page_runs(page, tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1", TUNEKIT_STORE=str(tmp_path / "tunekit.db"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               PYTHONUNBUFFERED="1")
+    env.pop("TUNEKIT_MODE", None)
+    for number, block in enumerate(blocks_of(page)):
+        if block.skipped:
+            continue
+        if block.file:
+            target = tmp_path / block.file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(block.code)
+            continue
+        if block.language == "python":
+            script = tmp_path / f"_block_{number}.py"
+            script.write_text(block.code)
+            command = [sys.executable, str(script)]
+        else:
+            command = ["bash", "-euo", "pipefail", "-c", block.code]
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (f"{block.page}:{block.line} ({block.language}) exited {done.returncode}\n"
+                                      f"--- code\n{block.code}\n--- stdout\n{done.stdout[-3000:]}\n"
+                                      f"--- stderr\n{done.stderr[-5000:]}")
