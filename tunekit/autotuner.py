@@ -671,7 +671,7 @@ def autotune(
             never inside a CUDA-graph capture or a ``torch.compile`` trace; see
             ``Autotuner.wait_for_tuning``).
 
-    Example:
+    Examples:
         >>> @tunekit.autotune(space=tunekit.Space(BLOCK=[256, 512, 1024], num_warps=[2, 4]),
         ...                   key=["n"], strategy="random", budget=tunekit.Budget(evals=4))
         ... @triton.jit

@@ -22,7 +22,7 @@ class Budget:
     so far, until the budget is spent; so a training loop tunes over its first steps instead of
     stalling the first one. ``seconds`` then counts the seconds spent tuning inside the calls.
 
-    Example:
+    Examples:
         >>> Budget(evals=60, seconds=120).evals_left(58)
         2
     """

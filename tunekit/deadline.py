@@ -61,7 +61,7 @@ class SimulatedClock(Clock):
 class Deadline:
     """``seconds`` after the start of ``clock`` (None: no limit).
 
-    Example:
+    Examples:
         >>> deadline = Deadline(SimulatedClock(), 60.0)
         >>> deadline.clock.advance(45.0)
         >>> deadline.remaining(), deadline.cap(120.0), deadline.expired()

@@ -39,7 +39,7 @@ class Space:
             ``num_ctas`` and ``maxnreg`` become compile options of the Config, every other
             name a meta-parameter passed to the kernel.
 
-    Example:
+    Examples:
         >>> space = Space(BLOCK=[64, 128, 256], num_warps=[2, 4],
         ...               constraints=[lambda c: c["BLOCK"] // c["num_warps"] >= 32])
         >>> len(space)
