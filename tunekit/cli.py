@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seeds", type=int, default=20)
     compare.add_argument("--budget", type=_budget, default=None,
                          help="evaluations per tuning (default: per space, where calculated random search "
-                              "reaches the end of the score range)")
+                              "reaches the end of the score range, over evaluations and over seconds)")
     compare.add_argument("--seconds", type=float, default=None, help="simulated seconds per tuning, besides --budget")
     compare.add_argument("--jobs", type=int, default=1, help="worker processes")
     compare.add_argument("--threshold", type=float, action="append",

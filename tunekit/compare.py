@@ -86,7 +86,8 @@ def run_comparison(
     budget_cap: int | None = None,
 ) -> Comparison:
     """Replay every (space, strategy, seed). ``budget=None`` gives each space the evaluations at
-    which calculated random search reaches the end of the score range (its p = 0.96 cutoff).
+    which calculated random search reaches the end of the score range (its p = 0.96 cutoff),
+    over evaluations and, at the mean cost, over seconds.
     ``transfer``: each tuning starts with the store holding the other given spaces of the same
     kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it."""
     if seeds < 1:
@@ -103,7 +104,7 @@ def run_comparison(
             raise ValueError(f"{path}: no config of the space ran; nothing to compare")
         spaces[space.name], sources[space.name] = space, str(path)
     stats = {name: SpaceStats.of(space) for name, space in spaces.items()}
-    budgets = {name: budget or max(1, math.ceil(stats[name].score_range()[1])) for name in spaces}
+    budgets = {name: budget or _default_budget(stats[name], spaces[name].has_costs) for name in spaces}
     if budget_cap is not None:
         budgets = {name: min(budget_cap, value) for name, value in budgets.items()}
     extra = [t for t in thresholds if t not in THRESHOLDS]
@@ -128,6 +129,15 @@ def run_comparison(
             if progress:
                 progress(done, len(tasks))
     return comparison
+
+
+def _default_budget(stats: SpaceStats, timed: bool) -> int:
+    """Evaluations that cover the score range: over evaluations, and over seconds at the mean
+    cost (heavy-tailed compile times can put the seconds range's end further out)."""
+    evaluations = stats.score_range()[1]
+    if timed and stats.seconds_per_evaluation > 0:
+        evaluations = max(evaluations, stats.seconds_range()[1] / stats.seconds_per_evaluation)
+    return max(1, math.ceil(evaluations))
 
 
 # -- statistics per run and per strategy ----------------------------------------------------------

@@ -27,9 +27,10 @@ seconds is the expected best of floor(t / cost) draws, exactly. Where costs diff
 longer so: compile times are heavy-tailed (the H200 GEMM space: median 0.4 s, worst 138 s), and
 the expected best at a time is not the expected best after the mean number of draws (with that
 shortcut random search itself scored -42 on one H200 space). So the baseline over seconds is
-random search simulated on the recorded costs: the mean over ``RANDOM_ORDERS`` seeded orders of
-the space of the best time found by each second, which random search scores 0 on, up to the
-simulation's error.
+random search simulated on the recorded costs: the mean over seeded random orders of the space of
+the best time found by each second (as many orders as it takes to bring its standard error under
+1 % of its distance to the optimum, at most 64,000), which random search scores 0 on, up to that
+error. The score range over seconds is found on one batch of 4,000 orders.
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ from .recorded import RecordedSpace
 
 SCORE_RANGE = (0.5, 0.96)
 SECONDS_POINTS = 200
-#: Orders of the space simulated for random search over seconds (``test_metrics`` checks the
-#: curve against independent random searches).
+#: Random search over seconds is simulated in batches of this many orders of the space, until
+#: its standard error is at most ``SIMULATION_ERROR`` of its distance to the optimum at every
+#: point, or ``MAX_RANDOM_ORDERS`` orders (``test_metrics`` checks it against independent searches).
 RANDOM_ORDERS = 4000
+SIMULATION_ERROR = 0.01
+MAX_RANDOM_ORDERS = 64_000
 #: Points of the grid on which the seconds at which random search reaches the cutoffs are found.
-_RANGE_GRID = 2000
+_RANGE_GRID = 400
 #: Ratios to the optimum whose evaluations-to-reach every comparison reports (1.02 = within 2 %).
 THRESHOLDS = (1.02, 1.05)
 
@@ -164,27 +168,45 @@ class SpaceStats:
             return np.where(done >= 1, self.random_curve(np.maximum(done, 1)), self.worst)
         return self._simulated_best_at(seconds)
 
-    def _simulated_best_at(self, seconds: np.ndarray) -> np.ndarray:
-        """The mean over ``RANDOM_ORDERS`` seeded orders of the best time found by each second.
-        Only the first draws of each order that can end by the last second are simulated (all of
-        them for the rare order whose first draws end earlier)."""
+    def _simulated_best_at(self, seconds: np.ndarray, most: int = MAX_RANDOM_ORDERS) -> np.ndarray:
+        """The mean over seeded random orders of the space of the best time found by each of
+        ``seconds``: batches of ``RANDOM_ORDERS`` orders until its standard error is at most
+        ``SIMULATION_ERROR`` of the curve's distance to the optimum at every second, or ``most``
+        orders were drawn (heavy-tailed costs need many: the rare order that starts with a slow
+        compile moves the mean)."""
         values, costs = self._ranked(), self.costs
         horizon = float(np.max(seconds, initial=0.0))
+        # only the first draws of an order that can end by the horizon are simulated (all of
+        # them for the rare order whose first draws end earlier)
         prefix = int(min(self.n_total, math.ceil(2 * horizon / self.seconds_per_evaluation) + 64))
+        rows = max(1, min(RANDOM_ORDERS, 20_000_000 // self.n_total))  # orders per batch, by memory
         rng = np.random.default_rng(0)  # the same orders at every call: the baseline is one curve
-        total = np.zeros(seconds.shape)
-        for start in range(0, RANDOM_ORDERS, 100):
-            orders = rng.permuted(np.tile(np.arange(self.n_total), (min(100, RANDOM_ORDERS - start), 1)), axis=1)
-            for order in orders:
-                drawn = order[:prefix]
-                elapsed = np.cumsum(costs[drawn])
-                if elapsed[-1] < horizon and prefix < self.n_total:
-                    drawn = order
-                    elapsed = np.cumsum(costs[drawn])
-                best = np.minimum.accumulate(values[drawn])
-                done = np.searchsorted(elapsed, seconds, side="right") - 1
-                total += np.where(done >= 0, best[np.maximum(done, 0)], self.worst)
-        return total / RANDOM_ORDERS
+        total, squares, drawn = np.zeros(seconds.shape), np.zeros(seconds.shape), 0
+        while True:
+            orders = np.argsort(rng.random((rows, self.n_total)), axis=1)
+            found = self._best_by(orders[:, :prefix], values, costs, seconds)
+            short = np.cumsum(costs[orders[:, :prefix]], axis=1)[:, -1] < horizon
+            if prefix < self.n_total and short.any():
+                found[short] = self._best_by(orders[short], values, costs, seconds)
+            total, squares, drawn = total + found.sum(axis=0), squares + (found ** 2).sum(axis=0), drawn + rows
+            mean = total / drawn
+            error = np.sqrt(np.maximum(squares / drawn - mean ** 2, 0.0) / drawn)
+            if drawn >= RANDOM_ORDERS and (np.all(error <= SIMULATION_ERROR * (mean - self.optimum) + 1e-12)
+                                           or drawn >= most):
+                return mean
+
+    def _best_by(self, orders: np.ndarray, values: np.ndarray, costs: np.ndarray, seconds: np.ndarray
+                 ) -> np.ndarray:
+        """For each order (a row of config indices), the best time found by each of ``seconds``
+        (the slowest valid time before its first evaluation ends): orders x seconds."""
+        elapsed = np.cumsum(costs[orders], axis=1)
+        best = np.minimum.accumulate(values[orders], axis=1)
+        rows, width = elapsed.shape
+        # one sorted array for every row: row r's times shifted past every earlier row's
+        shift = (np.arange(rows) * (float(elapsed[:, -1].max()) + float(seconds.max(initial=0.0)) + 1.0))[:, None]
+        done = np.searchsorted((elapsed + shift).ravel(), (seconds[None, :] + shift).ravel(), side="right")
+        done = done.reshape(rows, len(seconds)) - 1 - np.arange(rows)[:, None] * width
+        return np.where(done >= 0, np.take_along_axis(best, np.maximum(done, 0), axis=1), self.worst)
 
     @cached_property
     def random_on_seconds_range(self) -> tuple[np.ndarray, np.ndarray]:
@@ -206,16 +228,17 @@ class SpaceStats:
             low, high = self.score_range()
             cost = self.seconds_per_evaluation if self.costs is None else float(self.costs[0])
             return low * cost, high * cost
-        # the curve only falls as time goes on: the first point of a fine grid at or under each
-        # cutoff, on a grid up to a few times where equal costs would end the range (all of the
-        # space's seconds where that is not far enough)
-        reach = min(self.n_total, 4 * self.score_range()[1] + 16)
-        for last in (reach, self.n_total):
-            grid = np.geomspace(0.25, last, _RANGE_GRID) * self.seconds_per_evaluation
-            curve = self._simulated_best_at(grid)
+        # the curve only falls as time goes on: the first point at or under each cutoff of a grid
+        # from the cheapest config's cost to a few times where equal costs would end the range
+        # (all of the space's seconds where that is not far enough)
+        reach = min(self.n_total, 4 * self.score_range()[1] + 16) * self.seconds_per_evaluation
+        first = float(np.min(self.costs[self.costs > 0], initial=self.seconds_per_evaluation))
+        for last in (reach, float(np.sum(self.costs))):
+            grid = np.geomspace(min(first, last / 2), last, _RANGE_GRID)
+            curve = self._simulated_best_at(grid, most=RANDOM_ORDERS)  # the range: one batch is close enough
             if curve[-1] <= self.cutoff(SCORE_RANGE[1]):
                 break
-        low, high = (float(grid[min(np.searchsorted(-curve, -self.cutoff(p), side="left"), len(grid) - 1)])
+        low, high = (float(grid[min(int(np.searchsorted(-curve, -self.cutoff(p), side="left")), len(grid) - 1)])
                      for p in SCORE_RANGE)
         return low, max(low, high)
 
