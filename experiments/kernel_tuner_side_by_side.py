@@ -11,6 +11,7 @@ visited (tunekit adds its strategy's measured time too, microseconds for random 
 
     python experiments/kernel_tuner_side_by_side.py --quick            # 3 spaces, 5 seeds: a few minutes
     python experiments/kernel_tuner_side_by_side.py --out results/kt   # every shared space, 20 seeds
+    python experiments/kernel_tuner_side_by_side.py --out results/kt --report-only   # score it again
 
 Needs ``pip install kernel_tuner`` (tested with 1.5.0).
 """
@@ -18,6 +19,7 @@ Needs ``pip install kernel_tuner`` (tested with 1.5.0).
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import json
 import os
@@ -33,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tunekit.compare import Run, run_comparison, slug, write_outputs
-from tunekit.recorded import RecordedSpace
+from tunekit.compare import Run, run_comparison, runs_from_curves, slug, write_outputs
+from tunekit.metrics import Comparison, SpaceStats
+from tunekit.recorded import RecordedSpace, read_space
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "spaces" / "kerneltuner"
 QUICK_SPACES = ["kt_data/pnpoly/RTX_3090.json.gz", "kt_data/convolution/RTX_3090.json.gz",
@@ -108,6 +111,20 @@ def _kt_task(path: str, strategy: str, seed: int, budget: int, scratch: str) -> 
     return kernel_tuner_run(_spaces[path], strategy, seed, budget, Path(scratch) / f"worker-{os.getpid()}")
 
 
+def rescore(out: Path) -> Comparison:
+    """The comparison a finished run wrote to ``out`` (``run.json``, ``summary.csv`` for the
+    budgets, ``curves.csv`` for every evaluation), to be scored again with the current metrics."""
+    meta = json.loads((out / "run.json").read_text())
+    spaces = {space.name: space for space in (read_space(path) for path in meta["spaces"])}
+    with open(out / "summary.csv", newline="") as handle:
+        budgets = {row["space"]: int(row["budget"]) for row in csv.DictReader(handle)}
+    strategies = list(meta["tunekit"]) + [f"kt:{name}" for name in meta["kernel_tuner_strategies"]]
+    comparison = Comparison(spaces, {name: SpaceStats.of(space) for name, space in spaces.items()}, budgets,
+                            strategies, meta["seeds"])
+    comparison.runs = runs_from_curves(out / "curves.csv", budgets)
+    return comparison
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--space", action="append", help="recorded space files (default: every shared space)")
@@ -118,7 +135,14 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=None, help="default: per space, the end of the score range")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", default="experiments/results/kernel_tuner_side_by_side")
+    parser.add_argument("--report-only", action="store_true",
+                        help="score the run in --out again (its curves.csv) and rewrite its report and figures")
     args = parser.parse_args()
+    if args.report_only:
+        written = write_outputs(rescore(Path(args.out)), args.out,
+                                " ".join(["python", *sys.argv]) + "  (scored again from the run's curves.csv)")
+        print(written["report"].read_text())
+        return
 
     import kernel_tuner
 

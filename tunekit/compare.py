@@ -231,6 +231,23 @@ def curve_rows(comparison: Comparison) -> list[dict]:
     return rows
 
 
+def runs_from_curves(path: str | os.PathLike, budgets: Mapping[str, int]) -> list[Run]:
+    """The runs a ``curves.csv`` (``curve_rows``) holds, so that a comparison can be scored again
+    from its outputs; ``budgets``: each space's budget, as the comparison had it."""
+    steps: dict[tuple[str, str, int], list[tuple[int, float, float]]] = {}
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            time_ms = float(row["time_ms"]) if row["time_ms"] else math.inf
+            steps.setdefault((row["space"], row["strategy"], int(row["seed"])), []).append(
+                (int(row["evaluation"]), time_ms, float(row["seconds"])))
+    runs = []
+    for (space, strategy, seed), rows in steps.items():
+        rows.sort()
+        runs.append(Run(space, strategy, seed, budgets[space], np.array([r[1] for r in rows]),
+                        np.array([r[2] for r in rows])))
+    return runs
+
+
 def _censored_median(values: Sequence[float | None]) -> float:
     """Median with unreached seeds as +inf: finite only if at least half the seeds reached."""
     return float(np.median([math.inf if v is None else v for v in values]))
