@@ -97,3 +97,23 @@ def test_random_search_scores_about_zero_on_a_shared_space():
     (space,) = comparison.spaces
     assert abs(_score(comparison, space, "random")) < 0.15
     assert comparison.budgets[space] == 230  # where calculated random search reaches the p = 0.96 cutoff
+
+
+def test_a_comparison_is_read_back_from_its_curves_and_scores_the_same(tmp_path):
+    """``runs_from_curves`` inverts ``curves.csv``: failed evaluations included, the runs and so
+    every score come back (what ``kernel_tuner_side_by_side.py --report-only`` scores again)."""
+    from tunekit.compare import _score, runs_from_curves, write_outputs
+
+    comparison = run_comparison([hand_space(tmp_path / "hand.json", failed=(1,))], ["random", "exhaustive"],
+                                seeds=3, budget=5)
+    write_outputs(comparison, tmp_path / "out")
+    runs = runs_from_curves(tmp_path / "out" / "curves.csv", comparison.budgets)
+    key = lambda run: (run.strategy, run.seed)  # noqa: E731
+    for again, first in zip(sorted(runs, key=key), sorted(comparison.runs, key=key)):
+        assert (again.space, again.strategy, again.seed, again.budget) == (first.space, first.strategy, first.seed,
+                                                                           first.budget)
+        assert list(again.times_ms) == list(first.times_ms) and list(again.seconds) == pytest.approx(first.seconds)
+    assert any(float("inf") in list(run.times_ms) for run in runs)
+    before = [_score(comparison, s, "random", seconds=True) for s in comparison.spaces]
+    comparison.runs, comparison._tables = runs, {}
+    assert [_score(comparison, s, "random", seconds=True) for s in comparison.spaces] == pytest.approx(before)
