@@ -35,6 +35,7 @@ error. The score range over seconds is found on one batch of 4,000 orders.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ SIMULATION_ERROR = 0.01
 MAX_RANDOM_ORDERS = 64_000
 #: Points of the grid on which the seconds at which random search reaches the cutoffs are found.
 _RANGE_GRID = 400
+#: ``SpaceStats.seconds_range`` and ``random_on_seconds_range`` of every space met in this
+#: process, by its times and costs.
+_SECONDS_RANGE: dict[bytes, tuple[float, float]] = {}
+_ON_SECONDS_RANGE: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 #: Ratios to the optimum whose evaluations-to-reach every comparison reports (1.02 = within 2 %).
 THRESHOLDS = (1.02, 1.05)
 
@@ -155,10 +160,12 @@ class SpaceStats:
     def equal_costs(self) -> bool:
         return self.costs is None or bool(np.all(self.costs == self.costs[0]))
 
-    def random_curve_seconds(self, seconds: np.ndarray | Sequence[float]) -> np.ndarray:
+    def random_curve_seconds(self, seconds: np.ndarray | Sequence[float], most_orders: int = MAX_RANDOM_ORDERS
+                             ) -> np.ndarray:
         """Random search over seconds: the expected best time found by each of ``seconds`` (the
         slowest valid time before the first evaluation ends). Exact where every config costs the
-        same; simulated on the recorded costs otherwise (module docstring)."""
+        same; simulated on the recorded costs otherwise (module docstring), on at most
+        ``most_orders`` orders (``RANDOM_ORDERS`` is close enough to draw it)."""
         seconds = np.asarray(seconds, dtype=float)
         if self.seconds_per_evaluation <= 0:
             return np.full(seconds.shape, math.nan)
@@ -166,7 +173,7 @@ class SpaceStats:
             cost = self.seconds_per_evaluation if self.costs is None else float(self.costs[0])
             done = np.floor(seconds / cost + 1e-9)
             return np.where(done >= 1, self.random_curve(np.maximum(done, 1)), self.worst)
-        return self._simulated_best_at(seconds)
+        return self._simulated_best_at(seconds, most_orders)
 
     def _simulated_best_at(self, seconds: np.ndarray, most: int = MAX_RANDOM_ORDERS) -> np.ndarray:
         """The mean over seeded random orders of the space of the best time found by each of
@@ -211,14 +218,28 @@ class SpaceStats:
     @cached_property
     def random_on_seconds_range(self) -> tuple[np.ndarray, np.ndarray]:
         """``SECONDS_POINTS`` evenly spaced seconds over the score range, and random search's
-        expected best at each (computed once per space: simulating it takes seconds)."""
-        low, high = self.seconds_range()
-        points = np.linspace(low, high, SECONDS_POINTS)
-        return points, self.random_curve_seconds(points)
+        expected best at each (computed once per process for a space's times and costs:
+        simulating it takes seconds)."""
+        identity = self._identity()
+        if identity not in _ON_SECONDS_RANGE:
+            low, high = self.seconds_range()
+            points = np.linspace(low, high, SECONDS_POINTS)
+            _ON_SECONDS_RANGE[identity] = (points, self.random_curve_seconds(points))
+        return _ON_SECONDS_RANGE[identity]
+
+    def _identity(self) -> bytes:
+        """What the statistics over seconds depend on: the times and the costs."""
+        costs = b"" if self.costs is None else np.ascontiguousarray(self.costs).tobytes()
+        return hashlib.sha256(np.ascontiguousarray(self.sorted_times).tobytes() + b"|" + costs
+                              + str((self.n_total, self.seconds_per_evaluation)).encode()).digest()
 
     def seconds_range(self) -> tuple[float, float]:
-        """Seconds from random search over seconds reaching the p=0.5 cutoff to reaching p=0.96."""
-        return self._seconds_range
+        """Seconds from random search over seconds reaching the p=0.5 cutoff to reaching p=0.96
+        (computed once per process for a space's times and costs)."""
+        identity = self._identity()
+        if identity not in _SECONDS_RANGE:
+            _SECONDS_RANGE[identity] = self._seconds_range
+        return _SECONDS_RANGE[identity]
 
     @cached_property
     def _seconds_range(self) -> tuple[float, float]:

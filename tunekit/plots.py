@@ -73,7 +73,7 @@ def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
                         label="random (calculated)")
         _style(axes[0, 0], "evaluations")
         if timed:
-            axes[0, 1].plot(seconds, stats.random_curve_seconds(seconds) / stats.optimum, "k--",
+            axes[0, 1].plot(seconds, stats.random_curve_seconds(seconds, metrics.RANDOM_ORDERS) / stats.optimum, "k--",
                             linewidth=1, label="random (expected)")
             _style(axes[0, 1], "simulated tuning seconds (compile + benchmark + strategy)")
         axes[0, 0].legend(fontsize=8)
