@@ -19,7 +19,10 @@ PLUGINS = {"strategies": "strategies", "perfmodels": "perfmodels", "kernels": "k
 def on_startup(command, dirty, **kwargs) -> None:  # before mkdocstrings checks its search paths
     tree = ROOT / "build" / "api-src" / "tunekit"
     if tree.exists():
-        shutil.rmtree(tree)  # only ever what this hook made: links
+        foreign = [p.name for p in tree.iterdir() if not p.is_symlink()]
+        if foreign:
+            raise SystemExit(f"{tree} holds files this hook did not make ({', '.join(foreign[:5])}); move them")
+        shutil.rmtree(tree)  # links only: what this hook made
     tree.mkdir(parents=True)
     for entry in (ROOT / "tunekit").iterdir():
         if entry.name != "__pycache__":

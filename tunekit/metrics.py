@@ -215,18 +215,17 @@ class SpaceStats:
         done = done.reshape(rows, len(seconds)) - 1 - np.arange(rows)[:, None] * width
         return np.where(done >= 0, np.take_along_axis(best, np.maximum(done, 0), axis=1), self.worst)
 
-    @cached_property
+    @property
     def random_on_seconds_range(self) -> tuple[np.ndarray, np.ndarray]:
         """``SECONDS_POINTS`` evenly spaced seconds over the score range, and random search's
         expected best at each (computed once per process for a space's times and costs:
         simulating it takes seconds)."""
-        identity = self._identity()
-        if identity not in _ON_SECONDS_RANGE:
-            low, high = self.seconds_range()
-            points = np.linspace(low, high, SECONDS_POINTS)
-            _ON_SECONDS_RANGE[identity] = (points, self.random_curve_seconds(points))
-        return _ON_SECONDS_RANGE[identity]
+        if self._identity not in _ON_SECONDS_RANGE:
+            points = np.linspace(*self.seconds_range(), SECONDS_POINTS)
+            _ON_SECONDS_RANGE[self._identity] = (points, self.random_curve_seconds(points))
+        return _ON_SECONDS_RANGE[self._identity]
 
+    @cached_property
     def _identity(self) -> bytes:
         """What the statistics over seconds depend on: the times and the costs."""
         costs = b"" if self.costs is None else np.ascontiguousarray(self.costs).tobytes()
@@ -236,13 +235,11 @@ class SpaceStats:
     def seconds_range(self) -> tuple[float, float]:
         """Seconds from random search over seconds reaching the p=0.5 cutoff to reaching p=0.96
         (computed once per process for a space's times and costs)."""
-        identity = self._identity()
-        if identity not in _SECONDS_RANGE:
-            _SECONDS_RANGE[identity] = self._seconds_range
-        return _SECONDS_RANGE[identity]
+        if self._identity not in _SECONDS_RANGE:
+            _SECONDS_RANGE[self._identity] = self._find_seconds_range()
+        return _SECONDS_RANGE[self._identity]
 
-    @cached_property
-    def _seconds_range(self) -> tuple[float, float]:
+    def _find_seconds_range(self) -> tuple[float, float]:
         if self.seconds_per_evaluation <= 0:
             return math.nan, math.nan
         if self.equal_costs:
@@ -333,11 +330,6 @@ def evaluation_points(stats: SpaceStats) -> np.ndarray:
     low, high = stats.score_range()
     points = np.arange(max(1, math.ceil(low)), max(1, math.floor(high)) + 1)
     return points if len(points) else np.array([max(1, round(low))])
-
-
-def seconds_points(stats: SpaceStats) -> np.ndarray:
-    """The score range in seconds (``SpaceStats.seconds_range``), at evenly spaced seconds."""
-    return stats.random_on_seconds_range[0]
 
 
 def score_over_evaluations(stats: SpaceStats, runs: Sequence[np.ndarray], budget: int | None = None) -> float:
