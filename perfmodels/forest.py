@@ -22,20 +22,23 @@ class RandomForest(PerfModel):
         space: what the configs are drawn from.
         n_estimators: trees per forest.
         min_samples_leaf: as scikit-learn's; larger smooths predictions on few trials.
+        max_features: as scikit-learn's: the share (or number) of features each split considers;
+            below 1.0 the trees differ more, so their spread says more about what is unknown.
         random_state: seeds both forests.
         failure_threshold: see ``PerfModel``.
     """
 
     def __init__(self, space: Space, n_estimators: int = 64, min_samples_leaf: int = 1,
-                 random_state: int | None = 0, failure_threshold: float = 0.5) -> None:
+                 random_state: int | None = 0, failure_threshold: float = 0.5, max_features: float | int = 1.0) -> None:
         self.n_estimators = n_estimators
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
+        self.max_features = max_features
         super().__init__(space, None, None, failure_threshold)
 
     def _default_regressor(self) -> RandomForestRegressor:
         return RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
-                                     random_state=self.random_state)
+                                     max_features=self.max_features, random_state=self.random_state)
 
     def _default_classifier(self) -> RandomForestClassifier:
         return RandomForestClassifier(n_estimators=max(8, self.n_estimators // 2), random_state=self.random_state)
@@ -47,8 +50,12 @@ class RandomForest(PerfModel):
         return per_tree.mean(axis=0), per_tree.std(axis=0)
 
     def per_tree_log(self, features: np.ndarray) -> np.ndarray:
-        """Each tree's predicted log time (trees x rows), from ``features`` rows."""
-        return np.stack([tree.predict(features) for tree in self.regressor_.estimators_])
+        """Each tree's predicted log time (trees x rows), from ``features`` rows. The rows are
+        validated once for all trees (as the forest's own ``predict`` does), not once per tree:
+        a search scores every untried config after each trial, and the per-tree checks cost more
+        than the trees."""
+        rows = np.ascontiguousarray(features, dtype=np.float32)  # what the trees compare against
+        return np.stack([tree.predict(rows, check_input=False) for tree in self.regressor_.estimators_])
 
     @classmethod
     def from_store(cls, store: ResultsStore, kernel: str, space: Space, device: str | None = None,

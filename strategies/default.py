@@ -32,11 +32,19 @@ import math
 import numpy as np
 
 from tunekit.config import Config, config_json
-from tunekit.keys import TuningKey
+from tunekit.keys import TuningKey, value_distance
 from tunekit.perfmodels import RandomForest
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
+
+
+def _key_distance(a: TuningKey, b: TuningKey) -> float:
+    """How far apart two keys are: the sum over their arguments of ``keys.value_distance`` (log2
+    sizes); infinite for keys of other arguments or dtypes."""
+    if a.names != b.names or a.dtypes != b.dtypes:
+        return math.inf
+    return sum(value_distance(x, y) for x, y in zip(a.values, b.values))
 
 
 def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
@@ -67,11 +75,12 @@ class DefaultSearch(ForestSearch):
 
     name = "default"
 
-    def __init__(self, local_fraction: float = 0.1, noise: float = 0.01, patience: int = 20, min_evals: int = 30,
+    def __init__(self, local_fraction: float = 0.2, noise: float = 0.01, patience: int = 20, min_evals: int = 30,
                  top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
-                 n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.1,
-                 warm_start: int = 3) -> None:
-        super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold)
+                 n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
+                 warm_start: int = 3, max_features: float = 0.5) -> None:
+        super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
+                         max_features)
         self.local_fraction = local_fraction
         self.noise = noise
         self.patience = patience
@@ -92,7 +101,31 @@ class DefaultSearch(ForestSearch):
             features = self._prior.features_of_encoded(self._encoded, context.key)
             self._prior_failing = self._prior.failure_probability_of(features) > self.failure_threshold
             predicted = np.where(self._prior_failing | self._too_large, np.inf, self._prior.regressor_.predict(features))
-            self._prior_ranking = np.argsort(predicted, kind="stable")
+            self._prior_ranking = self._warm_start_first(np.argsort(predicted, kind="stable"), context)
+
+    def _warm_start_first(self, predicted: np.ndarray, context) -> np.ndarray:
+        """Every config, the warm start first: in turn, the next fastest config measured at the
+        nearest other key and the next best by the prior's prediction. The measured best of a
+        similar shape is the strongest evidence there is, and the forest, which averages over
+        trees and keys, does not always rank it first (with one other shape in the store, its
+        top predictions were 12-19 % slower there than that shape's own best)."""
+        here = TuningKey.from_dict(context.key)
+        by_key: dict[TuningKey, list[Trial]] = {}
+        for trial in context.history:
+            if trial.ok and trial.key is not None and trial.key != here:
+                by_key.setdefault(trial.key, []).append(trial)
+        if not by_key:
+            return predicted
+        nearest = min(by_key, key=lambda other: _key_distance(here, other))
+        measured = [self._index.get(config_json(t.config)) for t in sorted(by_key[nearest], key=lambda t: t.time_ms)]
+        measured = [i for i in measured if i is not None and not self._prior_failing[i] and not self._too_large[i]]
+        first: list[int] = []
+        for pair in zip(measured, predicted):
+            for index in pair:
+                if len(first) < self.warm_start and index not in first:
+                    first.append(int(index))
+        rest = predicted[~np.isin(predicted, first)]
+        return np.concatenate([np.asarray(first, dtype=int), rest])
 
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)

@@ -35,12 +35,14 @@ class ForestSearch(Strategy):
         n_estimators: trees per forest.
         refit_growth: refit once this tuning's trials grew by this fraction since the last fit.
         failure_threshold: configs the failure forest gives a higher probability of failing rank last.
+        max_features: share of the features each split of the forest considers (scikit-learn's).
     """
 
     name = "rf"
 
     def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
-                 n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5) -> None:
+                 n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5,
+                 max_features: float = 1.0) -> None:
         self.top_k = top_k
         self.initial = initial
         self.kappa = kappa
@@ -48,6 +50,7 @@ class ForestSearch(Strategy):
         self.n_estimators = n_estimators
         self.refit_growth = refit_growth
         self.failure_threshold = failure_threshold
+        self.max_features = max_features
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
@@ -106,7 +109,8 @@ class ForestSearch(Strategy):
 
     def _new_model(self) -> RandomForest:
         """An unfitted model with a random state drawn from this tuning's generator."""
-        return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)))
+        return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
+                            max_features=self.max_features)
 
     def _fit(self) -> None:
         key = self.context.key

@@ -149,3 +149,18 @@ def test_a_prior_must_be_fitted_and_of_the_same_space():
         RandomForest(space).fit(trials, prior=RandomForest(other).fit([toy_trial(c) for c in other.configs()]))
     with_prior = RandomForest(space).fit(trials, prior=RandomForest(space).fit(trials))
     assert with_prior.predict(space.configs()[:3], None).shape == (3,)
+
+
+def test_per_tree_predictions_match_each_trees_own_checked_predict():
+    """``per_tree_log`` skips scikit-learn's per-tree input checks (it validates once); its
+    predictions must equal each tree's checked ``predict``, also from float64 non-contiguous rows,
+    and their mean the forest's own prediction."""
+    configs = toy_space().configs()
+    model = RandomForest(toy_space(), n_estimators=8, max_features=0.5).fit([toy_trial(c) for c in configs[::3]],
+                                                                             key(64))
+    features = np.asfortranarray(model.features(configs, key(64)))
+    per_tree = model.per_tree_log(features)
+    checked = np.stack([tree.predict(features) for tree in model.regressor_.estimators_])
+    assert per_tree.shape == (8, len(configs))
+    np.testing.assert_array_equal(per_tree, checked)
+    np.testing.assert_allclose(per_tree.mean(axis=0), model.regressor_.predict(features), rtol=1e-12)

@@ -337,3 +337,23 @@ def test_the_shared_memory_compiles_report_keeps_the_search_off_configs_that_do_
     with_report, without = failing_after_20(reported), failing_after_20(unreported)
     assert with_report <= space_share / 2, (with_report, space_share)
     assert with_report < without, (with_report, without)
+
+
+def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
+    """The store holds two other keys: M=2 (near M=1), six trials whose fastest config is the
+    toy's slowest, and M=64 (far), every config, ranked as the toy. ``default`` first measures M=2's fastest config, and its
+    second fastest within the three warm-start configs (the other turns go to the prior's best
+    predictions): the measured best of the nearest shape is not left to a forest that averages
+    over both keys."""
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    near, far = (TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": []}}') for m in (2, 64))
+    slowest_first = sorted(ok, key=toy_time, reverse=True)
+    history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=near) for t, c in enumerate(slowest_first[:6], 1)) + \
+        tuple(Trial(c, Status.OK, toy_trial(c).timing, key=far) for c in ok)
+    for seed in range(3):
+        found = run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial, evals=4, seed=seed)
+        assert config_json(found[0]) == config_json(slowest_first[0])
+        assert config_json(slowest_first[1]) in {config_json(c) for c in found[1:3]}
