@@ -8,6 +8,8 @@ kernel accumulates), ``launch(kernel, *tensors, **meta)`` and ``reference(...)``
 
 * ``vector_add``: launch-bound; the hot-path benchmark.
 * ``matmul``: the tutorial-style GEMM and the 1,152-config space of design.md.
+* ``matmul_hopper``: a Hopper GEMM (tensor descriptors, persistent, warp-specialized, subtiled
+  epilogue, clusters); its H200 space is 5,440 configs, recorded on no GPU yet.
 * ``matmul_splitk``: split-K GEMM into a float32 output, for skinny (decode-like) shapes.
 * ``softmax``: row softmax with an online max and sum over column tiles.
 * ``rmsnorm``: RMSNorm forward.

@@ -78,3 +78,49 @@ def test_tensors_held_in_a_tuple_are_not_copyable_so_nothing_reads_them_after_th
         snapshot(["pair", "n"], ((x, x), 4), {})
     args, _ = snapshot(["x", "n"], (x, 4), {})
     assert torch.equal(args[0], x) and args[0].data_ptr() != x.data_ptr()
+
+
+def test_the_background_thread_sees_the_callers_triton_allocator():
+    """A kernel that builds tensor descriptors on the device needs the allocator the caller set
+    with ``triton.set_allocator``; Triton keeps it in a context variable, which a new thread does
+    not inherit. The background tuning runs in a copy of the caller's context, so it sees it."""
+    import triton
+    from triton.runtime import _allocation
+
+    from tunekit.background import Pending
+    from tunekit.config import Config
+
+    def allocator(size, alignment, stream):
+        return torch.empty(size, dtype=torch.int8)
+
+    seen = []
+    triton.set_allocator(allocator)
+    try:
+        pending = Pending(Config({}), "the default config")
+        pending.start("allocator-check", lambda: seen.append(_allocation._allocator.get()) or Config({}))
+        assert pending.done.wait(30)
+    finally:
+        triton.set_allocator(_allocation.NullAllocator())
+    assert seen == [allocator]
+
+
+def test_a_worker_gets_a_triton_allocator_when_its_caller_has_one():
+    """Tuning in a worker process (isolation) runs the kernel there: a caller with an allocator set
+    says so in the context it sends, and the worker then sets one of its own (the caller's may not
+    pickle); a caller without one leaves the worker without one."""
+    import triton
+    from triton.runtime import _allocation
+
+    from tunekit import workers
+
+    before = _allocation._allocator.get()
+    try:
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8))
+        with_allocator = workers.callers_context()
+        triton.set_allocator(_allocation.NullAllocator())
+        without = workers.callers_context()
+        assert with_allocator["triton_allocator"] and not without["triton_allocator"]
+        workers.take_callers_context(with_allocator)
+        assert _allocation._allocator.get() is workers.device_allocator
+    finally:
+        triton.set_allocator(before)

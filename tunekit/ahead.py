@@ -13,6 +13,7 @@ are skipped: the command is resumable.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
@@ -214,7 +215,9 @@ class ManifestTuning:
                     self._lock.notify_all()
 
         # daemon threads: on Ctrl-C the process exits and its claims expire, as a dead host's do
-        threads = [threading.Thread(target=work, args=(d, bar), name=f"tunekit-tune-{_device_name(d)}", daemon=True)
+        # each in a copy of the caller's context: Triton's allocator (triton.set_allocator) lives there
+        threads = [threading.Thread(target=contextvars.copy_context().run, args=(work, d, bar),
+                                    name=f"tunekit-tune-{_device_name(d)}", daemon=True)
                    for d, bar in zip(self.devices, bars)]
         for thread in threads:
             thread.start()

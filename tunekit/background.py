@@ -10,6 +10,7 @@ captured graph or a traced program holds one config throughout.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -36,7 +37,9 @@ class Pending:
         self.done = threading.Event()
 
     def start(self, name: str, tune: Callable[[], Config]) -> None:
-        """Run ``tune()`` in a daemon thread named ``name``."""
+        """Run ``tune()`` in a daemon thread named ``name``, in a copy of the caller's context: a
+        thread starts with none, and Triton keeps the allocator that kernels building tensor
+        descriptors on the device need in a context variable (``triton.set_allocator``)."""
         def run() -> None:
             try:
                 with _one_at_a_time:  # tunings of several keys would time each other on one GPU
@@ -48,7 +51,7 @@ class Pending:
             finally:
                 self.done.set()
 
-        threading.Thread(target=run, name=name, daemon=True).start()
+        threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
 
     def final(self) -> Config:
         """What to launch for good once ``done``: the winner, or the fallback if the tuning failed."""

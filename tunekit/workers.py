@@ -393,8 +393,24 @@ def _forget_modules_being_imported() -> None:
 
 
 def callers_context() -> dict[str, Any]:
-    """This process's environment, import path and working directory, for a worker to take."""
-    return {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd()}
+    """This process's environment, import path and working directory, for a worker to take, and
+    whether Triton has an allocator set here (kernels that build tensor descriptors on the device
+    need one; the caller's own may not pickle, so the worker sets ``device_allocator``)."""
+    return {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd(),
+            "triton_allocator": _has_triton_allocator()}
+
+
+def _has_triton_allocator() -> bool:
+    allocation = sys.modules.get("triton.runtime._allocation")
+    variable = getattr(allocation, "_allocator", None)
+    return variable is not None and not isinstance(variable.get(), allocation.NullAllocator)
+
+
+def device_allocator(size: int, alignment: int, stream: int | None) -> Any:
+    """Triton's allocator in a worker whose caller had one: device memory from PyTorch."""
+    import torch
+
+    return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
 def take_callers_context(caller: dict[str, Any]) -> None:
@@ -410,6 +426,10 @@ def take_callers_context(caller: dict[str, Any]) -> None:
         os.chdir(caller["cwd"])
     except OSError:
         pass
+    if caller.get("triton_allocator"):
+        import triton
+
+        triton.set_allocator(device_allocator)
 
 
 def _call(entry: str | None) -> None:

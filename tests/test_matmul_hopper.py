@@ -1,0 +1,97 @@
+"""The Hopper GEMM: every knob the interpreter runs is checked against PyTorch there; warp
+specialization and clusters, which the interpreter ignores, are compiled for a Hopper target on
+this CPU-only machine, where the compiler's shared memory bounds the Space's estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import tunekit
+from tunekit import Budget
+from tunekit.config import config_to_dict
+from tunekit.kernels import matmul, matmul_hopper
+
+pytestmark = pytest.mark.interpreter_loops
+
+
+def test_the_h200_space_is_larger_than_the_tutorials_and_every_config_fits():
+    """The new knobs multiply the tutorial-style space; the constraints drop what an H200 cannot
+    run (shared memory, registers) and knob combinations Triton does not take."""
+    space = matmul_hopper.space()
+    assert len(space) >= 4 * len(matmul.space())
+    assert len(space) < space.cartesian_size
+    for config in map(config_to_dict, space.configs()):
+        assert matmul_hopper.shared_memory(config) <= matmul_hopper.H200_SHARED_MEMORY
+        assert not (config["FLATTEN"] and config["WARP_SPECIALIZE"])
+    knobs = {name: {config_to_dict(c)[name] for c in space.configs()} for name in
+             ("PERSISTENT", "WARP_SPECIALIZE", "FLATTEN", "EPILOGUE_SUBTILE", "num_ctas")}
+    assert all(values == {0, 1} or values == {1, 2} for values in knobs.values()), knobs
+
+
+def test_the_interpreter_space_leaves_out_what_the_interpreter_ignores():
+    space = matmul_hopper.space("interpreter")
+    assert {config_to_dict(c)["WARP_SPECIALIZE"] for c in space.configs()} == {0}
+    assert {c.num_ctas for c in space.configs()} == {1}
+    with pytest.raises(ValueError, match="knows 'h200' and 'interpreter'. Got 'mi300'"):
+        matmul_hopper.space("mi300")
+
+
+@pytest.mark.parametrize("persistent,flatten,subtile,group", [(0, 0, 0, 1), (1, 0, 1, 8), (1, 1, 0, 8), (1, 1, 1, 1)])
+def test_each_schedule_matches_pytorch_on_ragged_tiles(persistent, flatten, subtile, group):
+    """M, N and K are not multiples of the tiles: the descriptors clip the edges."""
+    a, b, c = matmul_hopper.inputs(40, 48, 72, dtype=torch.float32)
+    matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, b, c, BLOCK_M=16, BLOCK_N=32, BLOCK_K=16,
+                         GROUP_M=group, PERSISTENT=persistent, WARP_SPECIALIZE=0, FLATTEN=flatten,
+                         EPILOGUE_SUBTILE=subtile, num_warps=4, num_stages=2)
+    torch.testing.assert_close(c, matmul_hopper.reference(a, b), rtol=1e-4, atol=1e-3)
+
+
+def test_tuned_by_tunekit_under_the_interpreter():
+    kernel = tunekit.autotune(space=matmul_hopper.space("interpreter"), key=["M", "N", "K"], strategy="default",
+                              budget=Budget(evals=3), store=None, seed=0)(matmul_hopper.matmul_hopper_kernel)
+    a, b, c = matmul_hopper.inputs(32, 40, 48, dtype=torch.float32)
+    matmul_hopper.launch(kernel, a, b, c)
+    torch.testing.assert_close(c, matmul_hopper.reference(a, b), rtol=1e-4, atol=1e-3)
+
+
+def test_rows_a_descriptor_cannot_take_are_refused_by_name():
+    a, b, c = matmul_hopper.inputs(16, 20, 16, dtype=torch.bfloat16)  # 20 bf16 = 40 bytes per row of b
+    with pytest.raises(ValueError, match="matmul_hopper needs b contiguous with rows of a multiple of 16 bytes"):
+        matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, b, c)
+
+
+@pytest.mark.slow
+def test_warp_specialization_and_clusters_compile_for_hopper_within_the_estimated_shared_memory(tmp_path, monkeypatch):
+    """The interpreter ignores warp specialization and clusters, so they are compiled here for a
+    Hopper target (sm_90) instead, as tunekit's compile pool does for a GPU: each config compiles,
+    and the shared memory the compiler reports is within the Space's estimate (the constraint that
+    keeps configs which cannot fit out of the H200 space is an upper bound; it was found 24 bytes
+    short, the pipeline's barriers, by this test)."""
+    from triton.backends.compiler import GPUTarget
+
+    from tunekit.compiler import CompileJob, CompilePool, TensorSpec
+    from tunekit.trial import Status
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    configs = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=1, FLATTEN=0,
+                    EPILOGUE_SUBTILE=1, num_warps=8, num_stages=3, num_ctas=1),
+               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=1,
+                    EPILOGUE_SUBTILE=0, num_warps=4, num_stages=4, num_ctas=2),
+               dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, PERSISTENT=0, WARP_SPECIALIZE=1, FLATTEN=0,
+                    EPILOGUE_SUBTILE=0, num_warps=8, num_stages=3, num_ctas=1)]
+    spec = TensorSpec(torch.bfloat16)
+    jobs = [CompileJob("tunekit.kernels.matmul_hopper", "matmul_hopper_kernel", GPUTarget("cuda", 90, 32),
+                       (spec, spec, spec, 4096, 4096, 4096), config) for config in configs]
+    pool = CompilePool(workers=2)
+    try:
+        results = pool.compile(jobs)
+    finally:
+        pool.close()
+    for config, result in zip(configs, results):
+        assert result.status is Status.OK, (config, result.error)
+        assert 0 < result.shared_bytes <= matmul_hopper.shared_memory(config), (config, result.shared_bytes)
+    assert all(matmul_hopper.space().canonical(config) is not None for config in configs)  # the H200 space holds them
