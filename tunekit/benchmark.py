@@ -45,6 +45,8 @@ def classify(error: BaseException) -> Status:
     text = str(error).lower()
     if "out of resource" in text or "outofresources" in text:
         return Status.OUT_OF_RESOURCES
+    if "passmanager::run failed" in text:  # a compiler pass (warp specialization, say) gave up
+        return Status.COMPILE_ERROR
     return Status.RUNTIME_ERROR
 
 

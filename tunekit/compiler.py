@@ -128,12 +128,15 @@ def import_kernel(module: str, qualname: str) -> Any:
 
 def compile_config(jit: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileResult:
     """Compile one config through the JIT's own path (``warmup``) for the active driver's target,
-    in this process or a worker; a failure is a result with its status and error text."""
+    in this process or a worker; a failure is a result with its status and error text (nothing
+    ran, so an error that is not out of resources or a timeout is a compile error)."""
     start = time.perf_counter()
     try:
         kernel = jit.warmup(*args, grid=(1,), **kwargs)
     except Exception as error:
-        return CompileResult(classify(error), time.perf_counter() - start, describe(error))
+        status = classify(error)
+        status = Status.COMPILE_ERROR if status is Status.RUNTIME_ERROR else status
+        return CompileResult(status, time.perf_counter() - start, describe(error))
     shared = getattr(getattr(kernel, "metadata", None), "shared", None)
     return CompileResult(Status.OK, time.perf_counter() - start, shared_bytes=shared)
 
