@@ -153,7 +153,7 @@ def launch(kernel, q, k, v, o, causal: bool = False, **meta) -> None:
                              f"strides {tensor.stride()}")
     if q.is_cuda:
         triton.set_allocator(_scratch)
-    grid = lambda config: (triton.cdiv(seq_len, config["BLOCK_M"]), batch * heads)  # noqa: E731
+    grid = lambda config: (triton.cdiv(seq_len, config["BLOCK_M"]), batch * heads)
     kernel[grid](q, k, v, o, 1.0 / math.sqrt(head_dim), batch * heads, seq_len, HEAD_DIM=head_dim, CAUSAL=causal,
                  **meta)
 

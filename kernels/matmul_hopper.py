@@ -98,9 +98,7 @@ def meaningful(config: dict) -> bool:
     """Flattening merges the tile loop with the K loop, which only a persistent program has; and
     Triton's warp specialization does not take a flattened loop on Hopper (its tutorial turns
     flattening off there)."""
-    if config["FLATTEN"] and (not config["PERSISTENT"] or config["WARP_SPECIALIZE"]):
-        return False
-    return True
+    return not (config["FLATTEN"] and (not config["PERSISTENT"] or config["WARP_SPECIALIZE"]))
 
 
 def space(device: str = "h200") -> Space:

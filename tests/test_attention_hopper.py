@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tunekit.kernels import attention_hopper
 
 import tunekit
 from tunekit import Budget
 from tunekit.config import config_to_dict
-from tunekit.kernels import attention_hopper
 
 pytestmark = pytest.mark.interpreter_loops
 

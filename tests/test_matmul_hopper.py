@@ -4,15 +4,13 @@ this CPU-only machine, where the compiler's shared memory bounds the Space's est
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
+from tunekit.kernels import matmul, matmul_hopper
 
 import tunekit
 from tunekit import Budget
 from tunekit.config import config_to_dict
-from tunekit.kernels import matmul, matmul_hopper
 
 pytestmark = pytest.mark.interpreter_loops
 
