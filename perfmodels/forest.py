@@ -22,8 +22,9 @@ class RandomForest(PerfModel):
         space: what the configs are drawn from.
         n_estimators: trees per forest.
         min_samples_leaf: as scikit-learn's; larger smooths predictions on few trials.
-        max_features: as scikit-learn's: the share (or number) of features each split considers;
-            below 1.0 the trees differ more, so their spread says more about what is unknown.
+        max_features: as scikit-learn's: a float is the share of features each split considers
+            (an int is a number of features: 1 means one); below 1.0 the trees differ more, so
+            their spread says more about what is unknown.
         random_state: seeds both forests.
         failure_threshold: see ``PerfModel``.
     """
@@ -55,6 +56,8 @@ class RandomForest(PerfModel):
         a search scores every untried config after each trial, and the per-tree checks cost more
         than the trees."""
         rows = np.ascontiguousarray(features, dtype=np.float32)  # what the trees compare against
+        if np.isinf(rows).any():  # as the forest's own checks refuse (NaN is a missing value to the trees)
+            raise ValueError("RandomForest.per_tree_log: a feature is infinite or too large for float32")
         return np.stack([tree.predict(rows, check_input=False) for tree in self.regressor_.estimators_])
 
     @classmethod

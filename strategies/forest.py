@@ -35,7 +35,8 @@ class ForestSearch(Strategy):
         n_estimators: trees per forest.
         refit_growth: refit once this tuning's trials grew by this fraction since the last fit.
         failure_threshold: configs the failure forest gives a higher probability of failing rank last.
-        max_features: share of the features each split of the forest considers (scikit-learn's).
+        max_features: share of the features each split of the forest considers, a float in (0, 1]
+            (scikit-learn's; an int would be a number of features).
     """
 
     name = "rf"

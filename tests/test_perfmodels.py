@@ -154,13 +154,19 @@ def test_a_prior_must_be_fitted_and_of_the_same_space():
 def test_per_tree_predictions_match_each_trees_own_checked_predict():
     """``per_tree_log`` skips scikit-learn's per-tree input checks (it validates once); its
     predictions must equal each tree's checked ``predict``, also from float64 non-contiguous rows,
-    and their mean the forest's own prediction."""
+    at other keys and with a key argument missing, their mean the forest's own prediction, and an
+    infinite feature is refused as the forest refuses it."""
     configs = toy_space().configs()
     model = RandomForest(toy_space(), n_estimators=8, max_features=0.5).fit([toy_trial(c) for c in configs[::3]],
                                                                              key(64))
-    features = np.asfortranarray(model.features(configs, key(64)))
+    other_arguments = {"args": {"N": 3}, "dtypes": ["torch.float16"]}  # M missing: its feature is MISSING
+    features = np.asfortranarray(np.vstack([model.features(configs, key(64)), model.features(configs, key(5)),
+                                            model.features(configs[:4], other_arguments)]))
     per_tree = model.per_tree_log(features)
     checked = np.stack([tree.predict(features) for tree in model.regressor_.estimators_])
-    assert per_tree.shape == (8, len(configs))
+    assert per_tree.shape == (8, len(features))
     np.testing.assert_array_equal(per_tree, checked)
     np.testing.assert_allclose(per_tree.mean(axis=0), model.regressor_.predict(features), rtol=1e-12)
+    features[0, 0] = np.inf  # the forest's own checks refuse it; so must the unchecked path
+    with pytest.raises(ValueError, match="infinite"):
+        model.per_tree_log(features)
