@@ -106,7 +106,8 @@ class DefaultSearch(ForestSearch):
         here = TuningKey.from_dict(context.key)
         self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
         if self._learned_elsewhere:
-            self._prior = self._new_model().fit(list(context.history), context.key)
+            # every feature at every split: the prior predicts, it is not what the search explores with
+            self._prior = self._new_model(max_features=1.0).fit(list(context.history), context.key)
             features = self._prior.features_of_encoded(self._encoded, context.key)
             self._prior_failing = self._prior.failure_probability_of(features) > self.failure_threshold
             predicted = np.where(self._prior_failing | self._too_large, np.inf, self._prior.regressor_.predict(features))

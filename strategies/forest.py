@@ -108,10 +108,11 @@ class ForestSearch(Strategy):
             ranked = self._scored[~self._tried[self._scored]]
         return self._take(ranked[:n])
 
-    def _new_model(self) -> RandomForest:
-        """An unfitted model with a random state drawn from this tuning's generator."""
+    def _new_model(self, max_features: float | None = None) -> RandomForest:
+        """An unfitted model with a random state drawn from this tuning's generator; its splits
+        consider ``max_features`` (this search's own when None)."""
         return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
-                            max_features=self.max_features)
+                            max_features=self.max_features if max_features is None else max_features)
 
     def _fit(self) -> None:
         key = self.context.key
