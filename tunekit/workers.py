@@ -401,9 +401,14 @@ def callers_context() -> dict[str, Any]:
 
 
 def _has_triton_allocator() -> bool:
+    """Whether ``triton.set_allocator`` was called in this context (Triton's private module: a
+    release that lays it out otherwise reads as no allocator, never as an error)."""
     allocation = sys.modules.get("triton.runtime._allocation")
     variable = getattr(allocation, "_allocator", None)
-    return variable is not None and not isinstance(variable.get(), allocation.NullAllocator)
+    null = getattr(allocation, "NullAllocator", None)
+    if not hasattr(variable, "get") or not isinstance(null, type):
+        return False
+    return not isinstance(variable.get(), null)
 
 
 def device_allocator(size: int, alignment: int, stream: int | None) -> Any:
