@@ -30,7 +30,7 @@ class RandomForest(PerfModel):
     """
 
     def __init__(self, space: Space, n_estimators: int = 64, min_samples_leaf: int = 1,
-                 random_state: int | None = 0, failure_threshold: float = 0.5, max_features: float | int = 1.0) -> None:
+                 random_state: int | None = 0, failure_threshold: float = 0.5, max_features: float = 1.0) -> None:
         self.n_estimators = n_estimators
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
