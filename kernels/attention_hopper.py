@@ -23,6 +23,9 @@ import triton
 import triton.language as tl
 
 from tunekit.space import Space
+from tunekit.workers import device_allocator
+
+from . import attention
 
 #: The H200's shared memory per block, in bytes (227 KiB).
 H200_SHARED_MEMORY = 232448
@@ -132,15 +135,8 @@ def space(device: str = "h200") -> Space:
 
 def inputs(batch: int, heads: int, seq_len: int, head_dim: int, dtype=torch.bfloat16, device: str = "cpu",
            seed: int = 0):
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, generator=generator).to(device=device, dtype=dtype)
-               for _ in range(3))
-    return q, k, v, torch.full_like(q, float("nan"))
-
-
-def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Triton's allocator: device memory for the descriptors the kernel builds."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
+    """``attention.inputs``, in bf16 by default."""
+    return attention.inputs(batch, heads, seq_len, head_dim, dtype, device, seed)
 
 
 def launch(kernel, q, k, v, o, causal: bool = False, **meta) -> None:
@@ -152,12 +148,10 @@ def launch(kernel, q, k, v, o, causal: bool = False, **meta) -> None:
                              f"multiple of 16 bytes (tensor descriptors); {name} has shape {tuple(tensor.shape)}, "
                              f"strides {tensor.stride()}")
     if q.is_cuda:
-        triton.set_allocator(_scratch)
+        triton.set_allocator(device_allocator)  # device memory for the descriptors the kernel builds
     grid = lambda config: (triton.cdiv(seq_len, config["BLOCK_M"]), batch * heads)
     kernel[grid](q, k, v, o, 1.0 / math.sqrt(head_dim), batch * heads, seq_len, HEAD_DIM=head_dim, CAUSAL=causal,
                  **meta)
 
 
-def reference(q, k, v, causal: bool = False) -> torch.Tensor:
-    return torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
-                                                            is_causal=causal).to(q.dtype)
+reference = attention.reference

@@ -22,6 +22,9 @@ import triton
 import triton.language as tl
 
 from tunekit.space import Space
+from tunekit.workers import device_allocator
+
+from . import matmul
 
 #: The H200's shared memory per block, in bytes (227 KiB).
 H200_SHARED_MEMORY = 232448
@@ -135,16 +138,9 @@ def grid(m: int, n: int, sms: int):
     return size
 
 
-def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Triton's allocator: device memory for the descriptors the kernel builds."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
-
-
 def inputs(m: int, n: int, k: int, dtype=torch.bfloat16, device: str = "cpu", seed: int = 0):
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    a = torch.randn(m, k, generator=generator).to(device=device, dtype=dtype)
-    b = torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)
-    return a, b, torch.full((m, n), float("nan"), device=device, dtype=dtype)
+    """``matmul.inputs``, in bf16 by default."""
+    return matmul.inputs(m, n, k, dtype, device, seed)
 
 
 def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, **meta) -> None:
@@ -156,9 +152,8 @@ def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, **meta) ->
             raise ValueError(f"matmul_hopper needs {name} contiguous with rows of a multiple of 16 bytes "
                              f"(tensor descriptors); got shape {tuple(tensor.shape)}, strides {tensor.stride()}")
     if a.is_cuda:
-        triton.set_allocator(_scratch)
+        triton.set_allocator(device_allocator)  # device memory for the descriptors the kernel builds
     kernel[grid(m, n, programs(a.device))](a, b, c, m, n, k, **meta)
 
 
-def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (a.float() @ b.float()).to(a.dtype)
+reference = matmul.reference
