@@ -9,7 +9,9 @@ Shapes: GEMM bf16 4096x4096x4096, 64x8192x8192 and 8192x8192x256 against ``torch
 (cuBLAS); attention bf16 (batch, heads, sequence, head_dim) 4x32x4096x128 causal and
 1x16x16384x128 against ``F.scaled_dot_product_attention``. The tuning's wall time counts from
 the first call to its return: compiles (the Triton cache is empty), benchmarks and the
-strategy's own time. Needs a Hopper GPU.
+strategy's own time. Before any tuning, a few configs of each kernel are launched once at small
+ragged shapes and checked (``smoke``), so that a kernel that does not run on this GPU stops the run
+in seconds. Needs a Hopper GPU.
 """
 
 from __future__ import annotations
@@ -27,14 +29,55 @@ import triton.testing
 from tunekit.kernels import attention_hopper, matmul_hopper
 
 import tunekit
+from tunekit.check import default_tolerance, relative_error
 from tunekit.config import config_json
 
 GEMMS = [(4096, 4096, 4096), (64, 8192, 8192), (8192, 8192, 256)]
 ATTENTIONS = [(4, 32, 4096, 128, True), (1, 16, 16384, 128, False)]
 
 
-def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
-    return ((output.float() - expected.float()).norm() / expected.float().norm()).item()
+#: Configs launched by ``smoke``: each schedule and knob of the Hopper GEMM once, both attention orders.
+SMOKE_GEMMS = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=0, WARP_SPECIALIZE=0, FLATTEN=0,
+                    EPILOGUE_SUBTILE=0, num_warps=4, num_stages=3),
+               dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=1,
+                    EPILOGUE_SUBTILE=1, num_warps=8, num_stages=3),
+               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=1, FLATTEN=0,
+                    EPILOGUE_SUBTILE=0, num_warps=8, num_stages=3),
+               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=0,
+                    EPILOGUE_SUBTILE=0, num_warps=4, num_stages=4, num_ctas=2)]
+SMOKE_ATTENTIONS = [dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=0, HEAVY_FIRST=heavy_first, num_warps=8, num_stages=3)
+                    for heavy_first in (0, 1)]
+
+
+def smoke() -> bool:
+    """Each config of ``SMOKE_GEMMS`` and ``SMOKE_ATTENTIONS`` launched once at a ragged shape and
+    checked against PyTorch; prints every outcome and says whether each kernel ran at least once."""
+    a, b, c = matmul_hopper.inputs(1000, 1024, 520, device="cuda")
+    expected = torch.matmul(a, b)
+    gemm_ok = attention_ok = False
+    for config in SMOKE_GEMMS:
+        try:
+            c.fill_(float("nan"))
+            matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, b, c, **config)
+            error = relative_error(c, expected)
+            print(f"smoke gemm {config}: relative error {error:.1e}", flush=True)
+            gemm_ok |= error <= default_tolerance(c.dtype)
+        except Exception as failure:  # noqa: BLE001 - each failure is printed; the run goes on
+            print(f"smoke gemm {config}: {type(failure).__name__}: {str(failure)[-300:]}", flush=True)
+    q, k, v, o = attention_hopper.inputs(1, 2, 1000, 128, device="cuda")
+    for causal in (False, True):
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        for config in SMOKE_ATTENTIONS:
+            try:
+                o.fill_(float("nan"))
+                attention_hopper.launch(attention_hopper.attention_hopper_kernel, q, k, v, o, causal=causal, **config)
+                error = relative_error(o, expected)
+                print(f"smoke attention causal={causal} {config}: relative error {error:.1e}", flush=True)
+                attention_ok |= error <= default_tolerance(o.dtype)
+            except Exception as failure:  # noqa: BLE001
+                print(f"smoke attention causal={causal} {config}: {type(failure).__name__}: {str(failure)[-300:]}",
+                      flush=True)
+    return gemm_ok and attention_ok
 
 
 def tuned(module, kernel, key: list[str], args, scratch: str, name: str):
@@ -105,6 +148,8 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="tunekit-hopper-")
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}; GEMM space "
           f"{len(matmul_hopper.space())} configs, attention space {len(attention_hopper.space())}", flush=True)
+    if not smoke():
+        raise SystemExit("a Hopper kernel ran with none of its smoke configs: nothing tuned")
     rows = []
     if args.only in (None, "gemm"):
         rows += [gemm(m, n, k, args, scratch) for m, n, k in GEMMS]

@@ -37,7 +37,8 @@ if QUICK:
 import torch
 import triton
 import triton.testing
-from tunekit.kernels import attention, matmul, matmul_splitk, rmsnorm, softmax, vector_add
+from tunekit.kernels import (attention, attention_hopper, matmul, matmul_hopper, matmul_splitk, rmsnorm, softmax,
+                             vector_add)
 
 import tunekit
 from tunekit.config import config_to_dict
@@ -58,6 +59,7 @@ class Suite:
     options: dict = field(default_factory=dict)
     tolerance: float = 2e-2
     space_options: dict = field(default_factory=dict)  # keyword arguments of module.space()
+    quick_space_options: dict = field(default_factory=dict)  # the same under --quick
 
 
 #: GEMMs are recorded in bf16 on the GPU; the Triton interpreter computes bf16 wrongly (numpy has no
@@ -74,6 +76,10 @@ def _splitk(shape, device):
     return _matmul(shape, device, matmul_splitk)
 
 
+def _matmul_hopper(shape, device):
+    return _matmul(shape, device, matmul_hopper)
+
+
 def _rows(module):
     def make(shape, device):
         tensors = module.inputs(*shape, dtype=torch.float16, device=device)
@@ -82,10 +88,15 @@ def _rows(module):
     return make
 
 
-def _attention(shape, device):
+def _attention(shape, device, module=attention, dtype=torch.float16):
     *dims, causal = shape
-    q, k, v, o = attention.inputs(*dims, dtype=torch.float16, device=device)
-    return (q, k, v, o), attention.reference(q, k, v, causal).float(), o, {"causal": causal}
+    q, k, v, o = module.inputs(*dims, dtype=dtype, device=device)
+    return (q, k, v, o), module.reference(q, k, v, causal).float(), o, {"causal": causal}
+
+
+def _attention_hopper(shape, device):
+    """In bf16 as the live benchmark (benchmarks/hopper_live.py); fp16 under the interpreter (see GEMM_DTYPE)."""
+    return _attention(shape, device, attention_hopper, GEMM_DTYPE)
 
 
 def _vector_add(shape, device):
@@ -104,10 +115,13 @@ TORCH_EQUIVALENT = {
     "matmul_heldout": lambda a, b, c: torch.matmul(a, b),
     "matmul_splitk": lambda a, b, c: torch.matmul(a, b),
     "matmul_unconstrained": lambda a, b, c: torch.matmul(a, b),
+    "matmul_hopper": lambda a, b, c: torch.matmul(a, b),
     "softmax": lambda x, y: torch.softmax(x, dim=-1),
     "rmsnorm": _rms_norm,
     "attention": lambda q, k, v, o, causal: torch.nn.functional.scaled_dot_product_attention(q, k, v,
                                                                                           is_causal=causal),
+    "attention_hopper": lambda q, k, v, o, causal: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal),
     "vector_add": lambda x, y, out: x + y,
 }
 
@@ -146,6 +160,15 @@ SUITES = {
     "attention": Suite(attention, attention.attention_kernel, ["seq_len", "HEAD_DIM", "CAUSAL"],
                        {"prefill_4k": (4, 32, 4096, 128, True), "long_16k": (1, 16, 16384, 128, False)},
                        {"tiny": (1, 2, 40, 32, False)}, _attention),
+    # The Hopper kernels (issue 16) at the shapes of matmul and attention above, in bf16.
+    "matmul_hopper": Suite(matmul_hopper, matmul_hopper.matmul_hopper_kernel, ["M", "N", "K"],
+                           {"square": (4096, 4096, 4096), "large_k": (1024, 1024, 16384),
+                            "small_k": (8192, 8192, 256), "decode": (64, 8192, 8192)},
+                           {"tiny": (32, 32, 32)}, _matmul_hopper, quick_space_options={"device": "interpreter"}),
+    "attention_hopper": Suite(attention_hopper, attention_hopper.attention_hopper_kernel, ["seq_len", "HEAD_DIM", "CAUSAL"],
+                              {"prefill_4k": (4, 32, 4096, 128, True), "long_16k": (1, 16, 16384, 128, False)},
+                              {"tiny": (1, 2, 40, 32, False)}, _attention_hopper,
+                              quick_space_options={"device": "interpreter"}),
     "vector_add": Suite(vector_add, vector_add.add_kernel, ["n"], {"1m": (1 << 20,)}, {"tiny": (4096,)},
                         _vector_add),
 }
@@ -213,7 +236,8 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
     for shape_name, shape in shapes.items():
         row = progress.entry(name, shape_name)
         budget = tunekit.Budget(evals=limit) if limit else None
-        kernel = tunekit.autotune(space=suite.module.space(**suite.space_options), key=suite.key, strategy="exhaustive", budget=budget,
+        space = suite.module.space(**(suite.quick_space_options if quick else suite.space_options))
+        kernel = tunekit.autotune(space=space, key=suite.key, strategy="exhaustive", budget=budget,
                                   store=store, warmup=warmup, rep=rep, finalists=3, compile_workers=workers,
                                   **suite.options)(suite.kernel)
         tensors, expected, output, launch_options = suite.make(shape, device)
@@ -241,7 +265,8 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
         ok = [t for t in kernel.trials if t.ok]
         row.update(configs=len(kernel.trials), statuses=statuses, complete=True,
                    best_ms=min((t.time_ms for t in ok), default=None),
-                   wrong=sum(error > suite.tolerance for error in row["errors"].values()), tolerance=suite.tolerance)
+                   wrong=sum(error > suite.tolerance for error in row["errors"].values()) + statuses.get("wrong", 0),
+                   tolerance=suite.tolerance)
         progress.save()
         torch_ms = row["torch_ms"]
         print(f"{name:14s} {shape_name:11s} {row['configs']:5d} configs, {statuses}, {row['wrong']} wrong, "
@@ -251,12 +276,14 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
 
 #: What ``index.json`` keeps of each recording (``recorded.json`` also holds every config's error).
 INDEX_FIELDS = ("kernel", "shape", "dims", "key", "configs", "valid", "wrong", "statuses", "best_ms", "torch_ms",
-                "tolerance", "winner", "winner_relative_error", "tuning_seconds", "file")
+                "tolerance", "winner", "winner_relative_error", "tuning_seconds", "do_bench", "file")
 
 
-def export(outs: list[Path], destination: Path) -> list[Path]:
+def export(outs: list[Path], destination: Path, append: bool = False) -> list[Path]:
     """Kernel Tuner files (``destination/KERNEL-SHAPE.json.gz``) of every complete recording in
-    the ``outs`` directories, and ``destination/index.json`` describing them.
+    the ``outs`` directories, and ``destination/index.json`` describing them. With ``append`` an
+    existing index recorded with the same device and software gains the new spaces (no file in
+    ``destination`` is overwritten).
 
     Each config was compiled once, at the first shape (the binary serves every shape, as the
     specialisations on divisibility by 16 agree), so every shape's record carries that cold
@@ -265,25 +292,39 @@ def export(outs: list[Path], destination: Path) -> list[Path]:
     """
     destination.mkdir(parents=True, exist_ok=True)
     index_path = destination / "index.json"
+    index, environment = [], None
+    if index_path.exists() and not append:
+        raise FileExistsError(f"{index_path} exists; tunekit does not overwrite files: choose a new directory "
+                              "or --append to it")
     if index_path.exists():
-        raise FileExistsError(f"{index_path} exists; tunekit does not overwrite files: choose a new directory")
-    written, index = [], []
-    environment = None
+        existing = json.loads(index_path.read_text())
+        environment = {key: existing[key] for key in ("device", "torch", "triton")}
+        index = existing["spaces"]
+    recordings = []
     for out in outs:
         data = json.loads((out / "recorded.json").read_text())
         found = {key: data[key] for key in ("device", "torch", "triton")}
         if environment not in (None, found):
             raise ValueError(f"{out} was recorded with {found}, the others with {environment}: one index holds one")
         environment = found
-        store = tunekit.ResultsStore(out / "store.db")
-        for row in data["spaces"]:
-            if not row.get("complete"):
-                continue
-            written.append(_export_one(row, store, destination))
-            row.update(valid=sum(r.ok for r in read_space(written[-1]).records), file=written[-1].name)
-            index.append({key: row.get(key) for key in INDEX_FIELDS})
+        recordings += [(out, row) for row in data["spaces"] if row.get("complete")]
+    taken = [path for _, row in recordings if (path := _space_file(row, destination)).exists()]
+    if taken:
+        raise FileExistsError(f"{', '.join(map(str, taken))} exist(s); tunekit does not overwrite files")
+    written = []
+    for out, row in recordings:
+        written.append(_export_one(row, tunekit.ResultsStore(out / "store.db"), destination))
+        records = read_space(written[-1]).records
+        # wrong: off the reference in the check after tuning, or already in tunekit's own check while tuning
+        row.update(valid=sum(r.ok for r in records), wrong=sum(r.status is Status.WRONG for r in records),
+                   file=written[-1].name)
+        index.append({key: row.get(key) for key in INDEX_FIELDS})
     index_path.write_text(json.dumps({**(environment or {}), "spaces": index}, indent=1) + "\n")
     return written
+
+
+def _space_file(row: dict, destination: Path) -> Path:
+    return destination / f"{row['kernel']}-{row['shape']}.json.gz"
 
 
 def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Path:
@@ -307,7 +348,7 @@ def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Pa
                                time_ms=None if wrong else record.time_ms,
                                extra={**record.extra, "relative_error": error if math.isfinite(error) else 1e300}))
     space.records = records
-    return write_kernel_tuner(space, destination / f"{row['kernel']}-{row['shape']}.json.gz")
+    return write_kernel_tuner(space, _space_file(row, destination))
 
 
 def markdown_table(index: dict) -> str:
@@ -346,7 +387,8 @@ def space_facts(index_path: Path) -> str:
 
 
 TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_heldout": "`torch.matmul` (cuBLAS)", "matmul_splitk": "`torch.matmul` (cuBLAS)",
-               "matmul_unconstrained": "`torch.matmul` (cuBLAS)",
+               "matmul_unconstrained": "`torch.matmul` (cuBLAS)", "matmul_hopper": "`torch.matmul` (cuBLAS)",
+               "attention_hopper": "`F.scaled_dot_product_attention`",
                "softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`",
                "attention": "`F.scaled_dot_product_attention`"}
 
@@ -354,7 +396,7 @@ TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_heldout": "`torch.ma
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", action="append", choices=sorted(SUITES), help="default: every kernel of the suite at its shipped shapes (not matmul_heldout, "
-                        "matmul_unconstrained)")
+                        "matmul_unconstrained, matmul_hopper, attention_hopper)")
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, tiny shapes, --limit configs")
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
@@ -362,6 +404,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=5, help="do_bench's warmup, ms (default 5)")
     parser.add_argument("--rep", type=float, default=25, help="do_bench's rep, ms (default 25)")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
+    parser.add_argument("--append", action="store_true", help="with --export: add to DIR's existing index.json")
     parser.add_argument("--table", metavar="INDEX", help="print the recorded spaces table of an exported index.json")
     parser.add_argument("--out", action="append",
                         help="where to record; with --export, the recordings to export (repeatable)")
@@ -374,7 +417,7 @@ def main() -> None:
     if not args.out:
         parser.error("--out is required")
     if args.export:
-        for path in export([Path(out) for out in args.out], Path(args.export)):
+        for path in export([Path(out) for out in args.out], Path(args.export), args.append):
             print(path)
         return
     if len(args.out) > 1:
@@ -383,7 +426,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     limit = args.limit or (3 if args.quick else None)
     progress = Progress(out, args.quick)
-    for name in args.kernel or sorted(set(SUITES) - {"matmul_heldout", "matmul_unconstrained"}):
+    for name in args.kernel or sorted(set(SUITES) - {"matmul_heldout", "matmul_unconstrained", "matmul_hopper",
+                                                     "attention_hopper"}):
         record(name, SUITES[name], out, progress, args.quick, limit, args.workers, args.warmup, args.rep, args.shape)
 
 

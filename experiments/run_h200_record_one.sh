@@ -5,11 +5,14 @@
 #   KERNEL=matmul_heldout: the held-out GEMM shapes of issue 15's heuristics (14 shapes, the whole
 #     984-config space at each; the default);
 #   KERNEL=matmul_unconstrained: the 1,152-config GEMM space without its shared-memory constraint at
-#     the four shipped GEMM shapes (issue 13's failure avoidance).
+#     the four shipped GEMM shapes (issue 13's failure avoidance);
+#   KERNEL=matmul_hopper: the Hopper GEMM's space (kernels/matmul_hopper.py) at the four shipped GEMM
+#     shapes (issue 16).
 # Expects the wheels of tunekit and its missing dependencies in .whl/ (benchmarks/README.md). The store and recorded.json under $OUT are written shape by shape, so a
 # run cut off at $LIMIT_S keeps what it finished; export them afterwards, anywhere:
 #   python experiments/record_spaces.py --out DIR --export experiments/results/heuristics/spaces
-# (the held-out shapes' directory; experiments/results/unconstrained/spaces for the other suite).
+# (the held-out shapes' directory; experiments/results/unconstrained/spaces for the unconstrained
+# suite; the Hopper GEMM's recordings ship with the others in kernels/h200, see kernels/shipped.py).
 # SHAPES="--shape NAME ..." records only those (a second call for what the first left).
 set -uo pipefail
 SHAPES=${SHAPES:-}

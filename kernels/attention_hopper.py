@@ -1,6 +1,7 @@
 """A Hopper attention forward: tensor descriptors (TMA) for Q, K, V and O, the softmax in base 2
-with the scale folded into one multiply, and the causal loop split into the tiles below the
-diagonal (no mask) and the tiles on it.
+with the scale folded into one multiply, the causal loop split into the tiles below the
+diagonal (no mask) and the tiles on it, and a causal launch that can start with the heaviest query
+tiles (``HEAVY_FIRST``).
 
 Q, K and V are (batch, heads, sequence, head_dim) and contiguous; the kernel sees them as
 (batch x heads, sequence, head_dim), so that a tile past a sequence's end reads zeros (the
@@ -65,9 +66,14 @@ def _key_tiles(acc, row_sum, row_max, q, k_desc, v_desc, bh, start, end, seq_len
 @triton.jit
 def attention_hopper_kernel(q_ptr, k_ptr, v_ptr, o_ptr, sm_scale, batch_heads, seq_len,
                             HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                            BLOCK_N: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
-    """One program per (query tile, batch x head)."""
-    start_m = tl.program_id(0)
+                            BLOCK_N: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, HEAVY_FIRST: tl.constexpr):
+    """One program per (query tile, batch x head). With ``HEAVY_FIRST`` a causal launch starts
+    each head's last query tiles, which see the most keys, first, so that the light ones fill
+    the last wave instead of leaving SMs idle behind a heavy one."""
+    if CAUSAL and HEAVY_FIRST:
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
     bh = tl.program_id(1)
     head_stride = seq_len * HEAD_DIM
     q_desc = tl.make_tensor_descriptor(q_ptr, shape=[batch_heads, seq_len, HEAD_DIM], strides=[head_stride, HEAD_DIM, 1],
@@ -125,12 +131,12 @@ def space(device: str = "h200") -> Space:
     """The Hopper attention's Space on ``device``: ``"h200"`` (constrained to what fits the H200)
     or ``"interpreter"`` (small tiles)."""
     if device == "interpreter":
-        return Space(BLOCK_M=[16, 32], BLOCK_N=[16, 32], WARP_SPECIALIZE=[0], num_warps=[4], num_stages=[2],
-                     constraints=[diagonal_fits])
+        return Space(BLOCK_M=[16, 32], BLOCK_N=[16, 32], WARP_SPECIALIZE=[0], HEAVY_FIRST=[0, 1], num_warps=[4],
+                     num_stages=[2], constraints=[diagonal_fits])
     if device != "h200":
         raise ValueError(f"attention_hopper.space(device=...) knows 'h200' and 'interpreter'. Got {device!r} instead.")
-    return Space(BLOCK_M=[64, 128, 256], BLOCK_N=[32, 64, 128], WARP_SPECIALIZE=[0], num_warps=[4, 8],
-                 num_stages=[2, 3, 4, 5], constraints=[diagonal_fits, fits_h200])
+    return Space(BLOCK_M=[64, 128, 256], BLOCK_N=[32, 64, 128], WARP_SPECIALIZE=[0], HEAVY_FIRST=[0, 1],
+                 num_warps=[4, 8], num_stages=[2, 3, 4, 5], constraints=[diagonal_fits, fits_h200])
 
 
 def inputs(batch: int, heads: int, seq_len: int, head_dim: int, dtype=torch.bfloat16, device: str = "cpu",

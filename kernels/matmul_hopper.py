@@ -12,7 +12,8 @@ two halves, which needs half the shared memory for the store and leaves more for
 Where a feature cannot run, the Space says so: ``space(device="interpreter")`` keeps what the Triton
 interpreter runs (descriptors, persistence, flattening and subtiling are emulated there;
 warp specialization and clusters are compile options it ignores, so they are left out), and the
-default, ``device="h200"``, keeps the configs that fit an H200's shared memory and registers.
+default, ``device="h200"``, keeps the configs that fit an H200's shared memory and registers and
+that Triton compiles for it (``compiles``).
 """
 
 from __future__ import annotations
@@ -84,9 +85,15 @@ def matmul_hopper_kernel(
 
 def shared_memory(config: dict, element_bytes: int = 2) -> int:
     """An upper estimate of a config's shared memory: the pipelined A and B tiles, the tile the
-    epilogue stores from (half of it when subtiled) and the barriers."""
+    epilogue stores from (half of it when subtiled), and the barriers. A warp-specialized loop, and
+    a flattened one with a subtiled epilogue, keep a second output tile besides, so that the
+    epilogue overlaps the next tile's loads (Triton 3.6 for sm_90 allocated up to that much:
+    ``experiments/hopper_compile_sweep.py``)."""
+    tile = config["BLOCK_M"] * config["BLOCK_N"] * element_bytes
     pipeline = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * element_bytes * config["num_stages"]
-    store = config["BLOCK_M"] * config["BLOCK_N"] * element_bytes // (2 if config["EPILOGUE_SUBTILE"] else 1)
+    store = tile // 2 if config["EPILOGUE_SUBTILE"] else tile
+    if config["WARP_SPECIALIZE"] or (config["FLATTEN"] and config["EPILOGUE_SUBTILE"]):
+        store += tile
     return pipeline + store + BARRIER_BYTES
 
 
@@ -104,9 +111,24 @@ def meaningful(config: dict) -> bool:
     return not (config["FLATTEN"] and (not config["PERSISTENT"] or config["WARP_SPECIALIZE"]))
 
 
-def space(device: str = "h200") -> Space:
+def compiles(config: dict) -> bool:
+    """The knob combinations Triton 3.6 compiles for sm_90 (the H200's Triton; compiling the whole
+    space, ``experiments/hopper_compile_sweep.py``, found these rules exact): a cluster
+    (``num_ctas=2``) takes neither a subtiled epilogue nor warp specialization with one warp group,
+    and warp specialization with one warp group fails for 256-wide tiles and for a subtiled
+    epilogue of 128 rows or more."""
+    one_warp_group_specialized = config["WARP_SPECIALIZE"] and config["num_warps"] == 4
+    if config["num_ctas"] > 1 and (config["EPILOGUE_SUBTILE"] or one_warp_group_specialized):
+        return False
+    return not (one_warp_group_specialized
+                and (config["BLOCK_N"] == 256 or (config["EPILOGUE_SUBTILE"] and config["BLOCK_M"] >= 128)))
+
+
+def space(device: str = "h200", constrained: bool = True) -> Space:
     """The Hopper GEMM's Space on ``device``: ``"h200"`` (every knob, constrained to what fits the
-    H200) or ``"interpreter"`` (small tiles, no warp specialization or clusters)."""
+    H200 and what Triton compiles for it) or ``"interpreter"`` (small tiles, no warp
+    specialization or clusters). ``constrained=False`` keeps the configs that fit but do not
+    compile (the space ``experiments/hopper_compile_sweep.py`` compiles)."""
     if device == "interpreter":
         return Space(BLOCK_M=[16, 32], BLOCK_N=[16, 32], BLOCK_K=[16, 32], GROUP_M=[1, 8], PERSISTENT=[0, 1],
                      WARP_SPECIALIZE=[0], FLATTEN=[0, 1], EPILOGUE_SUBTILE=[0, 1], num_warps=[4], num_stages=[2],
@@ -117,7 +139,7 @@ def space(device: str = "h200") -> Space:
         BLOCK_M=[64, 128, 256], BLOCK_N=[64, 128, 256], BLOCK_K=[32, 64, 128], GROUP_M=[1, 8],
         PERSISTENT=[0, 1], WARP_SPECIALIZE=[0, 1], FLATTEN=[0, 1], EPILOGUE_SUBTILE=[0, 1],
         num_warps=[4, 8], num_stages=[2, 3, 4, 5], num_ctas=[1, 2],
-        constraints=[meaningful, fits_h200],
+        constraints=[meaningful, fits_h200] + ([compiles] if constrained else []),
     )
 
 

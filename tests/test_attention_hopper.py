@@ -15,14 +15,15 @@ from tunekit.config import config_to_dict
 pytestmark = pytest.mark.interpreter_loops
 
 
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal,heavy_first", [(False, 0), (True, 0), (True, 1)])
 @pytest.mark.parametrize("block_m,block_n", [(16, 16), (32, 16), (32, 32)])
-def test_matches_pytorch_with_a_sequence_that_is_not_a_multiple_of_the_tiles(causal, block_m, block_n):
+def test_matches_pytorch_with_a_sequence_that_is_not_a_multiple_of_the_tiles(causal, heavy_first, block_m, block_n):
     """40 = 2 x 16 + 8: the last query and key tiles run past the sequence (the descriptors clip
-    them, the last key tile is masked) and the causal loop splits at the diagonal."""
+    them, the last key tile is masked) and the causal loop splits at the diagonal, in either
+    order of the query tiles."""
     q, k, v, o = attention_hopper.inputs(2, 2, 40, 32, dtype=torch.float32)
     attention_hopper.launch(attention_hopper.attention_hopper_kernel, q, k, v, o, causal=causal, BLOCK_M=block_m,
-                            BLOCK_N=block_n, WARP_SPECIALIZE=0, num_warps=4, num_stages=2)
+                            BLOCK_N=block_n, WARP_SPECIALIZE=0, HEAVY_FIRST=heavy_first, num_warps=4, num_stages=2)
     torch.testing.assert_close(o, attention_hopper.reference(q, k, v, causal), rtol=1e-4, atol=1e-5)
 
 
@@ -65,9 +66,9 @@ def test_configs_compile_for_hopper_within_the_estimated_shared_memory_but_not_w
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    configs = [dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=0, num_warps=4, num_stages=3),
-               dict(BLOCK_M=128, BLOCK_N=128, WARP_SPECIALIZE=0, num_warps=8, num_stages=2),
-               dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=1, num_warps=4, num_stages=3)]
+    configs = [dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=0, HEAVY_FIRST=0, num_warps=4, num_stages=3),
+               dict(BLOCK_M=128, BLOCK_N=128, WARP_SPECIALIZE=0, HEAVY_FIRST=1, num_warps=8, num_stages=2),
+               dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=1, HEAVY_FIRST=0, num_warps=4, num_stages=3)]
     assert [attention_hopper.space().canonical(c) is not None for c in configs] == [True, True, False]
     spec = TensorSpec(torch.bfloat16)
     jobs = [CompileJob("tunekit.kernels.attention_hopper", "attention_hopper_kernel", GPUTarget("cuda", 90, 32),

@@ -1,8 +1,13 @@
 """The Hopper GEMM: every knob the interpreter runs is checked against PyTorch there; warp
 specialization and clusters, which the interpreter ignores, are compiled for a Hopper target on
-this CPU-only machine, where the compiler's shared memory bounds the Space's estimate."""
+this CPU-only machine, where the compiler's shared memory bounds the Space's estimate; the
+recorded compiles of the whole space for sm_90 (Triton 3.6 and 3.9) check its constraints."""
 
 from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,16 +22,36 @@ pytestmark = pytest.mark.interpreter_loops
 
 def test_the_h200_space_is_larger_than_the_tutorials_and_every_config_fits():
     """The new knobs multiply the tutorial-style space; the constraints drop what an H200 cannot
-    run (shared memory, registers) and knob combinations Triton does not take."""
+    run (shared memory, registers) and knob combinations Triton does not take or compile."""
     space = matmul_hopper.space()
-    assert len(space) >= 4 * len(matmul.space())
-    assert len(space) < space.cartesian_size
+    assert len(space) >= 3 * len(matmul.space())
+    assert len(space) < len(matmul_hopper.space(constrained=False)) < space.cartesian_size
     for config in map(config_to_dict, space.configs()):
         assert matmul_hopper.shared_memory(config) <= matmul_hopper.H200_SHARED_MEMORY
         assert not (config["FLATTEN"] and config["WARP_SPECIALIZE"])
+        assert not (config["num_ctas"] == 2 and config["EPILOGUE_SUBTILE"])
     knobs = {name: {config_to_dict(c)[name] for c in space.configs()} for name in
              ("PERSISTENT", "WARP_SPECIALIZE", "FLATTEN", "EPILOGUE_SUBTILE", "num_ctas")}
     assert all(values == {0, 1} or values == {1, 2} for values in knobs.values()), knobs
+
+
+@pytest.mark.parametrize("version", ["3.6.0", "3.9.0"])
+def test_the_constraints_hold_for_every_config_compiled_for_hopper(version):
+    """Every config of ``space(constrained=False)`` was compiled for sm_90 with each Triton
+    (experiments/hopper_compile_sweep.py, on a CPU; 3.6 is the H200's): with 3.6 ``compiles`` is
+    exactly what compiled, with 3.9 everything it admits compiled (3.9 takes more), and no compiled
+    config used more shared memory than the Space's estimate."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / "results" / "hopper_compile" / f"triton-{version}.jsonl.gz"
+    with gzip.open(path, "rt") as source:
+        header, *rows = [json.loads(line) for line in source]
+    assert header["triton"] == version and header["target"] == "cuda:90"
+    assert sorted(json.dumps(row["config"], sort_keys=True) for row in rows) == sorted(
+        json.dumps(config_to_dict(c), sort_keys=True) for c in matmul_hopper.space(constrained=False).configs())
+    compiled = {json.dumps(row["config"], sort_keys=True) for row in rows if row["status"] == "ok"}
+    admitted = {json.dumps(config_to_dict(c), sort_keys=True) for c in matmul_hopper.space().configs()}
+    assert admitted == compiled if version == "3.6.0" else admitted < compiled
+    assert {row["status"] for row in rows} == {"ok", "compile_error"}
+    assert all(row["shared_bytes"] <= matmul_hopper.shared_memory(row["config"]) for row in rows if row["status"] == "ok")
 
 
 def test_the_interpreter_space_leaves_out_what_the_interpreter_ignores():
@@ -76,11 +101,11 @@ def test_warp_specialization_and_clusters_compile_for_hopper_within_the_estimate
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     configs = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=1, FLATTEN=0,
-                    EPILOGUE_SUBTILE=1, num_warps=8, num_stages=3, num_ctas=1),
+                    EPILOGUE_SUBTILE=1, num_warps=8, num_stages=2, num_ctas=1),
                dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=1,
                     EPILOGUE_SUBTILE=0, num_warps=4, num_stages=4, num_ctas=2),
                dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, PERSISTENT=0, WARP_SPECIALIZE=1, FLATTEN=0,
-                    EPILOGUE_SUBTILE=0, num_warps=8, num_stages=3, num_ctas=1)]
+                    EPILOGUE_SUBTILE=0, num_warps=8, num_stages=2, num_ctas=1)]
     spec = TensorSpec(torch.bfloat16)
     jobs = [CompileJob("tunekit.kernels.matmul_hopper", "matmul_hopper_kernel", GPUTarget("cuda", 90, 32),
                        (spec, spec, spec, 4096, 4096, 4096), config) for config in configs]
