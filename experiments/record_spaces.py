@@ -354,13 +354,14 @@ def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Pa
 def markdown_table(index: dict) -> str:
     """The recorded spaces table (docs/research/h200-spaces.md) of an ``index.json``."""
     lines = [f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
-             "`do_bench(warmup=5, rep=25)`, PyTorch's measured in the same run.", "",
+             "`do_bench(warmup=5, rep=25)` (marked *: `warmup=2, rep=10`), PyTorch's measured in the same run.", "",
              "| kernel | shape | dims | configs | valid | wrong | best ms | PyTorch ms | best / PyTorch | PyTorch call |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in index["spaces"]:
         dims = "x".join(str(d) for d in row["dims"] if not isinstance(d, bool))
         dims += ", causal" if row["dims"][-1] is True else ""
-        lines.append(f"| {row['kernel']} | {row['shape']} | {dims} | {row['configs']} "
+        short = "*" if (row.get("do_bench") or {}).get("rep", 25) != 25 else ""
+        lines.append(f"| {row['kernel']} | {row['shape']}{short} | {dims} | {row['configs']} "
                      f"| {row['valid']} | {row['wrong']} | {row['best_ms']:.4f} | {row['torch_ms']:.4f} "
                      f"| {row['best_ms'] / row['torch_ms']:.2f} | {TORCH_NAMES[row['kernel']]} |")
     return "\n".join(lines)
@@ -381,7 +382,7 @@ def space_facts(index_path: Path) -> str:
         seen.add(row["kernel"])
         compile_s = np.array([r.compile_ms for r in space.records]) / 1e3
         lines.append(f"{row['kernel']}: compile s median {np.median(compile_s):.2f}, p99 "
-                     f"{np.percentile(compile_s, 99):.0f}, sum {compile_s.sum():.0f} over {len(compile_s)} configs")
+                     f"{np.percentile(compile_s, 99):.3g}, sum {compile_s.sum():.0f} over {len(compile_s)} configs")
     lines.append(f"largest relative error of any config: {max(errors):.1e} over {len(errors)} measurements")
     return "\n".join(lines)
 
