@@ -22,6 +22,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from types import ModuleType
 
 import torch
 import triton
@@ -36,11 +38,12 @@ GEMMS = [(4096, 4096, 4096), (64, 8192, 8192), (8192, 8192, 256)]
 ATTENTIONS = [(4, 32, 4096, 128, True), (1, 16, 16384, 128, False)]
 
 
-#: Configs launched by ``smoke``: each schedule and knob of the Hopper GEMM once, both attention orders.
+#: Configs launched by ``smoke``: each schedule and knob of the Hopper GEMM once, both attention
+#: orders; each a config of its H200 Space.
 SMOKE_GEMMS = [dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=0, WARP_SPECIALIZE=0, FLATTEN=0,
                     EPILOGUE_SUBTILE=0, num_warps=4, num_stages=3),
                dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=1,
-                    EPILOGUE_SUBTILE=1, num_warps=8, num_stages=3),
+                    EPILOGUE_SUBTILE=1, num_warps=8, num_stages=2),
                dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=1, FLATTEN=0,
                     EPILOGUE_SUBTILE=0, num_warps=8, num_stages=3),
                dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=0,
@@ -80,7 +83,8 @@ def smoke() -> bool:
     return gemm_ok and attention_ok
 
 
-def tuned(module, kernel, key: list[str], args, scratch: str, name: str):
+def tuned(module: ModuleType, kernel: triton.JITFunction, key: list[str], args: argparse.Namespace, scratch: str,
+          name: str) -> tunekit.Autotuner:
     """A fresh copy of ``kernel`` under tunekit, with its own cold Triton cache and store."""
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, f"cache-{name}")
     return tunekit.autotune(space=module.space(), key=key, strategy=args.strategy, seed=args.seed,
@@ -88,7 +92,8 @@ def tuned(module, kernel, key: list[str], args, scratch: str, name: str):
                             warmup=5, rep=25)(triton.jit(kernel.fn))
 
 
-def interleaved(calls: dict, rounds: int) -> dict[str, list[float]]:
+def interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Each call's ``do_bench`` time in each of ``rounds`` rounds, the calls taking turns."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
@@ -96,7 +101,9 @@ def interleaved(calls: dict, rounds: int) -> dict[str, list[float]]:
     return times
 
 
-def measure(name: str, kernel, launch, output: torch.Tensor, expected: torch.Tensor, baseline, args) -> dict:
+def measure(name: str, kernel: tunekit.Autotuner, launch: Callable[[], None], output: torch.Tensor,
+            expected: torch.Tensor, baseline: Callable[[], object], args: argparse.Namespace) -> dict:
+    """Tune through the first ``launch`` (timed), check its output, then time it against ``baseline``."""
     output.fill_(float("nan"))
     start = time.perf_counter()
     launch()
@@ -118,7 +125,8 @@ def measure(name: str, kernel, launch, output: torch.Tensor, expected: torch.Ten
     return row
 
 
-def gemm(m: int, n: int, k: int, args, scratch: str) -> dict:
+def gemm(m: int, n: int, k: int, args: argparse.Namespace, scratch: str) -> dict:
+    """One GEMM shape tuned and timed against ``torch.matmul``."""
     a, b, c = matmul_hopper.inputs(m, n, k, device="cuda")
     expected = torch.matmul(a, b)
     kernel = tuned(matmul_hopper, matmul_hopper.matmul_hopper_kernel, ["M", "N", "K"], args, scratch,
@@ -127,7 +135,9 @@ def gemm(m: int, n: int, k: int, args, scratch: str) -> dict:
                    lambda: torch.matmul(a, b), args)
 
 
-def attention(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool, args, scratch: str) -> dict:
+def attention(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool, args: argparse.Namespace,
+              scratch: str) -> dict:
+    """One attention shape tuned and timed against SDPA."""
     q, k, v, o = attention_hopper.inputs(batch, heads, seq_len, head_dim, device="cuda")
     sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     kernel = tuned(attention_hopper, attention_hopper.attention_hopper_kernel, ["seq_len", "HEAD_DIM", "CAUSAL"],

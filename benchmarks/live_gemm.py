@@ -35,11 +35,8 @@ import triton.testing
 from tunekit.kernels import matmul, shipped
 
 import tunekit
+from tunekit.check import norm_relative_error
 from tunekit.config import config_from_dict, config_json, config_to_dict
-
-
-def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
-    return ((output.float() - expected.float()).norm() / expected.float().norm()).item()
 
 
 def fresh_kernel() -> triton.runtime.JITFunction:
@@ -137,7 +134,7 @@ def main() -> None:
             tunings.append({
                 "strategy": strategy, "seed": seed, "wall_seconds": wall, "evaluations": len(measured),
                 "failed": sum(not t.ok for t in measured), "winner": config_json(winner),
-                "winner_error": relative_error(c, expected), "winner_recorded_ms": found_recorded,
+                "winner_error": norm_relative_error(c, expected), "winner_recorded_ms": found_recorded,
                 "winner_recorded_over_optimum": found_recorded / recorded_ms[optimum_params] if found_recorded else None,
                 "_kernel": kernel,
             })
@@ -150,7 +147,7 @@ def main() -> None:
     stock = triton.autotune(matmul.tutorial_configs(), key=["M", "N", "K"])(fresh_kernel())
     c.fill_(float("nan"))
     stock_wall = timed_launch(stock, a, b, c)
-    stock_error = relative_error(c, expected)
+    stock_error = norm_relative_error(c, expected)
     print(f"  stock tutorial list (8 configs, cold cache): {stock_wall:.1f} s, error {stock_error:.1e}, winner "
           f"{stock.best_config} recorded at {recorded_time(stock.best_config)} ms", flush=True)
 

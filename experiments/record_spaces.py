@@ -23,7 +23,9 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -41,6 +43,7 @@ from tunekit.kernels import (attention, attention_hopper, matmul, matmul_hopper,
                              vector_add)
 
 import tunekit
+from tunekit.check import norm_relative_error
 from tunekit.config import config_to_dict
 from tunekit.recorded import from_store_rows, read_space, write_kernel_tuner
 from tunekit.trial import Status
@@ -62,13 +65,14 @@ class Suite:
     quick_space_options: dict = field(default_factory=dict)  # the same under --quick
 
 
-#: GEMMs are recorded in bf16 on the GPU; the Triton interpreter computes bf16 wrongly (numpy has no
-#: bf16: a 32^3 product came out with a relative error of 6e9), so the quick mode uses fp16.
-GEMM_DTYPE = torch.float16 if QUICK else torch.bfloat16
+#: The GEMMs and the Hopper attention are recorded in bf16 on the GPU; the Triton interpreter computes
+#: bf16 wrongly (numpy has no bf16: a 32^3 product came out with a relative error of 6e9), so the
+#: quick mode uses fp16.
+LOW_PRECISION = torch.float16 if QUICK else torch.bfloat16
 
 
 def _matmul(shape, device, module=matmul):
-    a, b, c = module.inputs(*shape, dtype=GEMM_DTYPE, device=device)
+    a, b, c = module.inputs(*shape, dtype=LOW_PRECISION, device=device)
     return (a, b, c), module.reference(a, b).float(), c, {}
 
 
@@ -95,8 +99,8 @@ def _attention(shape, device, module=attention, dtype=torch.float16):
 
 
 def _attention_hopper(shape, device):
-    """In bf16 as the live benchmark (benchmarks/hopper_live.py); fp16 under the interpreter (see GEMM_DTYPE)."""
-    return _attention(shape, device, attention_hopper, GEMM_DTYPE)
+    """In bf16, as the live benchmark (benchmarks/hopper_live.py) runs it (see LOW_PRECISION)."""
+    return _attention(shape, device, attention_hopper, LOW_PRECISION)
 
 
 def _vector_add(shape, device):
@@ -108,20 +112,22 @@ def _rms_norm(x, w, y):
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps=rmsnorm.EPS)
 
 
+def _cublas(a, b, c):
+    return torch.matmul(a, b)
+
+
+def _sdpa(q, k, v, o, causal):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
 #: What a PyTorch user would call instead, in the kernel's own dtype (cuBLAS for the GEMMs,
 #: FlashAttention through SDPA): the "PyTorch" column of the recorded spaces table (docs/research/h200-spaces.md).
 TORCH_EQUIVALENT = {
-    "matmul": lambda a, b, c: torch.matmul(a, b),
-    "matmul_heldout": lambda a, b, c: torch.matmul(a, b),
-    "matmul_splitk": lambda a, b, c: torch.matmul(a, b),
-    "matmul_unconstrained": lambda a, b, c: torch.matmul(a, b),
-    "matmul_hopper": lambda a, b, c: torch.matmul(a, b),
+    "matmul": _cublas, "matmul_heldout": _cublas, "matmul_splitk": _cublas, "matmul_unconstrained": _cublas,
+    "matmul_hopper": _cublas,
     "softmax": lambda x, y: torch.softmax(x, dim=-1),
     "rmsnorm": _rms_norm,
-    "attention": lambda q, k, v, o, causal: torch.nn.functional.scaled_dot_product_attention(q, k, v,
-                                                                                          is_causal=causal),
-    "attention_hopper": lambda q, k, v, o, causal: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=causal),
+    "attention": _sdpa, "attention_hopper": _sdpa,
     "vector_add": lambda x, y, out: x + y,
 }
 
@@ -172,12 +178,6 @@ SUITES = {
     "vector_add": Suite(vector_add, vector_add.add_kernel, ["n"], {"1m": (1 << 20,)}, {"tiny": (4096,)},
                         _vector_add),
 }
-
-
-def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
-    """Frobenius-norm relative error; NaN or Inf in the output gives inf."""
-    difference = (output.float() - expected).norm().item()
-    return difference / max(expected.norm().item(), 1e-30) if math.isfinite(difference) else math.inf
 
 
 def config_id(params) -> str:
@@ -246,7 +246,7 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
         if not quick:
             torch.cuda.synchronize()
         row["tuning_seconds"] = time.perf_counter() - start
-        row["winner_relative_error"] = relative_error(output, expected)
+        row["winner_relative_error"] = norm_relative_error(output, expected)
         if kernel.run_id is None:  # the store already held this key's winner: nothing was recorded now
             raise FileExistsError(f"{out} already holds a recording of {name} at {shape_name}; tunekit does not "
                                   "overwrite it: choose a new directory")
@@ -258,7 +258,7 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
             if trial.ok:
                 output.zero_()
                 suite.module.launch(suite.kernel, *tensors, **launch_options, **trial.config.all_kwargs())
-                row["errors"][config_id(config_to_dict(trial.config))] = relative_error(output, expected)
+                row["errors"][config_id(config_to_dict(trial.config))] = norm_relative_error(output, expected)
         statuses: dict[str, int] = {}
         for trial in kernel.trials:
             statuses[trial.status.value] = statuses.get(trial.status.value, 0) + 1
@@ -282,11 +282,13 @@ INDEX_FIELDS = ("kernel", "shape", "dims", "key", "configs", "valid", "wrong", "
 def export(outs: list[Path], destination: Path, append: bool = False) -> list[Path]:
     """Kernel Tuner files (``destination/KERNEL-SHAPE.json.gz``) of every complete recording in
     the ``outs`` directories, and ``destination/index.json`` describing them. With ``append`` an
-    existing index recorded with the same device and software gains the new spaces (no file in
-    ``destination`` is overwritten).
+    existing index recorded with the same device and software gains the new spaces. Nothing in
+    ``destination`` is overwritten, and an export that fails leaves it as it was: the files are
+    written aside first, then moved in, then the index is replaced.
 
-    Each config was compiled once, at the first shape (the binary serves every shape, as the
-    specialisations on divisibility by 16 agree), so every shape's record carries that cold
+    Each config was compiled once, at the first shape, where the binary serves every shape (the
+    specialisations on divisibility by 16 agree); a kernel whose key holds a compile-time constant
+    (attention's ``CAUSAL``) compiles again for each value. Every shape's record carries the cold
     compile time: the largest the store holds for the config. Configs whose output was off by
     more than the tolerance are recorded as ``wrong``.
     """
@@ -308,19 +310,29 @@ def export(outs: list[Path], destination: Path, append: bool = False) -> list[Pa
             raise ValueError(f"{out} was recorded with {found}, the others with {environment}: one index holds one")
         environment = found
         recordings += [(out, row) for row in data["spaces"] if row.get("complete")]
-    taken = [path for _, row in recordings if (path := _space_file(row, destination)).exists()]
-    if taken:
-        raise FileExistsError(f"{', '.join(map(str, taken))} exist(s); tunekit does not overwrite files")
-    written = []
-    for out, row in recordings:
-        written.append(_export_one(row, tunekit.ResultsStore(out / "store.db"), destination))
-        records = read_space(written[-1]).records
-        # wrong: off the reference in the check after tuning, or already in tunekit's own check while tuning
-        row.update(valid=sum(r.ok for r in records), wrong=sum(r.status is Status.WRONG for r in records),
-                   file=written[-1].name)
-        index.append({key: row.get(key) for key in INDEX_FIELDS})
-    index_path.write_text(json.dumps({**(environment or {}), "spaces": index}, indent=1) + "\n")
-    return written
+    names = [_space_file(row, destination).name for _, row in recordings]
+    repeated = sorted({name for name in names if names.count(name) > 1} | {row["file"] for row in index} & set(names))
+    taken = [name for name in names if (destination / name).exists()]
+    if repeated or taken:
+        raise FileExistsError(f"{', '.join(sorted(set(repeated + taken)))}: recorded more than once or already in "
+                              f"{destination}; tunekit does not overwrite files")
+    aside = Path(tempfile.mkdtemp(prefix=".export-", dir=destination))
+    try:
+        for out, row in recordings:
+            path = _export_one(row, tunekit.ResultsStore(out / "store.db"), aside)
+            records = read_space(path).records
+            # wrong: off the reference in the check after tuning, or already in tunekit's own check while tuning
+            row.update(valid=sum(r.ok for r in records), wrong=sum(r.status is Status.WRONG for r in records),
+                       file=path.name)
+            index.append({key: row.get(key) for key in INDEX_FIELDS})
+        new_index = aside / "index.json"
+        new_index.write_text(json.dumps({**(environment or {}), "spaces": index}, indent=1) + "\n")
+        for name in names:
+            (aside / name).rename(destination / name)
+        new_index.replace(index_path)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+    return [destination / name for name in names]
 
 
 def _space_file(row: dict, destination: Path) -> Path:
@@ -352,19 +364,24 @@ def _export_one(row: dict, store: tunekit.ResultsStore, destination: Path) -> Pa
 
 
 def markdown_table(index: dict) -> str:
-    """The recorded spaces table (docs/research/h200-spaces.md) of an ``index.json``."""
-    lines = [f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
-             "`do_bench(warmup=5, rep=25)` (marked *: `warmup=2, rep=10`), PyTorch's measured in the same run.", "",
-             "| kernel | shape | dims | configs | valid | wrong | best ms | PyTorch ms | best / PyTorch | PyTorch call |",
+    """The recorded spaces table (docs/research/h200-spaces.md) of an ``index.json``; rows timed with
+    other ``do_bench`` settings than the default's are marked, with a note under the table."""
+    default = {"warmup": 5, "rep": 25}
+    marks: dict[str, str] = {}
+    lines = ["| kernel | shape | dims | configs | valid | wrong | best ms | PyTorch ms | best / PyTorch | PyTorch call |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in index["spaces"]:
         dims = "x".join(str(d) for d in row["dims"] if not isinstance(d, bool))
         dims += ", causal" if row["dims"][-1] is True else ""
-        short = "*" if (row.get("do_bench") or {}).get("rep", 25) != 25 else ""
-        lines.append(f"| {row['kernel']} | {row['shape']}{short} | {dims} | {row['configs']} "
+        timing = {key: float(value) for key, value in (row.get("do_bench") or default).items()}
+        setting = f"warmup={timing['warmup']:g}, rep={timing['rep']:g}"
+        mark = marks.setdefault(setting, "*" * (len(marks) + 1)) if timing != default else ""
+        lines.append(f"| {row['kernel']} | {row['shape']}{mark} | {dims} | {row['configs']} "
                      f"| {row['valid']} | {row['wrong']} | {row['best_ms']:.4f} | {row['torch_ms']:.4f} "
                      f"| {row['best_ms'] / row['torch_ms']:.2f} | {TORCH_NAMES[row['kernel']]} |")
-    return "\n".join(lines)
+    notes = "".join(f" ({mark}: `do_bench({setting})`)" for setting, mark in marks.items())
+    return "\n".join([f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
+                      f"`do_bench(warmup=5, rep=25)`{notes}, PyTorch's measured in the same run.", ""] + lines)
 
 
 def space_facts(index_path: Path) -> str:
@@ -387,11 +404,10 @@ def space_facts(index_path: Path) -> str:
     return "\n".join(lines)
 
 
-TORCH_NAMES = {"matmul": "`torch.matmul` (cuBLAS)", "matmul_heldout": "`torch.matmul` (cuBLAS)", "matmul_splitk": "`torch.matmul` (cuBLAS)",
-               "matmul_unconstrained": "`torch.matmul` (cuBLAS)", "matmul_hopper": "`torch.matmul` (cuBLAS)",
-               "attention_hopper": "`F.scaled_dot_product_attention`",
-               "softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`",
-               "attention": "`F.scaled_dot_product_attention`"}
+TORCH_NAMES = {name: "`torch.matmul` (cuBLAS)" if TORCH_EQUIVALENT[name] is _cublas
+               else "`F.scaled_dot_product_attention`" if TORCH_EQUIVALENT[name] is _sdpa
+               else {"softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`"}[name]
+               for name in TORCH_EQUIVALENT}
 
 
 def main() -> None:
@@ -417,6 +433,8 @@ def main() -> None:
         return
     if not args.out:
         parser.error("--out is required")
+    if args.append and not args.export:
+        parser.error("--append goes with --export")
     if args.export:
         for path in export([Path(out) for out in args.out], Path(args.export), args.append):
             print(path)

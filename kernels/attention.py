@@ -10,8 +10,7 @@ import triton.language as tl
 
 from tunekit.space import Space
 
-#: The H200's shared memory per block, in bytes.
-H200_SHARED_MEMORY = 232448
+from .matmul import H200_SHARED_MEMORY
 #: The head dimension the space's shared-memory constraint plans for (the largest one tuned).
 PLANNED_HEAD_DIM = 128
 

@@ -9,8 +9,12 @@ descriptor clips it) instead of the next head's rows. Only the last key tile of 
 length is not a multiple of ``BLOCK_N`` is masked; in the causal case the diagonal masks it.
 
 ``WARP_SPECIALIZE`` specializes the unmasked key loop's warps, but neither Space tries it: for
-sm_90, Triton 3.9's warp-specialization pass fails on this kernel (``tests/test_attention_hopper.py``
-compiles it to show that), and Triton's own attention tutorial turns it on only for Blackwell.
+sm_90, the warp-specialization pass of Triton 3.6 (the H200's) and 3.9 fails on this kernel
+(``tests/test_attention_hopper.py`` compiles it to show that), and Triton's own attention tutorial
+turns it on only for Blackwell. ``HEAVY_FIRST`` reverses the query tiles within each head, since
+the grid's fastest axis runs over them; on the H200 it changed no config's time beyond the
+recording's noise (docs/research/h200-spaces.md), and without ``CAUSAL`` it compiles to the same
+code, so the non-causal space holds each kernel twice.
 ``space("interpreter")`` keeps tiles small; the default, ``space("h200")``, keeps the configs that
 fit an H200's shared memory and registers.
 """
@@ -24,14 +28,12 @@ import triton
 import triton.language as tl
 
 from tunekit.space import Space
-from tunekit.workers import device_allocator
 
 from . import attention
-
-#: The H200's shared memory per block, in bytes (227 KiB).
-H200_SHARED_MEMORY = 232448
-#: The head dimension the constraints plan for (the largest one tuned).
-PLANNED_HEAD_DIM = 128
+from ._descriptors import prepare_launch
+from .attention import PLANNED_HEAD_DIM
+from .matmul import H200_SHARED_MEMORY
+from .matmul_hopper import BARRIER_BYTES
 
 
 @triton.jit
@@ -110,9 +112,9 @@ def attention_hopper_kernel(q_ptr, k_ptr, v_ptr, o_ptr, sm_scale, batch_heads, s
 
 def shared_memory(config: dict, element_bytes: int = 2) -> int:
     """An upper estimate at the planned head dimension: the query tile, the pipelined key and
-    value tiles, and 1 KiB of barriers."""
+    value tiles, and the barriers."""
     tiles = config["BLOCK_M"] + 2 * config["BLOCK_N"] * config["num_stages"]
-    return tiles * PLANNED_HEAD_DIM * element_bytes + 1024
+    return tiles * PLANNED_HEAD_DIM * element_bytes + BARRIER_BYTES
 
 
 def fits_h200(config: dict) -> bool:
@@ -139,13 +141,14 @@ def space(device: str = "h200") -> Space:
                  num_warps=[4, 8], num_stages=[2, 3, 4, 5], constraints=[diagonal_fits, fits_h200])
 
 
-def inputs(batch: int, heads: int, seq_len: int, head_dim: int, dtype=torch.bfloat16, device: str = "cpu",
-           seed: int = 0):
+def inputs(batch: int, heads: int, seq_len: int, head_dim: int, dtype: torch.dtype = torch.bfloat16,
+           device: str = "cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``attention.inputs``, in bf16 by default."""
     return attention.inputs(batch, heads, seq_len, head_dim, dtype, device, seed)
 
 
-def launch(kernel, q, k, v, o, causal: bool = False, **meta) -> None:
+def launch(kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool = False,
+           **meta) -> None:
     """O = softmax(Q K^T / sqrt(head_dim)) V, per batch and head."""
     batch, heads, seq_len, head_dim = q.shape
     for name, tensor in (("q", q), ("k", k), ("v", v), ("o", o)):
@@ -153,8 +156,7 @@ def launch(kernel, q, k, v, o, causal: bool = False, **meta) -> None:
             raise ValueError(f"attention_hopper needs q, k, v and o of one shape, contiguous, with rows of a "
                              f"multiple of 16 bytes (tensor descriptors); {name} has shape {tuple(tensor.shape)}, "
                              f"strides {tensor.stride()}")
-    if q.is_cuda:
-        triton.set_allocator(device_allocator)  # device memory for the descriptors the kernel builds
+    prepare_launch("attention_hopper", q)
     grid = lambda config: (triton.cdiv(seq_len, config["BLOCK_M"]), batch * heads)
     kernel[grid](q, k, v, o, 1.0 / math.sqrt(head_dim), batch * heads, seq_len, HEAD_DIM=head_dim, CAUSAL=causal,
                  **meta)

@@ -7,7 +7,8 @@ allocator for the descriptors' scratch memory on a GPU (``launch`` sets one; tun
 workers set the same when the caller had one). One program walks the output tiles
 ``tl.num_programs(0)`` apart: with ``PERSISTENT`` the grid is one program per SM and each program
 takes many tiles, otherwise one program per tile. With ``EPILOGUE_SUBTILE`` the result is stored in
-two halves, which needs half the shared memory for the store and leaves more for the pipeline.
+two halves, from half a tile of shared memory where the loop keeps no second output tile (see
+``shared_memory``). It needs a Hopper or newer GPU; ``launch`` says so on an older one.
 
 Where a feature cannot run, the Space says so: ``space(device="interpreter")`` keeps what the Triton
 interpreter runs (descriptors, persistence, flattening and subtiling are emulated there;
@@ -18,21 +19,21 @@ that Triton compiles for it (``compiles``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import triton
 import triton.language as tl
 
 from tunekit.space import Space
-from tunekit.workers import device_allocator
 
 from . import matmul
-
-#: The H200's shared memory per block, in bytes (227 KiB).
-H200_SHARED_MEMORY = 232448
+from ._descriptors import prepare_launch
+from .matmul import H200_SHARED_MEMORY
 #: Shared memory beside the tiles: the pipeline's barriers (8 bytes per stage and direction; warp
 #: specialization adds its own), rounded up.
 BARRIER_BYTES = 1024
-#: Streaming multiprocessors of an H200; the interpreter's grid uses ``INTERPRETER_PROGRAMS``.
+#: Programs of the persistent grid under the interpreter (on a GPU: one per SM, see ``programs``).
 INTERPRETER_PROGRAMS = 4
 
 
@@ -151,7 +152,7 @@ def programs(device: torch.device | str) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def grid(m: int, n: int, sms: int):
+def grid(m: int, n: int, sms: int) -> Callable[[dict], tuple[int]]:
     """One program per output tile, or at most one per SM for a persistent config."""
     def size(meta):
         tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
@@ -160,7 +161,8 @@ def grid(m: int, n: int, sms: int):
     return size
 
 
-def inputs(m: int, n: int, k: int, dtype=torch.bfloat16, device: str = "cpu", seed: int = 0):
+def inputs(m: int, n: int, k: int, dtype: torch.dtype = torch.bfloat16, device: str = "cpu",
+           seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``matmul.inputs``, in bf16 by default."""
     return matmul.inputs(m, n, k, dtype, device, seed)
 
@@ -169,12 +171,14 @@ def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, **meta) ->
     """C = A @ B. Tensor descriptors need row-major tensors whose rows are multiples of 16 bytes."""
     m, k = a.shape
     n = b.shape[1]
+    if b.shape[0] != k or tuple(c.shape) != (m, n):
+        raise ValueError(f"matmul_hopper needs a (M, K), b (K, N) and c (M, N); got a {tuple(a.shape)}, "
+                         f"b {tuple(b.shape)}, c {tuple(c.shape)}")
     for name, tensor in (("a", a), ("b", b), ("c", c)):
-        if not tensor.is_contiguous() or (tensor.shape[1] * tensor.element_size()) % 16:
-            raise ValueError(f"matmul_hopper needs {name} contiguous with rows of a multiple of 16 bytes "
-                             f"(tensor descriptors); got shape {tuple(tensor.shape)}, strides {tensor.stride()}")
-    if a.is_cuda:
-        triton.set_allocator(device_allocator)  # device memory for the descriptors the kernel builds
+        if not tensor.is_contiguous() or (tensor.shape[1] * tensor.element_size()) % 16 or tensor.data_ptr() % 16:
+            raise ValueError(f"matmul_hopper needs {name} contiguous, 16-byte aligned, with rows of a multiple of 16 "
+                             f"bytes (tensor descriptors); got shape {tuple(tensor.shape)}, strides {tensor.stride()}")
+    prepare_launch("matmul_hopper", a)
     kernel[grid(m, n, programs(a.device))](a, b, c, m, n, k, **meta)
 
 

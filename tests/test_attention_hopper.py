@@ -42,6 +42,8 @@ def test_the_spaces_keep_what_runs_where():
     assert all(c["BLOCK_M"] % c["BLOCK_N"] == 0 for c in h200)  # the causal split's diagonal
     assert all(attention_hopper.shared_memory(c) <= attention_hopper.H200_SHARED_MEMORY for c in h200)
     assert {c["num_warps"] for c in h200} == {4, 8} and {c["BLOCK_M"] for c in h200} == {64, 128, 256}
+    assert all({config_to_dict(c)["HEAVY_FIRST"] for c in space.configs()} == {0, 1}
+               for space in (attention_hopper.space(), attention_hopper.space("interpreter")))
     with pytest.raises(ValueError, match="knows 'h200' and 'interpreter'"):
         attention_hopper.space("a100")
 

@@ -19,7 +19,7 @@ import triton.language as tl
 
 import tunekit
 from tunekit import Space, Status
-from tunekit.check import OutputCheck, default_tolerance, relative_error
+from tunekit.check import OutputCheck, default_tolerance, norm_relative_error, relative_error
 from tunekit.kernels import vector_add
 from tunekit.service import service
 from tunekit.store import ResultsStore
@@ -63,6 +63,21 @@ def test_tolerance_admits_another_reduction_order_and_catches_one_wrong_tile():
     wrong_tile = chunked.clone()
     wrong_tile[16:32, 64:80] = 0
     assert relative_error(wrong_tile, exact) > 10 * tolerance
+
+
+def test_the_recordings_norm_error_averages_what_the_check_sees_element_by_element():
+    """The recorded spaces' error (Frobenius norm) is an average: one zeroed 16x16 tile of 256
+    moves it by about sqrt(1/256), a tenth of what the check's element-wise error reports for the
+    same tile; NaN is infinite for both."""
+    generator = torch.Generator().manual_seed(0)
+    exact = torch.randn(256, 256, generator=generator)
+    assert norm_relative_error(exact * 1.01, exact) == pytest.approx(0.01, rel=1e-4)
+    wrong_tile = exact.clone()
+    wrong_tile[16:32, 64:80] = 0
+    assert norm_relative_error(wrong_tile, exact) == pytest.approx(1 / 16, rel=0.2)
+    assert relative_error(wrong_tile, exact) > 10 * norm_relative_error(wrong_tile, exact)
+    wrong_tile[0, 0] = float("nan")
+    assert norm_relative_error(wrong_tile, exact) == relative_error(wrong_tile, exact) == math.inf
 
 
 def test_nan_infinity_and_integers():

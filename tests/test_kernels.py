@@ -77,3 +77,63 @@ def test_recording_script_quick_mode_writes_replayable_spaces(tmp_path):
     again = subprocess.run([sys.executable, str(script), "--quick", "--kernel", "vector_add", "--out", str(tmp_path)],
                            capture_output=True, text=True, timeout=600)
     assert again.returncode != 0 and "does not overwrite" in again.stderr
+
+
+def test_recordings_are_appended_to_an_index_without_overwriting_a_file(tmp_path):
+    """``--export DIR --append`` adds a new recording's spaces to DIR's index; a space whose file
+    DIR already has, or one that two recordings hold, stops the export before anything is written."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "experiments" / "record_spaces.py"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+
+    for name in ("first", "second"):
+        kernel = "vector_add" if name == "first" else "softmax"
+        assert run("--quick", "--kernel", kernel, "--out", str(tmp_path / name)).returncode == 0
+    spaces = tmp_path / "spaces"
+    assert run("--out", str(tmp_path / "first"), "--export", str(spaces)).returncode == 0
+    refused = run("--out", str(tmp_path / "second"), "--export", str(spaces))
+    assert refused.returncode != 0 and "--append" in refused.stderr
+    assert run("--out", str(tmp_path / "second"), "--export", str(spaces), "--append").returncode == 0
+    index = json.loads((spaces / "index.json").read_text())
+    assert [(row["kernel"], row["file"]) for row in index["spaces"]] == [
+        ("vector_add", "vector_add-tiny.json.gz"), ("softmax", "softmax-tiny.json.gz")]
+    before = {path.name: path.read_bytes() for path in spaces.iterdir()}
+    again = run("--out", str(tmp_path / "second"), "--export", str(spaces), "--append")
+    assert again.returncode != 0 and "softmax-tiny.json.gz: recorded more than once or already in" in again.stderr
+    assert {path.name: path.read_bytes() for path in spaces.iterdir()} == before
+    assert run("--quick", "--kernel", "vector_add", "--out", str(tmp_path / "third")).returncode == 0
+    twice = run("--out", str(tmp_path / "first"), "--out", str(tmp_path / "third"), "--export", str(tmp_path / "new"))
+    assert twice.returncode != 0 and "vector_add-tiny.json.gz: recorded more than once" in twice.stderr
+    assert not list((tmp_path / "new").iterdir())  # refused before anything was written
+
+
+def test_each_shipped_space_holds_its_kernels_whole_space_and_the_index_counts_it():
+    """The shipped recordings are complete (every config of the kernel's Space as it is now, so a
+    change of a Space's constraints must come with a new recording) and ``index.json`` says what
+    the files hold: valid and wrong configs, the best time. The Hopper GEMM's 20 wrong configs are
+    those Triton 3.6 compiled into code whose output tunekit's check rejected."""
+    import importlib
+    import json
+
+    from tunekit.config import config_to_dict
+    from tunekit.kernels import shipped
+    from tunekit.trial import Status
+
+    for row in shipped.index()["spaces"]:
+        space = shipped.load(row["kernel"], row["shape"])
+        module = importlib.import_module(f"tunekit.kernels.{row['kernel']}")
+        expected = sorted(json.dumps(config_to_dict(c), sort_keys=True) for c in module.space().configs())
+        recorded = sorted(json.dumps(r.params, sort_keys=True) for r in space.records)
+        assert recorded == expected, row["file"]
+        assert (len(space), sum(r.ok for r in space.records)) == (row["configs"], row["valid"])
+        assert sum(r.status is Status.WRONG for r in space.records) == row["wrong"]
+        assert space.optimum_ms == pytest.approx(row["best_ms"])
+    wrong = [r.params for r in shipped.load("matmul_hopper", "square").records if r.status is Status.WRONG]
+    assert len(wrong) == 20 and all(c["WARP_SPECIALIZE"] and c["num_warps"] == 4 and c["num_stages"] == 5
+                                    and c["BLOCK_M"] >= 128 for c in wrong)

@@ -80,10 +80,14 @@ def test_tuned_by_tunekit_under_the_interpreter():
     torch.testing.assert_close(c, matmul_hopper.reference(a, b), rtol=1e-4, atol=1e-3)
 
 
-def test_rows_a_descriptor_cannot_take_are_refused_by_name():
+def test_tensors_a_descriptor_cannot_take_or_that_do_not_multiply_are_refused_by_name():
+    """Caught before the launch: the kernel would read or write past them."""
     a, b, c = matmul_hopper.inputs(16, 20, 16, dtype=torch.bfloat16)  # 20 bf16 = 40 bytes per row of b
-    with pytest.raises(ValueError, match="matmul_hopper needs b contiguous with rows of a multiple of 16 bytes"):
+    with pytest.raises(ValueError, match="matmul_hopper needs b contiguous, 16-byte aligned, with rows of a multiple"):
         matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, b, c)
+    a, b, c = matmul_hopper.inputs(16, 32, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"needs a \(M, K\), b \(K, N\) and c \(M, N\); got a \(16, 16\), b \(32, 32\)"):
+        matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, torch.zeros(32, 32, dtype=torch.bfloat16), c)
 
 
 @pytest.mark.slow

@@ -73,6 +73,14 @@ def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
     return float((difference[nonzero] / scale[nonzero]).max()) if bool(nonzero.any()) else 0.0
 
 
+def norm_relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
+    """||output - expected|| / ||expected|| in Frobenius norm, in float32: the error the recorded
+    spaces report per config (an average, so it is smaller than ``relative_error``, which the
+    output check uses). NaN or infinity in the output is infinite error."""
+    difference = (output.float() - expected.float()).norm().item()
+    return difference / max(expected.float().norm().item(), 1e-30) if math.isfinite(difference) else math.inf
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of one check: correct or not, the largest relative error, and why not."""

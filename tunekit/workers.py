@@ -418,6 +418,15 @@ def device_allocator(size: int, alignment: int, stream: int | None) -> Any:
     return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
+def ensure_triton_allocator() -> None:
+    """Set ``device_allocator`` as Triton's allocator unless this context has one (a user's own
+    is kept): kernels that build tensor descriptors on the device need one."""
+    if not _has_triton_allocator():
+        import triton
+
+        triton.set_allocator(device_allocator)
+
+
 def take_callers_context(caller: dict[str, Any]) -> None:
     """In a worker: the environment, import path and directory the caller has now (a zygote or a
     worker kept warm has those of when it started), as a fresh interpreter would have them."""
