@@ -3,8 +3,8 @@ loop flattening, a subtiled epilogue and clusters, each a knob of its Space.
 
 The kernel builds its tensor descriptors on the device (``tl.make_tensor_descriptor``), so it takes
 plain pointers (tunekit checks and times configs on guarded copies of them) and needs Triton's
-allocator for the descriptors' scratch memory on a GPU (``launch`` sets one; tunekit's benchmark
-workers set the same when the caller had one). One program walks the output tiles
+allocator for the descriptors' scratch memory on a GPU (``launch`` sets one unless the caller has;
+tunekit's benchmark workers set the same when the caller had one). One program walks the output tiles
 ``tl.num_programs(0)`` apart: with ``PERSISTENT`` the grid is one program per SM and each program
 takes many tiles, otherwise one program per tile. With ``EPILOGUE_SUBTILE`` the result is stored in
 two halves, from half a tile of shared memory where the loop keeps no second output tile (see

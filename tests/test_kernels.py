@@ -79,37 +79,39 @@ def test_recording_script_quick_mode_writes_replayable_spaces(tmp_path):
     assert again.returncode != 0 and "does not overwrite" in again.stderr
 
 
-def test_recordings_are_appended_to_an_index_without_overwriting_a_file(tmp_path):
+def test_recordings_are_appended_to_an_index_without_overwriting_a_file(tmp_path, monkeypatch):
     """``--export DIR --append`` adds a new recording's spaces to DIR's index; a space whose file
     DIR already has, or one that two recordings hold, stops the export before anything is written."""
+    import importlib.util
     import json
     import subprocess
     import sys
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "experiments" / "record_spaces.py"
+    for name, kernel in (("first", "vector_add"), ("second", "softmax")):
+        recorded = subprocess.run([sys.executable, str(script), "--quick", "--kernel", kernel, "--out",
+                                   str(tmp_path / name)], capture_output=True, text=True, timeout=600)
+        assert recorded.returncode == 0, recorded.stderr[-2000:]
+    spec = importlib.util.spec_from_file_location("record_spaces", script)
+    record_spaces = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "record_spaces", record_spaces)  # its dataclasses look themselves up there
+    spec.loader.exec_module(record_spaces)
+    first, second, spaces = tmp_path / "first", tmp_path / "second", tmp_path / "spaces"
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
-
-    for name in ("first", "second"):
-        kernel = "vector_add" if name == "first" else "softmax"
-        assert run("--quick", "--kernel", kernel, "--out", str(tmp_path / name)).returncode == 0
-    spaces = tmp_path / "spaces"
-    assert run("--out", str(tmp_path / "first"), "--export", str(spaces)).returncode == 0
-    refused = run("--out", str(tmp_path / "second"), "--export", str(spaces))
-    assert refused.returncode != 0 and "--append" in refused.stderr
-    assert run("--out", str(tmp_path / "second"), "--export", str(spaces), "--append").returncode == 0
+    record_spaces.export([first], spaces)
+    with pytest.raises(FileExistsError, match="--append"):
+        record_spaces.export([second], spaces)
+    record_spaces.export([second], spaces, append=True)
     index = json.loads((spaces / "index.json").read_text())
     assert [(row["kernel"], row["file"]) for row in index["spaces"]] == [
         ("vector_add", "vector_add-tiny.json.gz"), ("softmax", "softmax-tiny.json.gz")]
     before = {path.name: path.read_bytes() for path in spaces.iterdir()}
-    again = run("--out", str(tmp_path / "second"), "--export", str(spaces), "--append")
-    assert again.returncode != 0 and "softmax-tiny.json.gz: recorded more than once or already in" in again.stderr
+    with pytest.raises(FileExistsError, match="softmax-tiny.json.gz: recorded more than once or already in"):
+        record_spaces.export([second], spaces, append=True)
     assert {path.name: path.read_bytes() for path in spaces.iterdir()} == before
-    assert run("--quick", "--kernel", "vector_add", "--out", str(tmp_path / "third")).returncode == 0
-    twice = run("--out", str(tmp_path / "first"), "--out", str(tmp_path / "third"), "--export", str(tmp_path / "new"))
-    assert twice.returncode != 0 and "vector_add-tiny.json.gz: recorded more than once" in twice.stderr
+    with pytest.raises(FileExistsError, match="vector_add-tiny.json.gz: recorded more than once"):
+        record_spaces.export([first, first], tmp_path / "new")
     assert not list((tmp_path / "new").iterdir())  # refused before anything was written
 
 
