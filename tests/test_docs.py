@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # minutes: every page's examples, Triton kernels included
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```|~~~)(?P<lang>[\w-]*)(?P<info>[^\n]*)\n(?P<body>.*?)"
                    r"^(?P=indent)(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL)
