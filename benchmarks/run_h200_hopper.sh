@@ -2,10 +2,11 @@
 # One device call for issue 16 (nvidia-h200): benchmarks/hopper_live.py for $PART (gemm or
 # attention) and each seed of $SEEDS (default 0): smoke checks, then each shape tuned live by the
 # default strategy within $SECONDS_BUDGET from a cold cache and timed interleaved with PyTorch.
-# With PART=attention and RECORD=1 (the default) the call then records the Hopper attention's whole Space at both attention shapes
-# (experiments/record_spaces.py, do_bench(warmup=5, rep=25)); the GEMM's Space is recorded by
-# experiments/run_h200_record_one.sh with KERNEL=matmul_hopper. Expects the wheels of tunekit and
-# its missing dependencies in .whl/ (benchmarks/README.md); writes under $OUT.
+# With PART=attention and RECORD=1 (the default) the call then records the Hopper attention's
+# whole Space at both attention shapes (experiments/record_spaces.py, do_bench(warmup=5, rep=25));
+# the GEMM's Space is recorded by experiments/run_h200_record_one.sh with KERNEL=matmul_hopper.
+# Expects the wheels of tunekit and its missing dependencies in .whl/ (benchmarks/README.md);
+# writes under $OUT.
 set -uo pipefail
 PART=${PART:-gemm}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1

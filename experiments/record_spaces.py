@@ -120,16 +120,24 @@ def _sdpa(q, k, v, o, causal):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def _softmax(x, y):
+    return torch.softmax(x, dim=-1)
+
+
+def _add(x, y, out):
+    return x + y
+
+
 #: What a PyTorch user would call instead, in the kernel's own dtype (cuBLAS for the GEMMs,
 #: FlashAttention through SDPA): the "PyTorch" column of the recorded spaces table (docs/research/h200-spaces.md).
 TORCH_EQUIVALENT = {
     "matmul": _cublas, "matmul_heldout": _cublas, "matmul_splitk": _cublas, "matmul_unconstrained": _cublas,
-    "matmul_hopper": _cublas,
-    "softmax": lambda x, y: torch.softmax(x, dim=-1),
-    "rmsnorm": _rms_norm,
-    "attention": _sdpa, "attention_hopper": _sdpa,
-    "vector_add": lambda x, y, out: x + y,
+    "matmul_hopper": _cublas, "softmax": _softmax, "rmsnorm": _rms_norm, "attention": _sdpa,
+    "attention_hopper": _sdpa, "vector_add": _add,
 }
+#: How the table names each call.
+CALL_NAMES = {_cublas: "`torch.matmul` (cuBLAS)", _sdpa: "`F.scaled_dot_product_attention`",
+              _softmax: "`torch.softmax`", _rms_norm: "`F.rms_norm`", _add: "`x + y`"}
 
 
 SUITES = {
@@ -378,7 +386,7 @@ def markdown_table(index: dict) -> str:
         mark = marks.setdefault(setting, "*" * (len(marks) + 1)) if timing != default else ""
         lines.append(f"| {row['kernel']} | {row['shape']}{mark} | {dims} | {row['configs']} "
                      f"| {row['valid']} | {row['wrong']} | {row['best_ms']:.4f} | {row['torch_ms']:.4f} "
-                     f"| {row['best_ms'] / row['torch_ms']:.2f} | {TORCH_NAMES[row['kernel']]} |")
+                     f"| {row['best_ms'] / row['torch_ms']:.2f} | {CALL_NAMES[TORCH_EQUIVALENT[row['kernel']]]} |")
     notes = "".join(f" ({mark}: `do_bench({setting})`)" for setting, mark in marks.items())
     return "\n".join([f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
                       f"`do_bench(warmup=5, rep=25)`{notes}, PyTorch's measured in the same run.", ""] + lines)
@@ -402,12 +410,6 @@ def space_facts(index_path: Path) -> str:
                      f"{np.percentile(compile_s, 99):.3g}, sum {compile_s.sum():.0f} over {len(compile_s)} configs")
     lines.append(f"largest relative error of any config: {max(errors):.1e} over {len(errors)} measurements")
     return "\n".join(lines)
-
-
-TORCH_NAMES = {name: "`torch.matmul` (cuBLAS)" if TORCH_EQUIVALENT[name] is _cublas
-               else "`F.scaled_dot_product_attention`" if TORCH_EQUIVALENT[name] is _sdpa
-               else {"softmax": "`torch.softmax`", "rmsnorm": "`F.rms_norm`", "vector_add": "`x + y`"}[name]
-               for name in TORCH_EQUIVALENT}
 
 
 def main() -> None:

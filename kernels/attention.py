@@ -11,6 +11,7 @@ import triton.language as tl
 from tunekit.space import Space
 
 from .matmul import H200_SHARED_MEMORY
+
 #: The head dimension the space's shared-memory constraint plans for (the largest one tuned).
 PLANNED_HEAD_DIM = 128
 

@@ -30,6 +30,7 @@ from tunekit.space import Space
 from . import matmul
 from ._descriptors import prepare_launch
 from .matmul import H200_SHARED_MEMORY
+
 #: Shared memory beside the tiles: the pipeline's barriers (8 bytes per stage and direction; warp
 #: specialization adds its own), rounded up.
 BARRIER_BYTES = 1024

@@ -29,7 +29,6 @@ def test_the_h200_space_is_larger_than_the_tutorials_and_every_config_fits():
     for config in map(config_to_dict, space.configs()):
         assert matmul_hopper.shared_memory(config) <= matmul_hopper.H200_SHARED_MEMORY
         assert not (config["FLATTEN"] and config["WARP_SPECIALIZE"])
-        assert not (config["num_ctas"] == 2 and config["EPILOGUE_SUBTILE"])
     knobs = {name: {config_to_dict(c)[name] for c in space.configs()} for name in
              ("PERSISTENT", "WARP_SPECIALIZE", "FLATTEN", "EPILOGUE_SUBTILE", "num_ctas")}
     assert all(values == {0, 1} or values == {1, 2} for values in knobs.values()), knobs
