@@ -300,18 +300,22 @@ def export(outs: list[Path], destination: Path, append: bool = False) -> list[Pa
     compile time: the largest the store holds for the config. Configs whose output was off by
     more than the tolerance are recorded as ``wrong``.
     """
-    destination.mkdir(parents=True, exist_ok=True)
     index_path = destination / "index.json"
     index, environment = [], None
-    if index_path.exists() and not append:
+    if os.path.lexists(index_path) and not append:
         raise FileExistsError(f"{index_path} exists; tunekit does not overwrite files: choose a new directory "
                               "or --append to it")
-    if index_path.exists():
-        existing = json.loads(index_path.read_text())
-        environment = {key: existing[key] for key in ("device", "torch", "triton")}
-        index = existing["spaces"]
+    if os.path.lexists(index_path):
+        try:
+            existing = json.loads(index_path.read_text())
+            environment = {key: existing[key] for key in ("device", "torch", "triton")}
+            index = existing["spaces"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{index_path} is not an index this script wrote ({error!r}); nothing was exported") from None
     recordings = []
     for out in outs:
+        if not (out / "store.db").is_file():  # ResultsStore would create an empty one
+            raise FileNotFoundError(f"{out} has no store.db (gunzip a shipped store.db.gz first); nothing was exported")
         data = json.loads((out / "recorded.json").read_text())
         found = {key: data[key] for key in ("device", "torch", "triton")}
         if environment not in (None, found):
@@ -320,10 +324,11 @@ def export(outs: list[Path], destination: Path, append: bool = False) -> list[Pa
         recordings += [(out, row) for row in data["spaces"] if row.get("complete")]
     names = [_space_file(row, destination).name for _, row in recordings]
     repeated = sorted({name for name in names if names.count(name) > 1} | {row["file"] for row in index} & set(names))
-    taken = [name for name in names if (destination / name).exists()]
+    taken = [name for name in names if os.path.lexists(destination / name)]
     if repeated or taken:
         raise FileExistsError(f"{', '.join(sorted(set(repeated + taken)))}: recorded more than once or already in "
                               f"{destination}; tunekit does not overwrite files")
+    destination.mkdir(parents=True, exist_ok=True)
     aside = Path(tempfile.mkdtemp(prefix=".export-", dir=destination))
     try:
         for out, row in recordings:

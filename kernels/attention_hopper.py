@@ -30,7 +30,7 @@ import triton.language as tl
 from tunekit.space import Space
 
 from . import attention
-from ._descriptors import prepare_launch
+from ._descriptors import check_tensors, prepare_launch
 from .attention import PLANNED_HEAD_DIM
 from .matmul import H200_SHARED_MEMORY
 from .matmul_hopper import BARRIER_BYTES
@@ -150,12 +150,13 @@ def inputs(batch: int, heads: int, seq_len: int, head_dim: int, dtype: torch.dty
 def launch(kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, causal: bool = False,
            **meta) -> None:
     """O = softmax(Q K^T / sqrt(head_dim)) V, per batch and head."""
+    if q.dim() != 4 or any(tensor.shape != q.shape for tensor in (k, v, o)):
+        raise ValueError(f"attention_hopper needs q, k, v and o of one shape (batch, heads, sequence, head_dim); got "
+                         f"{', '.join(str(tuple(tensor.shape)) for tensor in (q, k, v, o))}")
     batch, heads, seq_len, head_dim = q.shape
-    for name, tensor in (("q", q), ("k", k), ("v", v), ("o", o)):
-        if tensor.shape != q.shape or not tensor.is_contiguous() or (head_dim * tensor.element_size()) % 16:
-            raise ValueError(f"attention_hopper needs q, k, v and o of one shape, contiguous, with rows of a "
-                             f"multiple of 16 bytes (tensor descriptors); {name} has shape {tuple(tensor.shape)}, "
-                             f"strides {tensor.stride()}")
+    if head_dim < 16 or head_dim & (head_dim - 1):
+        raise ValueError(f"attention_hopper needs a head_dim that is a power of two, 16 or more; got {head_dim}")
+    check_tensors("attention_hopper", q=q, k=k, v=v, o=o)
     prepare_launch("attention_hopper", q)
     grid = lambda config: (triton.cdiv(seq_len, config["BLOCK_M"]), batch * heads)
     kernel[grid](q, k, v, o, 1.0 / math.sqrt(head_dim), batch * heads, seq_len, HEAD_DIM=head_dim, CAUSAL=causal,

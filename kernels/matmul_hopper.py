@@ -28,7 +28,7 @@ import triton.language as tl
 from tunekit.space import Space
 
 from . import matmul
-from ._descriptors import prepare_launch
+from ._descriptors import check_tensors, prepare_launch
 from .matmul import H200_SHARED_MEMORY
 
 #: Shared memory beside the tiles: the pipeline's barriers (8 bytes per stage and direction; warp
@@ -170,15 +170,12 @@ def inputs(m: int, n: int, k: int, dtype: torch.dtype = torch.bfloat16, device: 
 
 def launch(kernel, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, **meta) -> None:
     """C = A @ B. Tensor descriptors need row-major tensors whose rows are multiples of 16 bytes."""
-    m, k = a.shape
-    n = b.shape[1]
-    if b.shape[0] != k or tuple(c.shape) != (m, n):
+    if a.dim() != 2 or b.dim() != 2 or b.shape[0] != a.shape[1] or tuple(c.shape) != (a.shape[0], b.shape[1]):
         raise ValueError(f"matmul_hopper needs a (M, K), b (K, N) and c (M, N); got a {tuple(a.shape)}, "
                          f"b {tuple(b.shape)}, c {tuple(c.shape)}")
-    for name, tensor in (("a", a), ("b", b), ("c", c)):
-        if not tensor.is_contiguous() or (tensor.shape[1] * tensor.element_size()) % 16 or tensor.data_ptr() % 16:
-            raise ValueError(f"matmul_hopper needs {name} contiguous, 16-byte aligned, with rows of a multiple of 16 "
-                             f"bytes (tensor descriptors); got shape {tuple(tensor.shape)}, strides {tensor.stride()}")
+    m, k = a.shape
+    n = b.shape[1]
+    check_tensors("matmul_hopper", a=a, b=b, c=c)
     prepare_launch("matmul_hopper", a)
     kernel[grid(m, n, programs(a.device))](a, b, c, m, n, k, **meta)
 

@@ -49,9 +49,21 @@ def test_the_spaces_keep_what_runs_where():
 
 
 def test_tensors_a_descriptor_cannot_take_are_refused_by_name():
-    q, k, v, o = attention_hopper.inputs(1, 2, 16, 16)
-    with pytest.raises(ValueError, match="attention_hopper needs q, k, v and o of one shape, contiguous.*k has shape"):
-        attention_hopper.launch(attention_hopper.attention_hopper_kernel, q, k.transpose(2, 3), v, o)
+    """Caught before the launch, where Triton would fail deep in the kernel or read past them."""
+    q, k, v, o = attention_hopper.inputs(1, 2, 16, 16, dtype=torch.float32)
+    launch = lambda *tensors: attention_hopper.launch(attention_hopper.attention_hopper_kernel, *tensors)
+    with pytest.raises(ValueError, match=r"needs k contiguous, 16-byte aligned.*strides \(512, 256, 1, 16\)"):
+        launch(q, k.transpose(2, 3), v, o)
+    misaligned = torch.empty(q.numel() + 1)[1:].view(q.shape)
+    with pytest.raises(ValueError, match=r"needs v contiguous, 16-byte aligned.*\(mod 16: 4\)"):
+        launch(q, k, misaligned, o)
+    with pytest.raises(ValueError, match="needs q, k, v, o of one floating-point dtype; o is torch.float16, q torch.float32"):
+        launch(q, k, v, o.half())
+    with pytest.raises(ValueError, match=r"of one shape \(batch, heads, sequence, head_dim\); got \(2, 16, 16\)"):
+        launch(q[0], k[0], v[0], o[0])
+    q, k, v, o = attention_hopper.inputs(1, 2, 40, 24, dtype=torch.float32)
+    with pytest.raises(ValueError, match="head_dim that is a power of two, 16 or more; got 24"):
+        launch(q, k, v, o)
 
 
 @pytest.mark.slow

@@ -78,6 +78,7 @@ def test_the_recordings_norm_error_averages_what_the_check_sees_element_by_eleme
     assert relative_error(wrong_tile, exact) > 10 * norm_relative_error(wrong_tile, exact)
     wrong_tile[0, 0] = float("nan")
     assert norm_relative_error(wrong_tile, exact) == relative_error(wrong_tile, exact) == math.inf
+    assert norm_relative_error(exact[:, :1], exact[:, 0]) == math.inf  # no broadcasting into agreement
 
 
 def test_nan_infinity_and_integers():

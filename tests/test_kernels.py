@@ -112,7 +112,16 @@ def test_recordings_are_appended_to_an_index_without_overwriting_a_file(tmp_path
     assert {path.name: path.read_bytes() for path in spaces.iterdir()} == before
     with pytest.raises(FileExistsError, match="vector_add-tiny.json.gz: recorded more than once"):
         record_spaces.export([first, first], tmp_path / "new")
-    assert not list((tmp_path / "new").iterdir())  # refused before anything was written
+    assert not (tmp_path / "new").exists()  # refused before anything was written
+    (tmp_path / "zipped").mkdir()
+    (tmp_path / "zipped" / "recorded.json").write_bytes((first / "recorded.json").read_bytes())
+    with pytest.raises(FileNotFoundError, match="has no store.db"):
+        record_spaces.export([tmp_path / "zipped"], tmp_path / "new")
+    assert sorted(p.name for p in (tmp_path / "zipped").iterdir()) == ["recorded.json"]  # no empty store made there
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "vector_add-tiny.json.gz").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(FileExistsError, match="already in"):  # a dangling link is a file the user made
+        record_spaces.export([first], tmp_path / "linked")
 
 
 def test_each_shipped_space_holds_its_kernels_whole_space_and_the_index_counts_it():

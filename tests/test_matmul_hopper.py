@@ -87,6 +87,10 @@ def test_tensors_a_descriptor_cannot_take_or_that_do_not_multiply_are_refused_by
     a, b, c = matmul_hopper.inputs(16, 32, 16, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"needs a \(M, K\), b \(K, N\) and c \(M, N\); got a \(16, 16\), b \(32, 32\)"):
         matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, torch.zeros(32, 32, dtype=torch.bfloat16), c)
+    with pytest.raises(ValueError, match="needs a, b, c of one floating-point dtype; c is torch.float16, a torch.bfloat16"):
+        matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a, b, c.half())
+    with pytest.raises(ValueError, match=r"needs a \(M, K\), b \(K, N\) and c \(M, N\); got a \(16, 16, 1\)"):
+        matmul_hopper.launch(matmul_hopper.matmul_hopper_kernel, a[..., None], b, c)
 
 
 @pytest.mark.slow

@@ -76,7 +76,9 @@ def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
 def norm_relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
     """||output - expected|| / ||expected|| in Frobenius norm, in float32: the error the recorded
     spaces report per config (an average, so it is smaller than ``relative_error``, which the
-    output check uses). NaN or infinity in the output is infinite error."""
+    output check uses). Another shape, or NaN or infinity in the output, is infinite error."""
+    if output.shape != expected.shape:
+        return math.inf
     difference = (output.float() - expected.float()).norm().item()
     return difference / max(expected.float().norm().item(), 1e-30) if math.isfinite(difference) else math.inf
 
