@@ -4,6 +4,8 @@ estimate and warp specialization is shown to fail (why the Space leaves it out).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from tunekit.kernels import attention_hopper
@@ -73,31 +75,23 @@ def test_configs_compile_for_hopper_within_the_estimated_shared_memory_but_not_w
     config of the Space compiles and the shared memory the compiler reports is within the Space's
     estimate; the same config warp-specialized fails in Triton's warp-specialization pass (if a
     Triton release makes it compile, the Space should try it)."""
-    from triton.backends.compiler import GPUTarget
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    import gpu_target_kernels
 
-    from tunekit.compiler import CompileJob, CompilePool, TensorSpec
-    from tunekit.trial import Status
-
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     configs = [dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=0, HEAVY_FIRST=0, num_warps=4, num_stages=3),
                dict(BLOCK_M=128, BLOCK_N=128, WARP_SPECIALIZE=0, HEAVY_FIRST=1, num_warps=8, num_stages=2),
                dict(BLOCK_M=128, BLOCK_N=64, WARP_SPECIALIZE=1, HEAVY_FIRST=0, num_warps=4, num_stages=3)]
     assert [attention_hopper.space().canonical(c) is not None for c in configs] == [True, True, False]
-    spec = TensorSpec(torch.bfloat16)
-    jobs = [CompileJob("tunekit.kernels.attention_hopper", "attention_hopper_kernel", GPUTarget("cuda", 90, 32),
-                       (spec, spec, spec, spec, 0.088, 128, 4096),
-                       dict(config, HEAD_DIM=128, CAUSAL=causal)) for config in configs for causal in (False, True)]
-    pool = CompilePool(workers=2)
-    try:
-        results = pool.compile(jobs)
-    finally:
-        pool.close()
+    spec = {"tensor": "bfloat16"}
+    jobs = [["tunekit.kernels.attention_hopper", "attention_hopper_kernel", [spec, spec, spec, spec, 0.088, 128, 4096],
+             dict(config, HEAD_DIM=128, CAUSAL=causal)] for config in configs for causal in (False, True)]
+    [round_] = gpu_target_kernels.run_compile_rounds([{"jobs": jobs}], 2, tmp_path / "triton-cache")
+    results = round_["results"]
     for job, result in zip(jobs[:4], results):
-        assert result.status is Status.OK, (job.kwargs, result.error)
-        assert 0 < result.shared_bytes <= attention_hopper.shared_memory(job.kwargs), (job.kwargs, result.shared_bytes)
+        assert result.status == "ok", (job[3], result.error)
+        assert 0 < result.shared_bytes <= attention_hopper.shared_memory(job[3]), (job[3], result.shared_bytes)
     for job, result in zip(jobs[4:], results[4:]):
-        assert result.status is Status.COMPILE_ERROR and "PassManager::run failed" in result.error, result.error
+        assert result.status == "compile_error" and "PassManager::run failed" in result.error, result.error
 
 
 def test_a_compiler_pass_that_gives_up_is_a_compile_error_not_a_runtime_error():

@@ -100,28 +100,20 @@ def test_warp_specialization_and_clusters_compile_for_hopper_within_the_estimate
     and the shared memory the compiler reports is within the Space's estimate (the constraint that
     keeps configs which cannot fit out of the H200 space is an upper bound; it was found 24 bytes
     short, the pipeline's barriers, by this test)."""
-    from triton.backends.compiler import GPUTarget
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    import gpu_target_kernels
 
-    from tunekit.compiler import CompileJob, CompilePool, TensorSpec
-    from tunekit.trial import Status
-
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     configs = [dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=1, FLATTEN=0,
                     EPILOGUE_SUBTILE=1, num_warps=8, num_stages=2, num_ctas=1),
                dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=1, WARP_SPECIALIZE=0, FLATTEN=1,
                     EPILOGUE_SUBTILE=0, num_warps=4, num_stages=4, num_ctas=2),
                dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, PERSISTENT=0, WARP_SPECIALIZE=1, FLATTEN=0,
                     EPILOGUE_SUBTILE=0, num_warps=8, num_stages=2, num_ctas=1)]
-    spec = TensorSpec(torch.bfloat16)
-    jobs = [CompileJob("tunekit.kernels.matmul_hopper", "matmul_hopper_kernel", GPUTarget("cuda", 90, 32),
-                       (spec, spec, spec, 4096, 4096, 4096), config) for config in configs]
-    pool = CompilePool(workers=2)
-    try:
-        results = pool.compile(jobs)
-    finally:
-        pool.close()
-    for config, result in zip(configs, results):
-        assert result.status is Status.OK, (config, result.error)
+    spec = {"tensor": "bfloat16"}
+    jobs = [["tunekit.kernels.matmul_hopper", "matmul_hopper_kernel", [spec, spec, spec, 4096, 4096, 4096], config]
+            for config in configs]
+    [round_] = gpu_target_kernels.run_compile_rounds([{"jobs": jobs}], 2, tmp_path / "triton-cache")
+    for config, result in zip(configs, round_["results"]):
+        assert result.status == "ok", (config, result.error)
         assert 0 < result.shared_bytes <= matmul_hopper.shared_memory(config), (config, result.shared_bytes)
     assert all(matmul_hopper.space().canonical(config) is not None for config in configs)  # the H200 space holds them

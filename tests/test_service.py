@@ -201,10 +201,11 @@ os.environ["TRITON_INTERPRET"] = "0"
 sys.path.insert(0, {tests!r})
 import torch
 from triton.backends.compiler import GPUTarget
-from tunekit.compiler import CompileJob, TensorSpec
+import gpu_target_kernels
+from tunekit.compiler import TensorSpec, compile_job_for
 from tunekit.service import service
-job = CompileJob("gpu_target_kernels", "slow_to_compile", GPUTarget("cuda", 90, 32), (TensorSpec(torch.float32),),
-                 {{"STEPS": 200_000}})
+job = compile_job_for(gpu_target_kernels.slow_to_compile, GPUTarget("cuda", 90, 32), (TensorSpec(torch.float32),),
+                      {{"STEPS": 200_000}})
 print("compiling", flush=True)
 with service().compile_pool(2) as pool:
     for index, result in pool.as_completed([job, job]):

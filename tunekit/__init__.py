@@ -15,6 +15,7 @@ from . import strategies  # noqa: F401 - registers the built-in strategies
 from .autotuner import Autotuner, TuningError, autotune
 from .benchmark import Benchmarker
 from .budget import Budget
+from .compat import NoDeviceError
 from .config import Config
 from .keys import next_power_of_2
 from .space import Space
@@ -30,6 +31,7 @@ __all__ = [
     "Budget",
     "Config",
     "KernelIdentity",
+    "NoDeviceError",
     "ResultsStore",
     "SearchContext",
     "Space",

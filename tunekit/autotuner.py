@@ -28,7 +28,8 @@ from .background import NotCopyable, Pending, may_switch, snapshot
 from .benchmark import Benchmarker
 from .budget import Budget
 from .caller import warn_at_caller
-from .compiler import unwrap_jit
+from .compat import active_driver, triton_build_key
+from .compiler import source_hash, unwrap_jit
 from .config import Config, config_from_dict, config_json
 from .deadline import Stopwatch
 from .keys import Bucket, TuningKey, nearest_key, resolve_buckets
@@ -192,8 +193,8 @@ class Autotuner(_TritonAutotuner):
         #: What the last tuning did and cost (evaluations, seconds, workers started).
         self.tuning_report: TuningReport | None = None
         settings.configure_logging()
-        if settings.mode() == "online" and isolate is not False:
-            service().prepare()  # a zygote for workers, forked now while that is cheap and safe
+        if settings.mode() == "online" and isolate:
+            service().prepare()  # a zygote for benchmark workers, forked now while that is cheap and safe
 
     @property
     def strategy(self) -> Strategy:
@@ -339,6 +340,8 @@ class Autotuner(_TritonAutotuner):
         return self._identity
 
     def _on_miss(self, key: tuple, args: tuple, kwargs: dict) -> tuple[Config, dict[str, Any]]:
+        if not settings.interpreting():
+            active_driver()  # a CPU machine without the interpreter: say so before anything is stored
         pending = self._pending.get(key)
         if pending is not None and not (pending.done.is_set() and may_switch()):
             return pending.entry
@@ -601,18 +604,14 @@ def _several_ranks() -> bool:
 def _identify(fn: Any, base_fn: Callable, timing_method: str) -> KernelIdentity:
     import hashlib
 
-    jit = unwrap_jit(fn)
-    source_hash = getattr(jit, "cache_key", None)
-    if not isinstance(source_hash, str):  # the interpreter's function has no cache key
-        source_hash = hashlib.sha256(inspect.getsource(base_fn).encode()).hexdigest()
+    code = source_hash(fn)
     if settings.interpreting():
-        return KernelIdentity(base_fn.__name__, source_hash, triton.__version__, "interpreter", timing_method)
+        return KernelIdentity(base_fn.__name__, code, triton.__version__, "interpreter", timing_method)
     import torch
-    from triton.runtime.cache import triton_key
 
-    version = f"{triton.__version__}+{hashlib.sha256(triton_key().encode()).hexdigest()[:16]}"
+    version = f"{triton.__version__}+{hashlib.sha256(triton_build_key().encode()).hexdigest()[:16]}"
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "unknown"
-    return KernelIdentity(base_fn.__name__, source_hash, version, device, timing_method)
+    return KernelIdentity(base_fn.__name__, code, version, device, timing_method)
 
 
 def autotune(

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import settings
+from .compat import triton_error_types
 from .config import Config
 from .keys import TuningKey
 from .trial import Status, Timing, Trial
@@ -29,16 +30,10 @@ KernelCall = Callable[[], Any]
 
 def classify(error: BaseException) -> Status:
     """The status of a failed config, from the exception its compile or launch raised."""
-    from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources
-
-    try:
-        from triton.runtime.errors import PTXASError
-    except ImportError:  # pragma: no cover - older Triton
-        PTXASError = ()  # type: ignore[assignment]
-    if isinstance(error, OutOfResources):
+    out_of_resources, compilation_error, ptxas_errors = triton_error_types()
+    if isinstance(error, out_of_resources):
         return Status.OUT_OF_RESOURCES
-    if isinstance(error, (CompilationError, PTXASError)):
+    if isinstance(error, (compilation_error, *ptxas_errors)):
         return Status.COMPILE_ERROR
     if isinstance(error, TimeoutError):
         return Status.TIMEOUT

@@ -2,34 +2,42 @@
 in threads of the calling process while those start.
 
 Compiling is most of the cost of tuning (design.md), so candidates are compiled in parallel
-and each is timed as soon as it is compiled. A worker compiles through the JIT's own path
-(``JITFunction.warmup``) against an explicit ``GPUTarget`` with a stub driver, so it never
-touches the GPU and needs none: the binary lands in Triton's on-disk cache, where the launch
-in the user's process finds it. Workers are killable: a compile that outlives its timeout is
-cut off by killing its worker, and the config becomes a ``timeout`` trial. A thread of the
-caller needs no start-up (Triton's compiler releases the GIL for most of its work), which is
-what a short config list wants; a compile there cannot be killed, only left behind.
+and each is timed as soon as it is compiled. A worker is forked from the caller's process, so
+it holds the kernel exactly as the caller does (whatever wraps it, wherever it was defined: a
+module, ``__main__``, a closure) and imports nothing of the user's: a library's import-time code
+never runs again. It compiles through the JIT's own path (``JITFunction.warmup``) against an
+explicit ``GPUTarget`` with a stub driver, so it never touches the GPU: the binary lands in
+Triton's on-disk cache, where the launch in the user's process finds it. What the compiler
+prints there is kept with the result, not written to the user's terminal. Workers are
+killable: a compile that outlives its timeout is cut off by killing its worker, and the config
+becomes a ``timeout`` trial. A thread of the caller needs no start-up (Triton's compiler
+releases the GIL for most of its work), which is what a short config list wants; a compile
+there cannot be killed, only left behind.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.machinery
 import inspect
 import logging
+import os
 import pickle
 import queue
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .benchmark import classify, describe
+from .compat import set_active_driver
 from .trial import Status
-from .workers import Worker, Zygote, exit_reason, kill_thread_children, ready, receive, send
+from .workers import CapturedOutput, Worker, exit_reason, kill_thread_children, ready, receive, send
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +58,18 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class CompileJob:
-    """One config to compile: where the kernel lives, the target, and the launch arguments."""
+    """One config to compile: the kernel (its ``kernel_token``), the target, and the launch
+    arguments. The job holds the kernel itself too, so that the kernel outlives it here; only
+    the token travels to a worker."""
 
-    module: str
-    qualname: str
+    kernel: int
     target: Any
     args: tuple
     kwargs: dict
+    fn: Any = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple:
+        return CompileJob, (self.kernel, self.target, self.args, self.kwargs)
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,35 @@ class CompileResult:
     seconds: float
     error: str | None = None
     shared_bytes: int | None = None
+    #: What the compiler printed in a worker (kept from the user's terminal).
+    output: str = ""
+
+
+_kernels: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+_tokens: dict[int, int] = {}  # id(kernel) -> its token, while the kernel lives
+_issued = 0  # tokens given so far: they are 0 .. _issued - 1
+_registry_lock = threading.Lock()
+
+
+def kernel_token(jit: Any) -> int:
+    """A number that names ``jit`` in this process and in the workers forked from it after this
+    call (they hold the same object): what a compile job carries instead of the kernel."""
+    with _registry_lock:
+        token = _tokens.get(id(jit))
+        if token is not None and _kernels.get(token) is jit:
+            return token
+        global _issued
+        token, _issued = _issued, _issued + 1
+        _kernels[token] = jit
+        _tokens[id(jit)] = token
+        weakref.finalize(jit, _tokens.pop, id(jit), None)
+        return token
+
+
+def tokens_issued() -> int:
+    """How many kernel tokens were given so far: a worker forked now knows the tokens below."""
+    with _registry_lock:
+        return _issued
 
 
 class _StubDriver:
@@ -118,6 +160,16 @@ def _importable_by_name(name: str) -> bool:
     return found is not None and found.origin == spec.origin
 
 
+def source_hash(fn: Any) -> str:
+    """What identifies a kernel's code: the JIT's cache key (its source and every function and
+    global it uses), or under the interpreter a hash of the Python function's source."""
+    jit = unwrap_jit(fn)
+    key = getattr(jit, "cache_key", None)
+    if isinstance(key, str):
+        return key
+    return hashlib.sha256(inspect.getsource(getattr(jit, "fn", jit)).encode()).hexdigest()
+
+
 def import_kernel(module: str, qualname: str) -> Any:
     """In a worker: the object ``kernel_address`` named (the module's kernel, however decorated)."""
     found: Any = importlib.import_module(module)
@@ -142,41 +194,44 @@ def compile_config(jit: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Com
 
 
 def _compile(job: CompileJob) -> CompileResult:
-    """In a worker: compile one config for ``job.target`` into Triton's disk cache."""
-    from triton.runtime.driver import driver
-
-    driver.set_active(_StubDriver(job.target))
-    try:
-        jit = unwrap_jit(import_kernel(job.module, job.qualname))
-    except Exception as error:
-        return CompileResult(classify(error), 0.0, describe(error))
-    return compile_config(jit, job.args, job.kwargs)
+    """In a worker forked from the caller: compile one config for ``job.target`` into Triton's disk cache."""
+    set_active_driver(_StubDriver(job.target))
+    kernel = _kernels.get(job.kernel)
+    if kernel is None:  # the pool sends a job only to a worker forked after its kernel was named
+        return CompileResult(Status.COMPILE_ERROR, 0.0, f"kernel {job.kernel} is unknown to this compile worker")
+    return compile_config(unwrap_jit(kernel), job.args, job.kwargs)
 
 
 def serve_compiles(connection: Any) -> None:
-    """A compile worker's loop: say it is ready (Triton imported), then compile what it is sent."""
+    """A compile worker's loop: say it is ready, then compile what it is sent, with what the
+    compiler printed kept in each result."""
     import triton  # noqa: F401 - paid before the first compile is timed
 
+    output = CapturedOutput()
     send(connection, "ready")
     while True:
         try:
             index, job = receive(connection)
         except EOFError:  # the pool was closed (or its process is gone)
             return
-        send(connection, (index, _compile(job)))
+        result = _compile(job)
+        printed = output.take()
+        if printed:
+            result = replace(result, output=printed)
+        send(connection, (index, result))
 
 
 def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileJob | None:
-    """A picklable job for this launch, or None when a worker cannot rebuild the kernel
-    (defined in ``__main__`` or inside a function, or arguments that do not pickle)."""
-    address = kernel_address(fn)
-    if address is None:
+    """A job for this launch that a compile worker forked from this process can run, or None
+    where none can be forked (no ``fork`` on this platform) or the arguments do not pickle."""
+    if not hasattr(os, "fork"):
         return None
     spec_args = tuple(
         TensorSpec(arg.dtype, arg.data_ptr() % 16 == 0) if hasattr(arg, "data_ptr") and hasattr(arg, "dtype") else arg
         for arg in args
     )
-    job = CompileJob(*address, target, spec_args, dict(kwargs))
+    jit = unwrap_jit(fn)
+    job = CompileJob(kernel_token(jit), target, spec_args, dict(kwargs), jit)
     try:
         pickle.dumps(job)
     except Exception:
@@ -188,11 +243,11 @@ def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str,
 Timeout = float | None | Callable[[], float | None]
 #: Compiles one job in this process (a thread of the caller): what runs while workers start.
 LocalCompile = Callable[[int], CompileResult]
-#: The zygote to fork compile workers from, asked at each start; None: fresh interpreters.
-ZygoteSource = Callable[[], Zygote | None]
 
 ENTRY = "tunekit.compiler:serve_compiles"
 _first_local_compile = threading.Event()
+#: Threads of this process compiling now, in any pool.
+_compiling_here: set[threading.Thread] = set()
 #: Workers that die while starting, in a row, before the pool stops starting them.
 MAX_FAILED_STARTS = 3
 #: Seconds ``close`` waits for compile threads left behind (their ptxas killed) to end.
@@ -203,29 +258,40 @@ class CompilePool:
     """Compile worker processes, started on demand and kept for reuse, and compiles in this
     process's threads while they start.
 
+    Workers are forked from this process (``tunekit.workers``), each knowing the kernels named
+    (``kernel_token``) before it was forked; one kept from an earlier tuning that does not know
+    this tuning's kernel is replaced.
+
     Args:
         workers: at most this many compiles at once (workers and threads together).
         timeout: seconds one compile may take; None for no limit.
-        zygote: where new workers are forked from (fast) instead of started as fresh
-            interpreters (seconds: they import the kernel's module, torch with it).
     """
 
-    def __init__(self, workers: int, timeout: float | None = None, zygote: ZygoteSource | None = None) -> None:
+    def __init__(self, workers: int, timeout: float | None = None) -> None:
         if workers < 1:
             raise ValueError(f"The 'workers' parameter of CompilePool must be an int >= 1. Got {workers} instead.")
         self.workers = workers
         self.timeout = timeout
-        self._zygote = zygote or (lambda: None)
         self._idle: list[Worker] = []
         self._starting: list[Worker] = []
+        self._knows: dict[Worker, int] = {}  # each worker knows the kernel tokens below this
         #: Workers started so far.
         self.started = 0
         self._failed_starts = 0  # in a row: after a few, no more are started
         self._compiling_threads: set[threading.Thread] = set()  # this process's threads compiling now
 
     def _start(self) -> None:
-        self._starting.append(Worker(ENTRY, self._zygote()))
+        self._starting.append(Worker(ENTRY, here=True))
+        self._knows[self._starting[-1]] = tokens_issued()
         self.started += 1
+
+    def _forget(self, worker: Worker) -> None:
+        """Stop a worker the pool holds idle or starting."""
+        for held in (self._idle, self._starting):
+            if worker in held:
+                held.remove(worker)
+        self._knows.pop(worker, None)
+        worker.kill()
 
     def _take_ready(self, worker: Worker) -> None:
         self._starting.remove(worker)
@@ -265,6 +331,9 @@ class CompilePool:
         compiler) fails its own job only.
         """
         timeout = self.timeout if timeout is None else timeout
+        needed = max((job.kernel for job in jobs if job is not None), default=-1)
+        for worker in [w for w in [*self._idle, *self._starting] if self._knows.get(w, 0) <= needed]:
+            self._forget(worker)  # forked before this kernel was named: it cannot find it
         pending = deque(range(len(jobs)))
         running: dict[Worker, tuple[int, float]] = {}
         threads: dict[int, float] = {}  # job index -> start, compiling in this process
@@ -274,11 +343,13 @@ class CompilePool:
         def compile_here(index: int) -> None:
             thread_ids[index] = threading.get_native_id()
             self._compiling_threads.add(threading.current_thread())
+            _compiling_here.add(threading.current_thread())
             try:
                 finished.put((index, local(index)))  # type: ignore[misc]
             finally:
                 thread_ids.pop(index, None)
                 self._compiling_threads.discard(threading.current_thread())
+                _compiling_here.discard(threading.current_thread())
                 _first_local_compile.set()
 
         def leave_behind(index: int) -> None:
@@ -291,7 +362,9 @@ class CompilePool:
             while pending or running or threads:
                 poolable = sum(1 for i in pending if jobs[i] is not None)
                 wanted = min(self.workers, poolable) - len(self._idle) - len(self._starting) - len(running)
-                can_start = start_workers and self._failed_starts < MAX_FAILED_STARTS
+                # a worker is forked only while no thread here compiles: a fork copies the locks such a
+                # thread holds inside the compiler, and the child would wait on them forever
+                can_start = start_workers and self._failed_starts < MAX_FAILED_STARTS and not _compiling_here
                 for _ in range(max(0, wanted) if can_start else 0):
                     self._start()
                 for _ in range(len(pending)):  # idle workers take what they can
@@ -366,7 +439,7 @@ class CompilePool:
         still inside Triton when the interpreter shuts down aborts the process."""
         for worker in [*self._idle, *self._starting]:
             worker.kill()
-        self._idle, self._starting = [], []
+        self._idle, self._starting, self._knows = [], [], {}
         end = time.monotonic() + LEFT_BEHIND_SECONDS
         for thread in list(self._compiling_threads):
             if thread.native_id is not None:

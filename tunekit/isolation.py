@@ -2,14 +2,19 @@
 breaks the device context costs that worker, not the caller's process.
 
 An illegal memory access poisons a CUDA context for the rest of its process, and a segfault
-or a hang in a launch cannot be caught at all, so the only safe place to try a config nobody
-has run before is another process. The worker imports the kernel's module (the decorated
-kernel must live at the top level of an importable module, as for the compile pool), gets
-guarded copies of the launch's tensor arguments (``tunekit.guarded``: each storage's used region
-once, with the caller's strides and alignment, and guard bands where the caller's allocations
-end), and runs a ``LocalRunner`` on them: the caller's tensors are never touched. A worker that
-dies or outlives the run timeout is killed; its config is a ``runtime_error`` or ``timeout``
-trial and the next config gets a new worker, which is handed the reference outputs the check had.
+or a hang in a launch cannot be caught at all, so the only safe place to try a config that
+already killed a process is another one. Such a worker needs a device of its own, so it cannot
+be a copy of a caller that holds a CUDA context: it imports the kernel's module again (the
+decorated kernel must live at the top level of an importable module), with the caller's
+environment, import path and directory, and what that import prints is kept from the user's
+terminal. The kernel it finds there must be the one tuned here (the same code, under the same
+decorators: ``triton.heuristics`` above or below the autotuner is looked through), or the
+worker says so and the caller tunes in its own process. The worker gets guarded copies of the
+launch's tensor arguments (``tunekit.guarded``: each storage's used region once, with the
+caller's strides and alignment, and guard bands where the caller's allocations end), and runs
+a ``LocalRunner`` on them: the caller's tensors are never touched. A worker that dies or
+outlives the run timeout is killed; its config is a ``runtime_error`` or ``timeout`` trial and
+the next config gets a new worker, which is handed the reference outputs the check had.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from typing import Any
 
 import torch
 
-from .compiler import Timeout, import_kernel, kernel_address, unwrap_jit
+from .compat import triton_build_key, warm_up_cuda_utils
+from .compiler import Timeout, import_kernel, kernel_address, source_hash, unwrap_jit
 from .caller import warn_at_caller
 from .config import Config, config_from_dict, config_json
 from .guarded import ShippedTensors, out_of_memory, ship, with_tensors
@@ -34,7 +40,7 @@ from .launch import Launch
 from .runner import LocalRunner
 from .service import service
 from .trial import Status, Trial
-from .workers import Worker, callers_context, exit_reason, receive, send, take_callers_context
+from .workers import CapturedOutput, Worker, callers_context, exit_reason, receive, send, take_callers_context
 
 logger = logging.getLogger(__name__)
 
@@ -55,18 +61,24 @@ def _chain(fn: Any) -> list[str]:
     return names
 
 
-def _resolve_kernel(module: str, qualname: str, chain: list[str]) -> Any:
-    """The kernel in the worker, as the parent's Autotuner wraps it (Heuristics included)."""
-    from triton.runtime.autotuner import Autotuner
-
+def _resolve_kernel(module: str, qualname: str, chain: list[str], code: str) -> Any:
+    """The kernel in the worker, as the parent's Autotuner wraps it: found under whatever wraps
+    it in its module (``triton.heuristics`` over the autotuner, a library's own wrapper), with the
+    same decorators below the autotuner and the same code; else an ``IsolationError`` saying why."""
     found = import_kernel(module, qualname)
-    if isinstance(found, Autotuner):
-        found = found.fn
-    if _chain(found) != chain:
-        raise IsolationError(f"{module}.{qualname} is wrapped in {_chain(found) or 'nothing'} in its module but in "
-                             f"{chain or 'nothing'} where it is tuned, so a benchmark worker cannot rebuild it; "
-                             "pass isolate=False")
-    return found
+    candidate = found
+    while True:
+        if _chain(candidate) == chain:
+            if source_hash(candidate) != code:
+                raise IsolationError(f"{module}.{qualname} imported in a benchmark worker is not the kernel tuned "
+                                     "here (its code differs: the module builds it from something the worker does "
+                                     "not share)")
+            return candidate
+        if candidate is unwrap_jit(candidate):
+            break
+        candidate = candidate.fn
+    raise IsolationError(f"{module}.{qualname} is wrapped in {_chain(found) or 'nothing'} in its module, and in "
+                         f"{chain or 'nothing'} where it is tuned, so a benchmark worker cannot find it")
 
 
 def _shippable(launch: Launch, config_hooks: Sequence[Any] = ()) -> Launch:
@@ -100,13 +112,9 @@ def warm_up() -> None:
     CUDA build of torch, Triton's CUDA utilities (a C module Triton builds with the host compiler
     into its cache on first use: 0.56 s there on a cold cache; loading it initialises no device,
     so the zygote can still fork)."""
-    from triton.runtime.cache import triton_key
-
-    triton_key()
+    triton_build_key()
     if torch.version.cuda is not None:
-        from triton.backends.nvidia.driver import CudaUtils
-
-        CudaUtils()
+        warm_up_cuda_utils()
 
 
 def _broken_device() -> bool:
@@ -129,10 +137,18 @@ def serve_benchmarks(connection: Any) -> None:
         kind, message = receive(connection)
         if kind == "setup":
             start = time.perf_counter()
-            runner, warning = _set_up(*message)
+            try:
+                runner, warning, printed = _set_up(*message)
+            except IsolationError as error:
+                send(connection, ("refused", str(error)))
+                return
+            except Exception as error:  # the module's import failed here: the caller tunes in its own process
+                send(connection, ("refused", f"importing the kernel in a benchmark worker failed: "
+                                             f"{type(error).__name__}: {error}"))
+                return
             logger.debug("benchmark worker %d: set up for %s in %.3f s", os.getpid(), runner.launch.kernel_name,
                          time.perf_counter() - start)
-            send(connection, ("ready", warning))
+            send(connection, ("ready", (warning, printed)))
             continue
         if kind == "release":  # kept warm between tunings: without the last one's tensors
             runner = None
@@ -151,16 +167,22 @@ def serve_benchmarks(connection: Any) -> None:
             return  # the context is poisoned: exit, and the parent starts a fresh worker
 
 
-def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str]], launch: Launch, args: tuple, kwargs: dict,
-            tensors: ShippedTensors, check: bool, expected: dict | None, reference_config: str | None,
-            device_index: int | None) -> tuple[LocalRunner, str | None]:
+def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str], str], launch: Launch, args: tuple,
+            kwargs: dict, tensors: ShippedTensors, check: bool, expected: dict | None, reference_config: str | None,
+            device_index: int | None) -> tuple[LocalRunner, str | None, str]:
     """The worker's runner for one tuning, with the caller's import path as it is now: the kernel
     imported again, guarded copies of the tensor arguments. With it, a warning for the caller
-    when the guard bands did not fit in the device's memory (the copies are then unguarded)."""
+    when the guard bands did not fit in the device's memory (the copies are then unguarded), and
+    what the import printed (kept from the user's terminal, for the caller's log)."""
     take_callers_context(caller)
     if device_index is not None:
         torch.cuda.set_device(device_index)
-    launch = replace(launch, fn=_resolve_kernel(*address))
+    output = CapturedOutput()
+    try:
+        fn = _resolve_kernel(*address)
+    finally:
+        printed = output.stop()
+    launch = replace(launch, fn=fn)
     warning = None
     try:
         copies = tensors.land()
@@ -177,7 +199,7 @@ def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str]], launch:
             runner.check.expected = {name: t.to(runner.check.pristine[name].device) for name, t in expected.items()}
             runner.check.reference_config = reference_config
         runner.check.warm_up()  # while the caller compiles the first config
-    return runner, warning
+    return runner, warning, printed
 
 
 def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, retiming: bool) -> dict:
@@ -221,7 +243,7 @@ class IsolatedRunner:
                                  "benchmark worker cannot import it; define it at the top level of a module, or "
                                  "pass isolate=False")
         self.launch = launch
-        self.address = (*address, _chain(launch.fn))
+        self.address = (*address, _chain(launch.fn), source_hash(launch.fn))
         self.shipped = _shippable(launch, config_hooks)
         tensors = {name: v for name, v in launch.named(args, kwargs).items() if isinstance(v, torch.Tensor)}
         self.tensors = ship(tensors)
@@ -229,7 +251,8 @@ class IsolatedRunner:
         self.args, self.kwargs = with_tensors(launch.arg_names, args,
                                               {name: v for name, v in kwargs.items() if name != "grid"},
                                               dict.fromkeys(tensors))
-        self._caller_args, self._caller_kwargs = args, kwargs  # the grid is evaluated here, per config
+        #: The call's own arguments: the grid is evaluated here, per config.
+        self.caller_args, self.caller_kwargs = args, kwargs
         cuda = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor) and v.is_cuda]
         self.device_index = cuda[0].device.index if cuda else None
         self.check = check
@@ -271,12 +294,18 @@ class IsolatedRunner:
             self._stop()
             raise IsolationError(f"the benchmark worker did not start within {START_TIMEOUT:.0f} s")
         try:
-            _, warning = self._worker.receive()
+            kind, reply = self._worker.receive()
         except (EOFError, OSError):
             code = self._worker.wait()
             self._stop()
             raise IsolationError(f"the benchmark worker exited while starting ({exit_reason(code)}); its error "
                                  "is printed above") from None
+        if kind == "refused":
+            self._stop()
+            raise IsolationError(reply)
+        warning, printed = reply
+        if printed:
+            logger.debug("%s: importing it in a benchmark worker printed: %s", self.launch.kernel_name, printed)
         self._ready = True
         self.seconds_starting += time.perf_counter() - waited
         if warning is not None and not self._warned:
@@ -287,7 +316,7 @@ class IsolatedRunner:
     def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
         check_shippable(config.pre_hook, f"the pre_hook of config {config}")
-        grid = self.launch.grid_of(config, self._caller_args, self._caller_kwargs)
+        grid = self.launch.grid_of(config, self.caller_args, self.caller_kwargs)
         request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, retiming))
         for attempt in range(2):
             if self._worker is None or not self._worker.alive():

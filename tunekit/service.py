@@ -2,9 +2,11 @@
 
 It owns the compile pool and an idle benchmark worker per device, starts them lazily, keeps
 them warm between tunings, stops them when they have been idle a while and when the process
-exits. New workers fork from a zygote (``tunekit.workers``): one forked from this process
-when the first kernel is decorated, if that is safe then (a GPU machine, no CUDA context yet,
-a single thread), else a fresh interpreter started at the first tuning that needs a worker.
+exits. Compile workers are forked from this process at the tuning (``tunekit.compiler``).
+Benchmark workers (``isolate=True``, or after a config crashed a process) need a device of
+their own, so they fork from a zygote (``tunekit.workers``): one forked from this process when
+such a kernel is decorated, if that is safe then (a GPU machine, no CUDA context yet, a single
+thread), else a fresh interpreter started at the first tuning that needs a worker.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class WorkerService:
     # -- the zygote ------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """At decoration: fork the zygote now if this is a GPU process that may fork safely."""
+        """At decoration of a kernel tuned in benchmark workers: fork the zygote now if this is a
+        GPU process that may fork safely."""
         with self._lock:
             if self._zygote is not None:
                 return
@@ -87,7 +90,7 @@ class WorkerService:
         with self._lock:
             self._touch()
             if not self._free_pools:
-                self._pools.append(CompilePool(workers, zygote=self.zygote))
+                self._pools.append(CompilePool(workers))
                 self._free_pools.append(self._pools[-1])
             pool = self._free_pools.pop()
         pool.workers = workers

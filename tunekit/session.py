@@ -20,6 +20,7 @@ from typing import Any
 from . import settings
 from .budget import Budget
 from .caller import warn_at_caller
+from .compat import active_target
 from .compiler import CompileResult, compile_config, compile_job_for, kernel_address, unwrap_jit
 from .config import Config, config_json
 from .deadline import Clock, Deadline, Stopwatch
@@ -122,6 +123,7 @@ class TuningSession:
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
         self._compiled_not_launched: Config | None = None
         self._proven: set[str] = set()
+        self._crashed: set[str] = set()
         self._search: Search | None = None  # once the first step began
         self._history: list[Trial] = []
         self._strategy_name = ""
@@ -175,6 +177,7 @@ class TuningSession:
             raise
         finally:  # give back the inputs; close the run in the store even when every config failed
             if runner is not None:
+                runner = self._runner  # a benchmark worker's runner may have given way to one in this process
                 runner.finish()
                 runner.close()
                 for name, value in (("benchmark_workers_started", runner.workers_started),
@@ -217,6 +220,8 @@ class TuningSession:
         #: Configs that ran correctly at this key: launching them in-process needs no in-flight mark (a
         #: config that ran at another shape may still store far out of bounds at this one).
         self._proven = {t.config_id for t in history if t.ok and t.key is not None and t.key.json == text}
+        #: Configs that killed a tuning process at this key and never ran correctly since.
+        self._crashed = {config for config, key in _unresolved_crashes(history) if key == text}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
         self._strategy_name = self.options.strategy.name or type(self.options.strategy).__name__
@@ -332,33 +337,37 @@ class TuningSession:
     # -- checking and timing ------------------------------------------------------------------
 
     def _isolated(self, history: Sequence[Trial]) -> bool:
-        """``isolate`` if given; else, for a kernel a worker can import: once one of its configs killed
-        a tuning process, and on a GPU also when the kernel is first tuned (nothing of it in the
-        store) or when one of its configs ever failed at run time or hung."""
+        """``isolate`` if given. Otherwise in this process, as stock tunes (a benchmark worker needs
+        a device of its own, so it starts a fresh interpreter once CUDA is up: seconds), unless a
+        config of this kernel killed a tuning process and was not measured since: then in a
+        benchmark worker, if one can import the kernel (else those configs are not launched)."""
         if self.options.isolate is not None:
             return self.options.isolate
-        if kernel_address(self.launch.fn) is None:
-            return False
-        if _unresolved_crashes(history):  # under the interpreter too: its far stores segfault
-            return True
-        if settings.interpreting():
-            return False
-        return not history or any(t.status in (Status.RUNTIME_ERROR, Status.TIMEOUT) for t in history)
+        return kernel_address(self.launch.fn) is not None and bool(_unresolved_crashes(history))
 
     def _make_runner(self, args: tuple, kwargs: dict, history: Sequence[Trial]) -> LocalRunner | IsolatedRunner:
-        name = self.launch.kernel_name
         if self._isolated(history):
-            logger.info("%s: checking and timing configs in a benchmark worker process", name)
+            logger.info("%s: checking and timing configs in a benchmark worker process", self.launch.kernel_name)
             try:
                 hooks = {id(c.pre_hook): c.pre_hook for c in self.space.configs() if c.pre_hook is not None}
                 return IsolatedRunner(self.launch, args, kwargs, check=self.options.check, timeout=self._run_timeout,
                                       time_left=lambda: self._active_deadline.remaining(),
                                       config_hooks=list(hooks.values()))
             except IsolationError as error:
-                if self.options.isolate:
-                    raise
-                logger.warning("%s: tuning in this process, not isolated: %s", name, error)
+                self._not_isolated(error)
+        return self._local_runner(args, kwargs)
+
+    def _local_runner(self, args: tuple, kwargs: dict) -> LocalRunner:
         return LocalRunner(self.launch, args, kwargs, self.launch.output_check() if self.options.check else None)
+
+    def _not_isolated(self, error: IsolationError) -> None:
+        """A benchmark worker cannot check and time this kernel: an error if the user asked for one
+        (``isolate=True``), else the tuning goes on in this process, said once per kernel."""
+        if self.options.isolate:
+            raise error
+        if self.launch.kernel_name not in _told_not_isolated:
+            _told_not_isolated.add(self.launch.kernel_name)
+            logger.warning("%s: tuning in this process, not in a benchmark worker: %s", self.launch.kernel_name, error)
 
     def _run_timeout(self) -> float | None:
         """Seconds the config about to run in a benchmark worker may take: ``run_timeout`` or the
@@ -407,7 +416,19 @@ class TuningSession:
         in flight in the store meanwhile: if it kills the process, the next tuning knows."""
         assert self._runner is not None
         config_id = config_json(config)
-        if isinstance(self._runner, IsolatedRunner) or config_id in self._proven:
+        if isinstance(self._runner, IsolatedRunner):
+            try:
+                return self._runner.measure(config, self.key)
+            except IsolationError as error:  # the worker could not be set up: on in this process
+                self._not_isolated(error)
+                isolated = self._runner
+                self._runner = self._local_runner(isolated.caller_args, isolated.caller_kwargs)
+                isolated.close()
+        if config_id in self._crashed:
+            return Trial(config, Status.RUNTIME_ERROR, key=self.key,
+                         error="it killed a tuning process before, and no benchmark worker could run it: not launched "
+                               "in this process again")
+        if config_id in self._proven:
             return self._runner.measure(config, self.key)
         with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id):
             trial = self._runner.measure(config, self.key)
@@ -425,9 +446,7 @@ class TuningSession:
         if settings.interpreting():
             yield from ((i, CompileResult(Status.OK, 0.0)) for i in range(len(configs)))
             return
-        from triton.runtime.driver import driver
-
-        target = driver.active.get_current_target()
+        target = active_target()
         jit = unwrap_jit(self.launch.fn)
         calls = [self.launch.jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in configs]
         workers = self._workers()
@@ -479,6 +498,10 @@ class TuningSession:
         budget = self.options.budget
         total = min(len(self.space), budget.evals) if budget.evals else len(self.space)
         return tqdm(total=total, desc=f"tuning {self.launch.kernel_name}", unit="config", leave=False)
+
+
+#: Kernels already said to be tuned in this process after all (said once per process).
+_told_not_isolated: set[str] = set()
 
 
 def _unresolved_crashes(history: Sequence[Trial]) -> set[tuple[str, str]]:

@@ -1,12 +1,16 @@
 """Worker processes: how they start, talk, and die with the process that started them.
 
 A worker runs one entry point (``"module:function"``, given a connection) and talks over a
-socket pair. It starts one of two ways:
+socket pair. It starts one of three ways:
 
+- forked from this process (``Worker(entry, here=True)``): a copy of the caller, which holds its
+  kernels as the caller has them, so it imports nothing of the user's. What compile workers
+  are: they never touch the GPU, so a CUDA context in the caller does not matter to them.
 - forked from a *zygote*: a process that already imported torch, Triton and tunekit but holds
   no CUDA context, so a new worker is ready in a fraction of a second (a fresh interpreter
   needs seconds to import torch). The zygote is forked from the user's process before CUDA
   is initialised there (``Zygote.fork``) or, failing that, started as a fresh interpreter.
+  Benchmark workers (``isolate=True``) start so: they need a device of their own.
 - as a fresh interpreter (``python -c``) with the caller's import path. Not multiprocessing's
   spawn, which re-runs the caller's ``__main__`` script in every child.
 
@@ -26,14 +30,17 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from . import settings
+from .compat import has_triton_allocator
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +58,39 @@ def send(connection: Connection, message: Any) -> None:
 
 def receive(connection: Connection) -> Any:
     return pickle.loads(connection.recv_bytes())
+
+
+class CapturedOutput:
+    """This process's stdout and stderr (the file descriptors: a compiler's C++ writes there too)
+    sent to a file until ``stop``, so that a worker prints nothing on the user's terminal; what
+    was written since the last ``take`` is read back for the caller's log."""
+
+    def __init__(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._saved = (os.dup(1), os.dup(2))
+        self._file = tempfile.TemporaryFile()
+        os.dup2(self._file.fileno(), 1)
+        os.dup2(self._file.fileno(), 2)
+        self._read = 0
+
+    def take(self, limit: int = 4000) -> str:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._file.seek(self._read)
+        data = self._file.read()
+        self._read += len(data)
+        text = data.decode(errors="replace").strip()
+        return text if len(text) <= limit else text[:limit] + " ..."
+
+    def stop(self) -> str:
+        """Give stdout and stderr back; what was written since the last ``take``."""
+        text = self.take()
+        for fd, saved in zip((1, 2), self._saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self._file.close()
+        return text
 
 
 def kill_process_tree(pid: int) -> None:
@@ -120,10 +160,11 @@ def _exit_orphaned() -> None:
     os._exit(0)
 
 
-def serve(fd: int, entry: str, parent: int, forked: bool = False) -> None:
+def serve(fd: int, entry: str, parent: int, forked: bool = False, become: bool = True) -> None:
     """What a worker runs: its entry point ``module:function`` gets the connection. A worker
     forked from a zygote first takes the caller's context from it. A closed connection (the
-    tuning is over, or its process is gone) ends it quietly."""
+    tuning is over, or its process is gone) ends it quietly. ``become=False``: the caller already
+    made this process a worker (``_become_worker``)."""
     import importlib
 
     module, function = entry.split(":")
@@ -131,7 +172,8 @@ def serve(fd: int, entry: str, parent: int, forked: bool = False) -> None:
     try:
         if forked:
             take_callers_context(receive(connection))
-        _become_worker(parent)
+        if become:
+            _become_worker(parent)
         getattr(importlib.import_module(module), function)(connection)
     except (EOFError, OSError) as error:
         if not isinstance(error, (EOFError, BrokenPipeError, ConnectionError)):
@@ -163,27 +205,76 @@ class _ForkedProcess:
         return self.returncode  # type: ignore[return-value]
 
 
+class _Child:
+    """A worker forked from this process: its exit code comes from ``waitpid``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the user's)
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid == self.pid:
+                self.returncode = _exit_code(status)
+        return self.returncode
+
+    def wait(self, seconds: float) -> int:
+        end = time.monotonic() + seconds
+        while self.poll() is None:
+            if time.monotonic() > end:
+                raise subprocess.TimeoutExpired("worker", seconds)
+            time.sleep(0.005)
+        return self.returncode  # type: ignore[return-value]
+
+
+def _fork_here(entry: str, connection: socket.socket) -> int:
+    """Fork a worker from this process that serves ``entry`` over ``connection``; its pid. Only
+    the forking thread lives on in the child, which never touches the GPU (a CUDA context here
+    cannot be used there) and lets go of every other file this process has open."""
+    parent = os.getpid()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    with warnings.catch_warnings():  # Python 3.12 warns of any fork from a threaded process; this child only compiles
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the worker's side, which never returns
+        try:
+            _become_worker(parent)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            _let_go_of_inherited_files(keep=connection.fileno())
+            serve(connection.fileno(), entry, parent, become=False)
+        finally:
+            os._exit(0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return pid
+
+
 class Worker:
-    """One worker process running ``entry`` (``"module:function"``, given the connection),
-    forked from ``zygote`` when one is given, else a fresh interpreter.
+    """One worker process running ``entry`` (``"module:function"``, given the connection):
+    forked from this process (``here``), from ``zygote`` when one is given, else a fresh interpreter.
 
     A fresh interpreter starts with this process's import path and environment; ``sys.path``
     is set before anything is imported, because ``python -c`` would put the working directory
     first, where a source checkout's ``tunekit/`` may shadow the installed one.
     """
 
-    def __init__(self, entry: str, zygote: "Zygote | None" = None) -> None:
+    def __init__(self, entry: str, zygote: "Zygote | None" = None, *, here: bool = False) -> None:
         ours, theirs = socket.socketpair()
-        pid = None
-        if zygote is not None:
+        self.process: Any = None
+        if here:
+            self.process = _Child(_fork_here(entry, theirs))
+            zygote = None
+        elif zygote is not None:
             try:
-                pid = zygote.start(entry, theirs)
+                self.process = _ForkedProcess(zygote.start(entry, theirs), zygote)
             except OSError as error:  # the zygote is gone: a fresh interpreter instead
                 logger.debug("the worker zygote could not fork a worker (%s)", error)
                 zygote = None
-        if zygote is not None and pid is not None:
-            self.process: Any = _ForkedProcess(pid, zygote)
-        else:
+        if self.process is None:
             self.process = _interpreter(f"serve({theirs.fileno()}, {entry!r}, {os.getpid()})", theirs)
         theirs.close()
         self.forked = zygote is not None
@@ -397,18 +488,7 @@ def callers_context() -> dict[str, Any]:
     whether Triton has an allocator set here (kernels that build tensor descriptors on the device
     need one; the caller's own may not pickle, so the worker sets ``device_allocator``)."""
     return {"environ": dict(os.environ), "path": list(sys.path), "cwd": os.getcwd(),
-            "triton_allocator": _has_triton_allocator()}
-
-
-def _has_triton_allocator() -> bool:
-    """Whether ``triton.set_allocator`` was called in this context (Triton's private module: a
-    release that lays it out otherwise reads as no allocator, never as an error)."""
-    allocation = sys.modules.get("triton.runtime._allocation")
-    variable = getattr(allocation, "_allocator", None)
-    null = getattr(allocation, "NullAllocator", None)
-    if not hasattr(variable, "get") or not isinstance(null, type):
-        return False
-    return not isinstance(variable.get(), null)
+            "triton_allocator": has_triton_allocator()}
 
 
 def device_allocator(size: int, alignment: int, stream: int | None) -> Any:
@@ -421,7 +501,7 @@ def device_allocator(size: int, alignment: int, stream: int | None) -> Any:
 def ensure_triton_allocator() -> None:
     """Set ``device_allocator`` as Triton's allocator unless this context has one (a user's own
     is kept): kernels that build tensor descriptors on the device need one."""
-    if not _has_triton_allocator():
+    if not has_triton_allocator():
         import triton
 
         triton.set_allocator(device_allocator)

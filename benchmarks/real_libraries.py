@@ -1,0 +1,204 @@
+"""Third-party kernel libraries with ``triton.autotune`` swapped for tunekit's, as a user swaps it.
+
+Each measured process is fresh, with a cold Triton cache of its own: it sets
+``triton.autotune = tunekit.autotune`` (variant ``tk``; ``stock`` leaves Triton's) *before* it
+imports the library, builds the op's inputs on the GPU, and times the op's first forward call
+(every autotuned kernel of the op tuned in it), with ``torch.cuda.synchronize()`` on both sides.
+Then it times the op in steady state with ``triton.testing.do_bench`` (the winners' op time), and
+saves the op's outputs for the driver to compare with stock's. ``tk_second``: a second process
+with the store of a ``tk`` process before it (and a cold Triton cache): what a rerun pays.
+
+The driver runs ``--rounds`` rounds, each op's variants in fresh processes, stock first in even
+rounds and last in odd ones, then one ``tk_second`` per op, and prints per op: the first call
+(median, per-round ratios), the op time of each variant's winners (median, and tunekit's slowest
+over its fastest across rounds), the largest output difference from stock's, and the stderr lines
+tunekit's processes printed that stock's did not.
+
+    python benchmarks/real_libraries.py --ops fla:chunk_gla --rounds 5 --json OUT.json
+    python benchmarks/real_libraries.py --one fla:chunk_gla:tk --store S.db --save OUT.pt   # one process
+
+Libraries: ``fla`` (flash-linear-attention's ``fla-core`` 0.6.0: about 200 ``triton.autotune``
+sites, ``triton.heuristics`` over the autotuner among them). Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+if __name__ == "__main__" and "--one" in sys.argv:
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="real-lib-cache-")  # before triton is imported
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+#: B, T, H, D of the issue's runs (bf16)
+SHAPE = (2, 4096, 16, 128)
+
+
+def fla_inputs(op: str) -> tuple[Callable[[], Any], str]:
+    """The op's call on fresh inputs, and the module it comes from."""
+    import torch
+
+    B, T, H, D = SHAPE
+    torch.manual_seed(0)
+    bf16 = dict(device="cuda", dtype=torch.bfloat16)
+    q, k, v = (torch.randn(B, T, H, D, **bf16) for _ in range(3))
+    if op == "chunk_gla":
+        from fla.ops.gla import chunk_gla
+
+        g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, D, **bf16))
+        return lambda: chunk_gla(q, k, v, g)[0], "fla.ops.gla"
+    if op == "chunk_gated_delta_rule":
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+        k = torch.nn.functional.normalize(k.float(), p=2, dim=-1).to(torch.bfloat16)
+        g = torch.nn.functional.logsigmoid(torch.randn(B, T, H, **bf16))
+        beta = torch.rand(B, T, H, **bf16).sigmoid()
+        return lambda: chunk_gated_delta_rule(q, k, v, g, beta)[0], "fla.ops.gated_delta_rule"
+    raise SystemExit(f"unknown fla op {op!r}")
+
+
+LIBRARIES: dict[str, Callable[[str], tuple[Callable[[], Any], str]]] = {"fla": fla_inputs}
+
+
+def measure(library: str, op: str, variant: str, store: str, save: str) -> dict[str, Any]:
+    """One measured process: swap, import, first call, steady state, outputs saved."""
+    import torch
+    import triton
+
+    if variant != "stock":
+        import tunekit
+
+        os.environ["TUNEKIT_STORE"] = store
+        triton.autotune = tunekit.autotune  # the one-line switch a library user makes
+    torch.zeros(1, device="cuda")  # the device is up before the library is imported (lazy imports)
+    call, _ = LIBRARIES[library](op)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = call()
+    torch.cuda.synchronize()
+    first = time.perf_counter() - start
+    steady_ms = triton.testing.do_bench(call, warmup=25, rep=200)
+    torch.save(out.detach().cpu(), save)
+    return {"first_call_s": first, "op_ms": steady_ms}
+
+
+def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeout: float) -> dict[str, Any]:
+    save = os.path.join(scratch, f"{op}-{variant}-{time.monotonic_ns()}.pt")
+    command = [sys.executable, __file__, "--one", f"{library}:{op}:{'tk' if variant == 'tk_second' else variant}",
+               "--store", store, "--save", save]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"op": op, "variant": variant, "error": f"timed out after {timeout:.0f} s"}
+    record: dict[str, Any] = {"op": op, "variant": variant, "process_s": time.perf_counter() - started,
+                              "stderr": done.stderr.splitlines()[-40:], "returncode": done.returncode}
+    if done.returncode == 0:
+        record.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        record["saved"] = save
+    else:
+        record["error"] = done.stderr[-3000:]
+    return record
+
+
+def largest_difference(a: str, b: str) -> float:
+    import torch
+
+    x, y = torch.load(a).float(), torch.load(b).float()
+    return float((x - y).abs().max() / y.abs().max().clamp_min(1e-12))
+
+
+def summarize(records: list[dict[str, Any]], ops: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for op in ops:
+        def of(variant: str) -> list[dict[str, Any]]:
+            return [r for r in records if r["op"] == op and r["variant"] == variant and "first_call_s" in r]
+
+        stock, tk, second = of("stock"), of("tk"), of("tk_second")
+        row: dict[str, Any] = {"op": op, "rounds": min(len(stock), len(tk)),
+                               "failed": [r for r in records if r["op"] == op and "error" in r]}
+        if stock and tk:
+            pairs = list(zip(stock, tk))
+            row["stock_first_s"] = statistics.median(r["first_call_s"] for r in stock)
+            row["tk_first_s"] = statistics.median(r["first_call_s"] for r in tk)
+            row["first_ratio_of_medians"] = row["tk_first_s"] / row["stock_first_s"]
+            row["first_ratio_per_round"] = statistics.median(t["first_call_s"] / s["first_call_s"] for s, t in pairs)
+            row["stock_op_ms"] = statistics.median(r["op_ms"] for r in stock)
+            row["tk_op_ms"] = statistics.median(r["op_ms"] for r in tk)
+            row["op_ratio"] = row["tk_op_ms"] / row["stock_op_ms"]
+            row["tk_op_spread"] = max(r["op_ms"] for r in tk) / min(r["op_ms"] for r in tk)
+            row["stock_op_spread"] = max(r["op_ms"] for r in stock) / min(r["op_ms"] for r in stock)
+            row["largest_difference"] = max(largest_difference(t["saved"], s["saved"]) for s, t in pairs)
+            stock_lines = {line for r in stock for line in r["stderr"]}
+            row["new_stderr_lines"] = sorted({line for r in tk for line in r["stderr"]} - stock_lines)[:10]
+        if second and stock:
+            row["second_s"] = statistics.median(r["first_call_s"] for r in second)
+            row["second_over_stock_first"] = row["second_s"] / row["stock_first_s"]
+        rows.append(row)
+    return rows
+
+
+def drive(args: argparse.Namespace) -> None:
+    scratch = tempfile.mkdtemp(prefix="real-lib-")
+    records: list[dict[str, Any]] = []
+    last_store: dict[str, str] = {}
+    deadline = time.monotonic() + args.budget
+    for round_index in range(args.rounds):
+        for spec in args.ops:
+            library, op = spec.split(":")
+            order = ["stock", "tk"] if round_index % 2 == 0 else ["tk", "stock"]
+            for variant in order:
+                if time.monotonic() > deadline:
+                    break
+                store = os.path.join(tempfile.mkdtemp(dir=scratch), "store.db")
+                record = run_one(library, op, variant, store, scratch, args.timeout)
+                record["round"] = round_index
+                records.append(record)
+                if variant == "tk":
+                    last_store[op] = store
+                print(json.dumps({k: v for k, v in record.items() if k not in ("stderr", "saved")}), flush=True)
+    for spec in args.ops:
+        library, op = spec.split(":")
+        if op in last_store and time.monotonic() < deadline:
+            record = run_one(library, op, "tk_second", last_store[op], scratch, args.timeout)
+            records.append(record)
+            print(json.dumps({k: v for k, v in record.items() if k not in ("stderr", "saved")}), flush=True)
+    rows = summarize(records, [spec.split(":")[1] for spec in args.ops])
+    for row in rows:
+        print(json.dumps({k: v for k, v in row.items() if k != "failed"}), flush=True)
+        for failure in row["failed"]:
+            print(f"FAILED {failure['op']}:{failure['variant']}: {failure['error'][-1500:]}", flush=True)
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump({"records": records, "summary": rows, "shape": SHAPE}, file, indent=1, default=str)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--one", metavar="LIBRARY:OP:VARIANT", help="measure one process and print one JSON line")
+    parser.add_argument("--store", help="with --one: tunekit's store")
+    parser.add_argument("--save", help="with --one: where the op's output is saved")
+    parser.add_argument("--ops", nargs="+", default=["fla:chunk_gla", "fla:chunk_gated_delta_rule"],
+                        metavar="LIBRARY:OP")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds per measured process")
+    parser.add_argument("--budget", type=float, default=540.0, help="seconds for all rounds (the rest is skipped)")
+    parser.add_argument("--json", help="write the records and the summary here")
+    args = parser.parse_args()
+    if args.one:
+        library, op, variant = args.one.split(":")
+        print(json.dumps(measure(library, op, variant, args.store, args.save)), flush=True)
+        return
+    drive(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Every private or version-dependent API of Triton that tunekit touches, in one place.
+
+Checked on Triton 3.4.0 (the floor: its interpreter, in CI's lowest-versions run), 3.6.0 (the
+H200: compiles and launches) and 3.9.0 (CPU: the interpreter, and compiles for an sm_90 target).
+A release that lays these out otherwise fails here, by name, not deep inside a tuning.
+
+Optuna's one private hook, ``GPSampler._optimize_acqf`` with ``SearchSpace.get_normalized_params``
+taking the trial's parameters (Optuna >= 4.8), is overridden in ``tunekit.strategies.optuna_tpe``:
+that is why pyproject asks for Optuna 4.8.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import triton
+
+#: The Triton releases this module was checked on; others are used as if they were the newest.
+CHECKED_TRITON = ("3.4.0", "3.6.0", "3.9.0")
+
+
+class NoDeviceError(RuntimeError):
+    """Triton has no GPU driver here and the interpreter is off: nothing can compile or launch."""
+
+
+def triton_build_key() -> str:
+    """Triton's key of its own build (a hash of its files): what its cache is keyed by.
+    ``triton.runtime.cache`` from 3.5, ``triton.compiler.compiler`` before."""
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:  # Triton 3.4
+        from triton.compiler.compiler import triton_key
+    return triton_key()
+
+
+def active_driver() -> Any:
+    """Triton's active driver, or a ``NoDeviceError`` that says what to do when there is none
+    (a CPU machine without ``TRITON_INTERPRET=1``: Triton's own error is "0 active drivers")."""
+    from triton.runtime.driver import driver
+
+    try:
+        active = driver.active
+        active.get_current_target  # noqa: B018 - Triton 3.4's lazy proxy makes the driver here
+        return active
+    except RuntimeError as error:
+        if "active drivers" not in str(error):
+            raise
+        raise NoDeviceError(
+            "tunekit: Triton found no GPU driver on this machine and TRITON_INTERPRET is not set: set "
+            "TRITON_INTERPRET=1 to run Triton kernels on the CPU with its interpreter (torch CPU tensors), or run on "
+            "a machine with an NVIDIA or AMD GPU") from None
+
+
+def active_target() -> Any:
+    """The ``GPUTarget`` Triton compiles for in this process."""
+    return active_driver().get_current_target()
+
+
+def set_active_driver(stub: Any) -> None:
+    """Make ``stub`` Triton's active driver (a compile worker's: answers without a GPU)."""
+    from triton.runtime.driver import driver
+
+    driver.set_active(stub)
+
+
+def has_triton_allocator() -> bool:
+    """Whether ``triton.set_allocator`` was called here. From Triton 3.5 the allocator is a
+    context variable (``triton.runtime._allocation._allocator``), in 3.4 a plain module global;
+    an unknown layout reads as no allocator, never as an error."""
+    allocation = sys.modules.get("triton.runtime._allocation")
+    current = getattr(allocation, "_allocator", None)
+    null = getattr(allocation, "NullAllocator", None)
+    if hasattr(current, "get") and callable(current.get):  # a ContextVar
+        current = current.get()
+    if current is None or not isinstance(null, type):
+        return False
+    return not isinstance(current, null)
+
+
+def warm_up_cuda_utils() -> None:
+    """Build or load Triton's CUDA utilities (a C module compiled into its cache on first use);
+    loading it initialises no device."""
+    from triton.backends.nvidia.driver import CudaUtils
+
+    CudaUtils()
+
+
+def triton_error_types() -> tuple[type, type, tuple[type, ...]]:
+    """(OutOfResources, CompilationError, the ptxas error types): what a failed config raises."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    from triton.runtime.errors import PTXASError
+
+    return OutOfResources, CompilationError, (PTXASError,)
+
+
+def triton_version() -> str:
+    return triton.__version__
