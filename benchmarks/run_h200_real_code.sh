@@ -4,17 +4,24 @@
 #   PART=first: benchmarks/first_call.py, vector add decorated before and after CUDA is up
 #               (2 configs) and the bf16 GEMM's 8- and 16-config lists, RUNS rounds (default 5)
 #   PART=libs:  benchmarks/real_libraries.py, OPS (default both fla ops), ROUNDS rounds (default 3)
+#   PART=anatomy_libs: first a cProfile of one vadd_late first call, tunekit's and stock's, then PART=libs
 # Writes PART's .json and .log under $OUT.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
-python3 -c "import triton, torch, tunekit; print('triton', triton.__version__, 'torch', torch.__version__, 'tunekit', tunekit.__file__)"
+(cd /tmp && python3 -c "import triton, torch, tunekit; print('triton', triton.__version__, 'torch', torch.__version__, 'tunekit', tunekit.__file__)")
 case "${PART:-first}" in
   first)
     timeout "${TIMEOUT:-560}" python3 benchmarks/first_call.py --kinds ${KINDS-vadd vadd_late gemm8 gemm16} \
         --runs "${RUNS:-5}" --json "$OUT/first_call.json" 2>&1 | tee "$OUT/first_call.log" ;;
+  anatomy_libs)
+    for variant in tk stock; do
+      python3 benchmarks/first_call.py --one "vadd_late:$variant" --profile "$OUT/vadd_late-$variant.prof" \
+          2> "$OUT/vadd_late-$variant.profile.txt" | tee -a "$OUT/anatomy.log"
+    done
+    PART=libs TIMEOUT=${TIMEOUT:-450} BUDGET=${BUDGET:-380} bash "$0" ;;
   libs)
     timeout "${TIMEOUT:-570}" python3 benchmarks/real_libraries.py --ops ${OPS-fla:chunk_gla fla:chunk_gated_delta_rule} \
         --rounds "${ROUNDS:-3}" --budget "${BUDGET:-480}" --json "$OUT/real_libraries.json" 2>&1 | tee "$OUT/real_libraries.log" ;;

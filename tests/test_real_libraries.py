@@ -1,0 +1,59 @@
+"""A third-party kernel library with ``triton.autotune`` swapped for tunekit's before its import,
+as a user swaps it, under the interpreter at small shapes (compatibility only: the GPU figures
+come from ``benchmarks/real_libraries.py``).
+
+flash-linear-attention (``fla-core``, about 200 ``triton.autotune`` sites): its global cumulative
+sum (48 configs, ``triton.heuristics`` over the autotuner, launched with keyword arguments only)
+and its triangular solve (three kernels so wrapped), checked against PyTorch. Its kernels under
+its own autotuner subclass (``fla_cache_autotune``) are not swapped by the user's line, and stock
+Triton's autotuner cannot run under the interpreter, so the ops here are ones made of
+``triton.autotune`` kernels alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import os
+import torch, triton
+import tunekit
+triton.autotune = tunekit.autotune  # the user's one line, before the library is imported
+from fla.ops.utils.cumsum import chunk_global_cumsum
+from fla.ops.utils.solve_tril import solve_tril
+
+torch.manual_seed(0)
+s = torch.randn(2, 100, 3)
+checks = {"cumsum": torch.allclose(chunk_global_cumsum(s), s.cumsum(1), atol=1e-4)}
+BT = 16
+chunks = torch.randn(1, 64 // BT, 2, BT, BT).tril(-1) * 0.1  # (batch, chunk, head, row, column)
+A = chunks.permute(0, 1, 3, 2, 4).reshape(1, 64, 2, BT).contiguous()
+inverse = torch.linalg.inv(torch.eye(BT) + chunks).permute(0, 1, 3, 2, 4).reshape(1, 64, 2, BT)
+checks["solve_tril"] = torch.allclose(solve_tril(A), inverse, atol=1e-3)
+print(json.dumps(checks))
+"""
+
+
+def test_flash_linear_attention_ops_under_tunekit(tmp_path):
+    pytest.importorskip("fla.ops.utils.cumsum", reason="fla-core is not installed (pip install -e '.[libraries]')")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEKIT_STORE": str(tmp_path / "store.db")}
+    done = subprocess.run([sys.executable, "-c", "import json\n" + textwrap.dedent(SCRIPT)], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"cumsum": True, "solve_tril": True}
+    # what reaches stderr is the library's own warning (it finds no GPU), nothing of tunekit's
+    assert all("fla" in line or "_cpu_device_warning" in line for line in done.stderr.splitlines()), done.stderr
+
+    from tunekit.store import ResultsStore
+
+    with ResultsStore(str(tmp_path / "store.db")) as store:
+        tuned = {row["kernel_name"] for row in store.winner_rows()}
+    assert {"chunk_global_cumsum_scalar_kernel", "solve_tril_16x16_kernel"} <= tuned, tuned
