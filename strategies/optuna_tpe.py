@@ -23,10 +23,11 @@ finish in 8 minutes), and its proposals were often invalid or already tried, eac
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from tunekit.compat import finite_candidates_gp_sampler
 from tunekit.config import Config, config_json, config_to_dict
 from tunekit.space import Space, is_power_of_two
 from tunekit.strategy import SearchContext, Strategy
@@ -82,7 +83,8 @@ class OptunaSearch(Strategy):
             return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials, multivariate=True,
                                               constant_liar=True)
         if self.sampler == "gp":
-            return _finite_space_gp_sampler(seed, self.n_startup_trials, self._untried_params)
+            return finite_candidates_gp_sampler(seed, self.n_startup_trials,
+                                                lambda: self._untried_params(MAX_GP_CANDIDATES))
         if self.sampler == "cmaes":
             return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=self.n_startup_trials)
         return optuna.samplers.RandomSampler(seed=seed)
@@ -190,23 +192,6 @@ class OptunaSearch(Strategy):
             # a config this sampler did not draw (a nearest feasible one): add it as a finished trial
             self._study.add_trial(create_trial(params=self._optuna_params(trial.config),
                                                distributions=self._distributions, value=value))
-
-
-def _finite_space_gp_sampler(seed: int, n_startup_trials: int, candidates: Callable[[int], list[dict]]):
-    """Optuna's ``GPSampler`` whose acquisition is maximised over ``candidates(MAX_GP_CANDIDATES)``
-    (Optuna's parameter dicts) by scoring each, through the method Optuna names for overriding
-    the acquisition's optimisation. With no candidates left, Optuna's own optimisation runs."""
-    import optuna
-
-    class FiniteSpaceGPSampler(optuna.samplers.GPSampler):
-        def _optimize_acqf(self, acqf, best_params):
-            params = candidates(MAX_GP_CANDIDATES)
-            if not params:
-                return super()._optimize_acqf(acqf, best_params)
-            normalized = acqf.search_space.get_normalized_params(params, params)
-            return normalized[int(np.argmax(acqf.eval_acqf_no_grad(normalized)))]
-
-    return FiniteSpaceGPSampler(seed=seed, n_startup_trials=n_startup_trials)
 
 
 class OptunaGPSearch(OptunaSearch):

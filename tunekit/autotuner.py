@@ -12,7 +12,6 @@ winner is cached here for the hot path.
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import logging
 import threading

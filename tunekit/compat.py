@@ -5,13 +5,14 @@ H200: compiles and launches) and 3.9.0 (CPU: the interpreter, and compiles for a
 A release that lays these out otherwise fails here, by name, not deep inside a tuning.
 
 Optuna's one private hook, ``GPSampler._optimize_acqf`` with ``SearchSpace.get_normalized_params``
-taking the trial's parameters (Optuna >= 4.8), is overridden in ``tunekit.strategies.optuna_tpe``:
-that is why pyproject asks for Optuna 4.8.
+taking the trial's parameters, is overridden here (``finite_candidates_gp_sampler``): checked on
+Optuna 4.8 (the floor: the second argument appeared there) to 5.1.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import triton
@@ -98,3 +99,21 @@ def triton_error_types() -> tuple[type, type, tuple[type, ...]]:
 
 def triton_version() -> str:
     return triton.__version__
+
+
+def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: Callable[[], list[dict]]) -> Any:
+    """Optuna's ``GPSampler`` whose acquisition is maximised over ``candidates()`` (Optuna's
+    parameter dicts) by scoring each, through the method Optuna names for overriding the
+    acquisition's optimisation; with no candidates left, Optuna's own optimisation runs."""
+    import numpy as np
+    import optuna
+
+    class FiniteCandidatesGPSampler(optuna.samplers.GPSampler):
+        def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:
+            params = candidates()
+            if not params:
+                return super()._optimize_acqf(acqf, best_params)
+            normalized = acqf.search_space.get_normalized_params(params, params)
+            return normalized[int(np.argmax(acqf.eval_acqf_no_grad(normalized)))]
+
+    return FiniteCandidatesGPSampler(seed=seed, n_startup_trials=n_startup_trials)
