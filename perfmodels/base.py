@@ -51,15 +51,16 @@ def dtype_bytes(name: str) -> float:
 
 
 def key_features(key: Key | None) -> dict[str, float]:
-    """A key's numbers by feature name: each argument's (log2 of a positive number, a boolean as
-    0/1, -1 for other numbers, 0 for anything else), then each dtype's bytes per element."""
+    """A key's numbers by feature name: each argument's (log2 of a positive finite number, a
+    boolean as 0/1, -1 for other numbers: zero, negative, infinite or NaN; 0 for anything else),
+    then each dtype's bytes per element. Every feature is finite: the models refuse others."""
     key = key or {}
     features = {}
     for name, value in dict(key.get("args", {})).items():
         if isinstance(value, bool):
             features[name] = float(value)
         elif isinstance(value, (int, float)):
-            features[name] = math.log2(value) if value > 0 else -1.0
+            features[name] = math.log2(value) if value > 0 and math.isfinite(value) else -1.0
         else:
             features[name] = 0.0
     for position, dtype in enumerate(key.get("dtypes", ())):

@@ -137,6 +137,11 @@ class Autotuner(_TritonAutotuner):
         self.ranks = check_mode(ranks)
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
+        tuned_keys = [k for k in key if k in self.space.meta_params]
+        if tuned_keys:
+            raise ValueError(f"key of {name} names {', '.join(map(repr, tuned_keys))}, which the autotuner sets from "
+                             "its configs, so every call would share one winner; key names the call's own arguments "
+                             "that change what is fastest (sizes, strides, flags).")
         len(self.space)  # enumerate now: a constraint that rejects all or raises fails here, before any compile
         self.space_hash = _space_hash(self.space)
         super().__init__(

@@ -26,7 +26,7 @@ from pathlib import Path
 from . import settings
 from .console import print_table
 from .keys import TuningKey
-from .store import Deleted, StoreError, export_rows, open_store
+from .store import Deleted, StoreError, checked_export_rows, export_rows, open_store
 from .trial import Status
 
 
@@ -94,10 +94,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     with _store(args) as store:
         if args.format in ("kerneltuner", "t4"):
             return _export_space(store, args)
+        run_id = _find_run(store, args.run) if args.run else None
         if args.winners:
-            rows = store.winner_rows()
+            rows = [row for row in store.winner_rows() if (args.kernel is None or row["kernel_name"] == args.kernel)
+                    and (run_id is None or row["run_id"] == run_id)]
         else:
-            run_id = _find_run(store, args.run) if args.run else None
             rows = store.rows(kernel=args.kernel, run_id=run_id)
     try:
         target = export_rows(rows, args.out, args.format)
@@ -127,7 +128,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"tunekit: the store {args.store or settings.store_url()} is a winners file (served read-only); import "
               "into a database: a .db path or a server URL.", file=sys.stderr)
         return 2
+    target = str(args.store or settings.store_url())
     rows = read_export(args.file)
+    checked_export_rows(rows, args.file)  # before the store is opened: a refused import creates nothing
+    if not rows:
+        print(f"tunekit: {args.file} holds no rows: nothing to import into {target}.", file=sys.stderr)
+        return 2
     with open_store(args.store or True) as store:
         merged = store.merge(rows, source=args.file)
         print(f"store: {store.shown_url}: added {merged.trials} trials and {merged.winners} winners from "
@@ -429,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a kernel or path a terminal's encoding lacks: escaped, not a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

@@ -49,7 +49,7 @@ def masked_url(text: str) -> str:
     """``text`` with any password in it replaced by ``***``: how a location appears in messages."""
     try:
         return make_url(text).render_as_string(hide_password=True)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
 
 
@@ -60,9 +60,9 @@ def validate_url(text: str) -> URL:
     shown = masked_url(text)
     try:
         url = make_url(text)
-    except ArgumentError as error:
-        raise StoreError(f"Store URL {shown} is not a valid SQLAlchemy URL; write it as "
-                         "dialect+driver://user:password@host/database, or give a file path.") from error
+    except (ArgumentError, ValueError) as error:  # ValueError: a port that is not a number
+        raise StoreError(f"Store URL {shown} is not a valid SQLAlchemy URL ({error}); write it as "
+                         "dialect+driver://user:password@host:port/database, or give a file path.") from None
     try:
         dialect = url.get_dialect()
     except NoSuchModuleError as error:
@@ -76,6 +76,10 @@ def validate_url(text: str) -> URL:
         raise StoreError(f"Store URL {shown} needs the Python module {module!r}, which is not installed: "
                          f"pip install {package} (or name another driver in the URL).") from error
     return url
+
+
+#: Files SQLite keeps beside a database file (write-ahead log, shared memory, rollback journal).
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def sqlite_file(url: str | URL) -> Path | None:
@@ -98,6 +102,11 @@ def location_url(location: str | os.PathLike, *, read_only: bool = False, create
         return text
     if path.is_dir():
         raise StoreError(f"Store path {path} is a directory; give a file name such as {path / 'tunekit.db'}.")
+    for suffix in SQLITE_SIDE_FILES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            main = path.with_name(path.name[: -len(suffix)])
+            raise StoreError(f"Store path {path} names the {suffix} file SQLite keeps beside the database {main}, "
+                             f"which it would overwrite; give the database's own path, {main}.")
     if not path.exists() and (read_only or not create):
         raise MissingStoreError(f"Store {path} does not exist: check the path (tunekit creates a store only to record "
                          "tunings into it).")

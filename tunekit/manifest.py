@@ -140,8 +140,10 @@ def resolve(reference: Any, what: str, where: str) -> Any:
     if not isinstance(reference, str):
         return reference
     module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise ManifestError(f"{where}: {what} {reference!r} is not an import path; write it as package.module:name.")
+    dotted = all(part.isidentifier() for part in (*module_name.split("."), *attribute.split(".")))
+    if not module_name or not attribute or not dotted:
+        raise ManifestError(f"{where}: {what} {reference!r} is not an import path; write it as package.module:name "
+                            "(module and attribute names joined by dots; a file path is not one).")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:

@@ -35,7 +35,9 @@ def read_export(source: str | os.PathLike | Any) -> list[dict[str, Any]]:
     is a path or anything with ``read_text()`` (a package resource from ``importlib.resources``)."""
     name = str(source)
     try:
-        text = source.read_text() if hasattr(source, "read_text") else Path(source).read_text()
+        # utf-8-sig: a file saved by an editor that writes a byte-order mark reads as one without
+        text = source.read_text(encoding="utf-8-sig") if hasattr(source, "read_text") else \
+            Path(source).read_text(encoding="utf-8-sig")
     except OSError as error:
         raise ExportError(f"Export {name} could not be read: {error.strerror or error}.") from error
     except UnicodeDecodeError as error:

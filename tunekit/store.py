@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -270,6 +271,63 @@ _TRIAL_IDENTITY = ("source_hash", "triton_version", "device", "timing_method", "
 _WINNER_KEY = ("source_hash", "triton_version", "device", "timing_method", "key")
 
 
+#: Trial columns that hold a time or a size: a number > 0 where given.
+_POSITIVE = ("median_ms", "p20_ms", "p80_ms")
+#: Config entries Triton reads as launch options: whole numbers >= 1 where given.
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+
+
+def checked_export_rows(rows: Sequence[dict[str, Any]], source: str) -> list[tuple[type[_Base], dict[str, Any]]]:
+    """Exported rows (trials or winners) as the store's tables hold them, each checked: the
+    kind of row, every column present and of its type, numbers finite (times > 0), a status
+    tunekit knows, a config of parameter values (numbers, strings, booleans; launch options
+    whole numbers >= 1) and a key that are JSON objects. The first problem is a ``StoreError``
+    naming ``source``, the row and the column."""
+    parsed: list[tuple[type[_Base], dict[str, Any]]] = []
+    for number, row in enumerate(rows, start=1):
+        where = f"{source}, row {number}"
+        if "status" in row:
+            table: type[_Base] = _TrialRow
+        elif "space_hash" in row:
+            table = _WinnerRow
+        else:
+            raise StoreError(f"{where}: neither a trial (it has no status) nor a winner (no space_hash); import "
+                             "what tunekit store export wrote.")
+        columns = {c.key: c for c in inspect(table).columns if c.key != "id"}
+        missing = [name for name, column in columns.items() if not column.nullable and row.get(name) in (None, "")]
+        if missing:
+            raise StoreError(f"{where}: missing {', '.join(missing)}.")
+        values = {name: _typed(row.get(name), column, where) for name, column in columns.items()}
+        for name, value in values.items():
+            if isinstance(value, float) and (not math.isfinite(value) or (name in _POSITIVE and value <= 0)):
+                raise StoreError(f"{where}: {name} {value!r} is not a {'time > 0' if name in _POSITIVE else 'finite number'}.")
+        if table is _TrialRow and values["status"] not in {status.value for status in Status}:
+            raise StoreError(f"{where}: status {values['status']!r} is not one of "
+                             f"{', '.join(status.value for status in Status)}.")
+        for name in ("config", "key"):
+            try:
+                decoded = json.loads(values[name])
+                if not isinstance(decoded, dict):
+                    raise ValueError
+            except ValueError:
+                raise StoreError(f"{where}: {name} {values[name]!r} is not a JSON object.") from None
+            if name == "config":
+                _check_config(decoded, where)
+        parsed.append((table, values))
+    return parsed
+
+
+def _check_config(config: dict[str, Any], where: str) -> None:
+    for name, value in config.items():
+        if name in _LAUNCH_OPTIONS:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise StoreError(f"{where}: config's {name} {value!r} is not a whole number >= 1.")
+        elif not (value is None or isinstance(value, (bool, int, str))
+                  or (isinstance(value, float) and math.isfinite(value))):
+            raise StoreError(f"{where}: config's {name} {value!r} is not a parameter value (a number, a string or "
+                             "a boolean).")
+
+
 def _typed(value: Any, column: Any, where: str) -> Any:
     """``value`` (JSON's, or CSV's text) as ``column`` stores it; "" is None where the column allows it."""
     if value is None or (value == "" and column.nullable):
@@ -285,6 +343,8 @@ def _typed(value: Any, column: Any, where: str) -> Any:
         if python_type in (int, float) and isinstance(value, str):
             return python_type(value)
         raise ValueError
+    except OverflowError:
+        raise StoreError(f"{where}: {column.key} {value!r} is out of range for a {python_type.__name__}.") from None
     except (TypeError, ValueError):
         raise StoreError(f"{where}: {column.key} {value!r} is not a{'n' if python_type is int else ''} "
                          f"{python_type.__name__}.") from None
@@ -678,29 +738,8 @@ class ResultsStore:
         ``tunekit store export``'s JSONL or CSV read back) that this store lacks, in one transaction.
         A trial is held already when one of the same kernel, device, key, config, run, source and
         time is; a winner when the key has one (the store's own is kept). Every row is checked
-        first: one that is neither kind, lacks a column or has a value of the wrong type is an
-        error naming ``source``, the row and the column, and nothing is added."""
-        parsed: list[tuple[type[_Base], dict[str, Any]]] = []
-        for number, row in enumerate(rows, start=1):
-            if "status" in row:
-                table = _TrialRow
-            elif "space_hash" in row:
-                table = _WinnerRow
-            else:
-                raise StoreError(f"{source}, row {number}: neither a trial (it has no status) nor a winner (no "
-                                 "space_hash); import what tunekit store export wrote.")
-            columns = {c.key: c for c in inspect(table).columns if c.key != "id"}
-            missing = [name for name, column in columns.items() if not column.nullable and row.get(name) in (None, "")]
-            if missing:
-                raise StoreError(f"{source}, row {number}: missing {', '.join(missing)}.")
-            values = {name: _typed(row.get(name), column, f"{source}, row {number}") for name, column in columns.items()}
-            for name in ("config", "key"):
-                try:
-                    if not isinstance(json.loads(values[name]), dict):
-                        raise ValueError
-                except ValueError:
-                    raise StoreError(f"{source}, row {number}: {name} {values[name]!r} is not a JSON object.") from None
-            parsed.append((table, values))
+        first (``checked_export_rows``), and nothing is added when one is refused."""
+        parsed = checked_export_rows(rows, source)
         added = {_TrialRow: 0, _WinnerRow: 0}
         skipped = 0
         try:

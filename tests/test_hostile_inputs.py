@@ -1,0 +1,162 @@
+"""Inputs a hostile pass found mishandled: each is refused with a message that names the problem,
+and loses or creates nothing. Store imports, store locations, keys, manifests and the terminal's
+encoding."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import triton
+
+import tunekit
+from tunekit.cli import main
+from tunekit.kernels import vector_add
+from tunekit.store import ResultsStore, StoreError, open_store
+
+
+@pytest.fixture
+def exported_trial(store_path, tmp_path):
+    """One real trial exported as JSONL: the row every import case below changes one field of."""
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    assert main(["store", "export", str(tmp_path / "all.jsonl"), "--store", str(store_path)]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    return next(row for row in rows if row["status"] == "ok")
+
+
+def write_rows(path, rows) -> str:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("median_ms", 10 ** 400, "out of range"),
+    ("median_ms", float("nan"), "not a time > 0"),
+    ("median_ms", -1.0, "not a time > 0"),
+    ("median_ms", 0.0, "not a time > 0"),
+    ("compile_seconds", float("inf"), "not a finite number"),
+    ("status", "bogus_status", "is not one of ok, compile_error"),
+    ("config", json.dumps({"BLOCK": "abc", "num_warps": -3}), "num_warps -3 is not a whole number"),
+    ("config", json.dumps({"BLOCK": [1, 2]}), "not a parameter value"),
+], ids=["huge-time", "nan-time", "negative-time", "zero-time", "infinite-compile", "unknown-status",
+        "negative-warps", "list-parameter"])
+def test_an_import_with_an_impossible_value_is_refused_and_creates_no_store(exported_trial, tmp_path, capsys,
+                                                                             field, value, message):
+    row = dict(exported_trial, **{field: value})
+    source = write_rows(tmp_path / "bad.jsonl", [exported_trial, row])
+    target = tmp_path / "new.db"
+    assert main(["store", "import", source, "--store", str(target)]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "row 2" in error and field.split("_")[0] in error, error
+    assert not target.exists()
+
+
+def test_an_import_with_nothing_in_it_creates_no_store(tmp_path, capsys):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert main(["store", "import", str(tmp_path / "empty.jsonl"), "--store", str(tmp_path / "new.db")]) == 2
+    assert "holds no rows" in capsys.readouterr().err
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_an_export_saved_with_a_byte_order_mark_imports(exported_trial, tmp_path):
+    source = tmp_path / "bom.jsonl"
+    source.write_bytes("\ufeff".encode() + (json.dumps(exported_trial) + "\n").encode())
+    assert main(["store", "import", str(source), "--store", str(tmp_path / "new.db")]) == 0
+    with ResultsStore(str(tmp_path / "new.db")) as store:
+        assert len(store.rows()) == 1
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_store_path_naming_sqlites_side_file_is_refused(store_path, suffix):
+    ResultsStore(str(store_path)).close()
+    with pytest.raises(StoreError, match=f"names the {suffix} file SQLite keeps beside the database"):
+        open_store(str(store_path) + suffix)
+    assert not os.path.exists(str(store_path) + suffix) or suffix != "-journal"
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:p@host:notaport/db", "postgresql://u:p@[::1/db"])
+def test_a_store_url_with_a_bad_port_is_one_message_with_the_password_masked(url, capsys):
+    assert main(["store", "ls", "--store", url]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "not a valid SQLAlchemy URL" in error, error
+    assert ":p@" not in error
+
+
+def test_exporting_winners_keeps_to_the_kernel_and_run_asked_for(store_path, tmp_path):
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    runs = []
+    for n in (256, 512):
+        x, y, out = vector_add.inputs(n)
+        kernel[vector_add.grid(n)](x, y, out, n)
+        runs.append(kernel.run_id)
+    assert main(["store", "export", str(tmp_path / "all.jsonl"), "--store", str(store_path), "--winners"]) == 0
+    assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 2
+    assert main(["store", "export", str(tmp_path / "one.jsonl"), "--store", str(store_path), "--winners",
+                 "--run", runs[1]]) == 0
+    [row] = [json.loads(line) for line in (tmp_path / "one.jsonl").read_text().splitlines()]
+    assert row["run_id"] == runs[1]
+    assert main(["store", "export", str(tmp_path / "none.jsonl"), "--store", str(store_path), "--winners",
+                 "--kernel", "no_such_kernel"]) == 0
+    assert (tmp_path / "none.jsonl").read_text() == ""
+
+
+def test_a_tuned_parameter_as_the_key_is_refused_at_decoration():
+    with pytest.raises(ValueError, match="key of add_kernel names 'BLOCK', which the autotuner sets"):
+        tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
+                         key=["BLOCK"])(vector_add.add_kernel)
+
+
+def test_a_key_of_infinity_beside_other_keys_in_the_store_tunes(store_path):
+    """The default strategy learns from the store's other keys; a key argument of inf (a float
+    the kernel takes) must not reach scikit-learn as an infinite feature."""
+    import triton.language as tl
+
+    @triton.jit
+    def scaled_add(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.minimum(tl.load(x_ptr + offs, mask=mask) * 0.0 + scale, 1.0), mask=mask)
+
+    kernel = tunekit.autotune(space=tunekit.Space(BLOCK=[32, 64, 128, 256]), key=["n", "scale"],
+                              budget=tunekit.Budget(evals=3), store=str(store_path))(scaled_add)
+    x = vector_add.inputs(256)[0]
+    for scale in (0.5, 2.0, math.inf):
+        out = x.new_empty(256)
+        kernel[lambda meta: (triton.cdiv(256, meta["BLOCK"]),)](x, out, 256, scale)
+        assert float(out.max()) == min(scale, 1.0)
+
+
+def test_a_manifest_kernel_given_as_a_file_path_is_named_not_a_traceback(tmp_path, capsys):
+    manifest = tmp_path / "tune.toml"
+    manifest.write_text('[[kernels]]\nkernel = "../outside/evil.py:k"\ninputs = "x:y"\nshapes = [{n = 1}]\n')
+    assert main(["tune", str(manifest)]) == 2
+    error = capsys.readouterr().err
+    assert "is not an import path" in error and "Traceback" not in error, error
+
+
+def test_listing_a_store_on_a_terminal_that_cannot_show_the_kernels_name(store_path, tmp_path, monkeypatch):
+    (tmp_path / "umlaut_kernels.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def add_\u00e4(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + tl.load(y_ptr + offs, mask=offs < n),"
+        " mask=offs < n)\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import umlaut_kernels
+
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(getattr(umlaut_kernels, "add_\u00e4"))
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    done = subprocess.run([sys.executable, "-m", "tunekit.cli", "store", "ls", "--store", str(store_path)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONIOENCODING": "ascii"}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "add_\\xe4" in done.stdout
