@@ -160,3 +160,21 @@ def test_listing_a_store_on_a_terminal_that_cannot_show_the_kernels_name(store_p
                           capture_output=True, text=True, env={**os.environ, "PYTHONIOENCODING": "ascii"}, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "add_\\xe4" in done.stdout
+
+
+def test_reading_commands_leave_nothing_beside_a_writable_store(store_path, tmp_path):
+    """``store ls``, ``show`` and ``export`` on a store this user may write: no -wal or -shm file
+    is left beside it (a read-only SQLite handle makes them and cannot remove them)."""
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    kernel.store.close()  # the tuning's last handle: SQLite merges and removes its -wal and -shm
+    before = sorted(p.name for p in store_path.parent.iterdir())
+    assert before == [store_path.name], before
+    assert main(["store", "ls", "--store", str(store_path)]) == 0
+    assert main(["store", "show", kernel.run_id[:8], "--store", str(store_path)]) == 0
+    (tmp_path / "out").mkdir()
+    assert main(["store", "export", str(tmp_path / "out" / "x.csv"), "--store", str(store_path)]) == 0
+    after = sorted(p.name for p in store_path.parent.iterdir() if p.name != "out")
+    assert after == before, after

@@ -214,9 +214,10 @@ def _inspect(path: Path, *, immutable: bool) -> tuple[set[str], list[str]]:
 def make_engine(url: str, *, read_only: bool = False) -> Engine:
     """The engine of a store. SQLite files opened for writing use WAL (set only once the file holds
     tables, so that no other process ever finds an SQLite file without them while a store is being
-    created), ``BEGIN IMMEDIATE`` and a long busy timeout; ``read_only`` SQLite files are opened
-    through a ``mode=ro`` URI and never created. Server databases are read-only by never being
-    written."""
+    created), ``BEGIN IMMEDIATE`` and a long busy timeout; ``read_only`` SQLite files are never
+    created and never written by tunekit: opened through a ``mode=ro`` URI where this process may
+    not write them, else ``mode=rw`` (so that closing leaves no -wal or -shm file behind). Server
+    databases are read-only by never being written."""
     parsed = make_url(url)
     if not parsed.drivername.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True)
@@ -225,7 +226,12 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     elif read_only:
         readable = _readable_copy(path)
-        uri = _read_only_uri(readable, immutable=_nobody_writes(readable))
+        if readable == path and _writable(path):
+            # read through a read-write handle that never creates the file: the last one to close
+            # merges and removes the -wal and -shm files it made, as a read-only one cannot
+            uri = f"file:{quote(str(path.resolve()))}?mode=rw"
+        else:
+            uri = _read_only_uri(readable, immutable=_nobody_writes(readable))
         engine = create_engine(url, creator=lambda: sqlite3.connect(uri, uri=True, timeout=120,
                                                                     check_same_thread=False))
     else:
