@@ -151,3 +151,23 @@ def test_an_unusable_value_is_refused_by_column(tuned, tmp_path, column, value, 
     with pytest.raises(StoreError, match=message):
         store.merge(rows, source="edited")
     assert store.rows() == []
+
+
+def test_a_winners_file_with_one_malformed_row_falls_back_offline_naming_the_row(tuned, tmp_path, monkeypatch,
+                                                                                 caplog):
+    """Injected: one winner row of a shipped file edited to a status-less, space_hash-less row.
+    Survives: offline, the production call falls back with a warning that names the file and the
+    row (as for a file that cannot be read), instead of raising; online it is an error."""
+    lines = (tuned / "winners.jsonl").read_text().splitlines()
+    lines[1] = json.dumps({"kernel_name": "add_kernel"})
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    x, y, out = vector_add.inputs(1024)
+    with pytest.raises(StoreError, match="row 2: neither a trial"):
+        vector_add.launch(make(broken), x, y, out)
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    with pytest.warns(RuntimeWarning, match="using the default config"):
+        vector_add.launch(make(broken), x, y, out)
+    assert torch.equal(out, x + y)
+    assert any("broken.jsonl, row 2" in record.getMessage() and "using no store" in record.getMessage()
+               for record in caplog.records)

@@ -92,7 +92,7 @@ def serve_winners(source: str | os.PathLike | Any, identity: KernelIdentity) -> 
     (every key falls back, with a warning)."""
     try:
         store = winners_store(source)
-    except ExportError as error:
+    except StoreError as error:  # unreadable, or a row refused (the file names it)
         if settings.mode() != "offline":
             raise
         logger.warning("%s; %s=offline: using no store", error, settings.ENV_MODE)
