@@ -178,3 +178,22 @@ def test_reading_commands_leave_nothing_beside_a_writable_store(store_path, tmp_
     assert main(["store", "export", str(tmp_path / "out" / "x.csv"), "--store", str(store_path)]) == 0
     after = sorted(p.name for p in store_path.parent.iterdir() if p.name != "out")
     assert after == before, after
+
+
+def test_a_store_missing_a_column_is_refused_by_name_before_tuning(store_path):
+    """Injected: a tunekit store whose trials table lost a column (``ALTER TABLE ... DROP COLUMN``,
+    as another program might). Survives: the store, byte for byte; the call raises one StoreError
+    naming the column, not a database traceback from the middle of a tuning."""
+    import sqlite3
+
+    ResultsStore(str(store_path)).close()
+    with sqlite3.connect(store_path) as connection:
+        connection.execute("ALTER TABLE trials DROP COLUMN relative_error")
+    connection.close()
+    before = store_path.read_bytes()
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    with pytest.raises(StoreError, match=r"lacks the column trials\.relative_error of its schema"):
+        kernel[vector_add.grid(256)](x, y, out, 256)
+    assert store_path.read_bytes() == before

@@ -469,12 +469,25 @@ class ResultsStore:
                         session.add(_Meta(name="schema_version", value=str(SCHEMA_VERSION)))
                     else:
                         version.value = str(self._migrate(session, int(version.value)))
+                    self._refuse_missing_columns(session)
                 return
             except (IntegrityError, ProgrammingError) as error:  # a concurrent creator won the race
                 if attempt == 2:
                     raise StoreError(f"Store {self.shown_url} could not be initialised: {error.orig}") from error
             except (OperationalError, DatabaseError) as error:
                 raise self._unreadable(error) from error
+
+    def _refuse_missing_columns(self, session: Session) -> None:
+        """A store whose tables lack columns of this schema (changed by hand or by another
+        program): a StoreError naming them, before a tuning fails on them part way."""
+        inspector = inspect(session.connection())
+        missing = [f"{table.name}.{column.name}" for table in _Base.metadata.sorted_tables
+                   for column in table.columns
+                   if column.name not in {c["name"] for c in inspector.get_columns(table.name)}]
+        if missing:
+            raise StoreError(f"Store {self.shown_url} lacks the column{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(missing)} of its schema: it was changed by something other than tunekit. "
+                             "Export what it holds (tunekit store export) into a new store, or give another store.")
 
     def _unreadable(self, error: DatabaseError) -> StoreError:
         return StoreError(f"Store {self.shown_url} could not be opened ({error.orig}); if it is a file, it is "
