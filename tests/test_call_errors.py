@@ -61,7 +61,7 @@ def test_the_same_failure_with_every_config_is_not_stored_and_the_corrected_call
     launch with the same error. Survives: nothing stored, the corrected call tunes and is right."""
     kernel = tuned_add(store_path)
     x, y, out = vector_add.inputs(N)
-    with pytest.raises(tunekit.TuningError, match="all with the same error, so the call may be at fault: none of these failures was stored"):
+    with pytest.raises(tunekit.TuningError, match="all with the same error, so the call may be at fault: none of these run-time failures was stored"):
         kernel[vector_add.grid(N)](x, y.tolist(), out, N)
     assert trials_in(store_path, kernel) == []
 
@@ -115,3 +115,27 @@ def test_a_value_that_a_heuristic_replaces_may_still_be_passed(store_path):
     x, y, out = vector_add.inputs(N)
     kernel[vector_add.grid(N)](x, y, out, N, EVEN=False)
     torch.testing.assert_close(out, vector_add.reference(x, y))
+
+
+@triton.jit
+def add_up_to_256(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK <= 256)  # BLOCK 512 fails, whatever the call
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def test_a_mistaken_call_does_not_poison_the_key_when_another_config_fails_its_own_way(store_path):
+    """Injected: ``out`` of 100 elements for n = 5000 (every config that runs stores past it:
+    ``wrong``), in a Space where BLOCK 512 fails a static assert whatever the call. Survives: the
+    run-time failures are held back, since no config ran correctly, so the corrected call tunes and
+    is right instead of finding every config stored as failed."""
+    space = tunekit.Space(BLOCK=[64, 128, 256, 512], num_warps=[4])
+    x, y, out = vector_add.inputs(5000)
+    kernel = tunekit.autotune(space=space, key=["n"], strategy="exhaustive", store=str(store_path))(add_up_to_256)
+    with pytest.raises(tunekit.TuningError, match="so the call may be at fault: none of these run-time failures"):
+        kernel[vector_add.grid(5000)](x, y, torch.empty(100), 5000)
+    corrected = tunekit.autotune(space=space, key=["n"], strategy="exhaustive", store=str(store_path))(add_up_to_256)
+    corrected[vector_add.grid(5000)](x, y, out, 5000)
+    torch.testing.assert_close(out, vector_add.reference(x, y))
+    assert corrected.best_config.kwargs["BLOCK"] != 512

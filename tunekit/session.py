@@ -114,10 +114,11 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
-        #: Failures at run time (errors, wrong outputs) not stored yet: while no config has run and
-        #: every failure is the same, it may be the call's (a wrong argument, an output too short),
-        #: and stored failures would be reused by the corrected call. Stored as soon as a config runs
-        #: or another failure shows (then None).
+        #: Failures at run time (errors, wrong outputs) not stored yet: while no config has run
+        #: correctly they may be the call's (a wrong argument, an output too short), and stored
+        #: failures would be reused by the corrected call. Stored as soon as a config runs correctly
+        #: (then None). Failures to compile or fit (compile errors, out of resources) are the
+        #: config's own whatever the call: stored at once, and they release nothing.
         self._held: list[Trial] | None = []
         #: What a budget that ends before any measurement falls back to: the first config that
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
@@ -247,14 +248,14 @@ class TuningSession:
             logger.info("%s %s: %s", self.launch.kernel_name, text, trial)
             if self._bar is not None:
                 self._bar.update(1)
-            if self._held is not None:  # no config has run yet, and every failure so far was the same
-                if trial.status in (Status.RUNTIME_ERROR, Status.WRONG) and (
-                        not self._held or _same_failure(trial, self._held[0])):
+            if self._held is not None:  # no config has run correctly yet
+                if trial.status in (Status.RUNTIME_ERROR, Status.WRONG):
                     self._held.append(trial)
                     return
-                held, self._held = self._held, None
-                for earlier in held:
-                    record(earlier)
+                if trial.ok:
+                    held, self._held = self._held, None
+                    for earlier in held:
+                        record(earlier)
             record(trial)
 
         return Search(strategy, context, known=known, deadline=self.deadline.earlier(self._finalists_reserve()),
@@ -289,12 +290,14 @@ class TuningSession:
             for t in trials:
                 counts[t.status.value] = counts.get(t.status.value, 0) + 1
             first = next((t.error for t in trials if t.error), "")
-            same = bool(self._held) and len(self._held) == len(trials)
+            held = len(self._held or ())
+            same = held == len(trials) and all(_same_failure(t, self._held[0]) for t in self._held or ())
             raise TuningError(
                 f"Every config of {self.launch.kernel_name} failed for key {self.key.json} "
                 f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'none measured'})"
-                + (", all with the same error, so the call may be at fault: none of these failures was stored, and "
-                   "the next call tries the configs again" if same else "") + f"; first error: {first}"
+                + ((", all with the same error" if same else f"; {held} of them at run time") +
+                   ", so the call may be at fault: none of these run-time failures was stored, and the next call "
+                   "tries those configs again" if held else "") + f"; first error: {first}"
             )
         finalists = ok[: self.options.finalists]
         if len(finalists) < 2:
