@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tunekit.compiler import CompileJob, CompilePool, compile_job_for
+from tunekit.trial import Status
+
 pytestmark = pytest.mark.slow
 
 ADD = ["tunekit.kernels.vector_add", "add_kernel"]
@@ -103,7 +106,7 @@ def test_a_script_compiles_its_own_kernels_in_workers_without_running_again(tmp_
         import torch, triton, triton.language as tl
         from triton.backends.compiler import GPUTarget
         from tunekit.compiler import CompilePool, TensorSpec, compile_job_for
-        print('script body ran', flush=True)
+        print('script body ran')  # not flushed: a fork must not print it again
 
         @triton.jit
         def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
@@ -124,9 +127,46 @@ def test_a_script_compiles_its_own_kernels_in_workers_without_running_again(tmp_
         print([r.status.value for r in results], pool.started, 'power of 2' in results[3].error)
         pool.close()
     """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache")})
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYTHONUNBUFFERED", None)  # its stdout, a pipe, is buffered: what it holds at a fork is copied
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("script body ran") == 1
     assert "['ok', 'ok', 'ok', 'compile_error'] 2 True" in done.stdout, done.stdout
     assert "power of 2" not in done.stderr
+
+
+def test_arguments_that_hold_tensors_compile_in_this_process_not_in_a_worker():
+    """A tuple of tensors or a tensor descriptor carries a tensor a worker would have to rebuild on
+    a device (a copy of a process holding a CUDA context cannot start one): no job for workers."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from tunekit.kernels import vector_add
+
+    target = GPUTarget("cuda", 90, 32)
+    x = torch.zeros(64, 64)
+    assert compile_job_for(vector_add.add_kernel, target, (x, x, x, 64), {"BLOCK": 64}) is not None
+    assert compile_job_for(vector_add.add_kernel, target, ((x, x), x, x, 64), {"BLOCK": 64}) is None
+    descriptor = TensorDescriptor.from_tensor(x, [16, 16])
+    assert compile_job_for(vector_add.add_kernel, target, (descriptor, x, x, 64), {"BLOCK": 64}) is None
+
+
+def test_a_fork_that_fails_leaves_the_compiles_to_threads(monkeypatch):
+    """Injected: ``os.fork`` failing with EAGAIN (a process limit; ENOMEM under strict overcommit).
+    Survives: no exception; every job is compiled by the threads of this process."""
+    from tunekit.compiler import CompileResult, kernel_token
+
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    jobs = [CompileJob(kernel_token(no_fork), None, (), {"BLOCK": b}) for b in (1, 2, 3)]
+    pool = CompilePool(workers=2)
+    try:
+        results = dict(pool.as_completed(jobs, local=lambda index: CompileResult(Status.OK, 0.0)))
+    finally:
+        pool.close()
+    assert sorted(results) == [0, 1, 2] and {r.status for r in results.values()} == {Status.OK}
+    assert pool.started == 0

@@ -10,6 +10,7 @@ worker from then on, and picks a correct config.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -206,3 +207,69 @@ def test_a_crash_with_a_hook_from_the_script_happens_once_and_the_kernel_stays_u
     for _ in range(2):
         again = run_script(HOOK_SCRIPT, str(store_path))
         assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]
+
+
+
+CRASHING_MODULE = """
+import os
+import triton, triton.language as tl
+
+OFFSET = 1 << 40  # far out of bounds: the interpreter's process dies
+
+
+@triton.jit
+def crashing_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    value = tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)
+    if BLOCK == 32:
+        tl.store(out_ptr + offsets + OFFSET, value)
+    else:
+        tl.store(out_ptr + offsets, value, mask=mask)
+
+
+if os.environ.get("CRASHMOD_VARIANT"):  # imported again with this set, the module builds another kernel
+    @triton.jit
+    def crashing_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # noqa: F811
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+"""
+
+USER = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton
+import tunekit
+import crashmod
+
+os.environ["CRASHMOD_VARIANT"] = "1"  # after the import: a benchmark worker would get another kernel
+kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
+                          store=sys.argv[1])(crashmod.crashing_add)
+x, y, out = torch.rand(1024), torch.rand(1024), torch.empty(1024)
+kernel[lambda meta: (triton.cdiv(1024, meta["BLOCK"]),)](x, y, out, 1024)
+assert torch.equal(out, x + y)
+print("winner", kernel.best_config.kwargs["BLOCK"], kernel.tuning_report.benchmark_workers_started)
+"""
+
+
+def test_a_crash_is_answered_from_the_store_when_the_benchmark_worker_gives_way(store_path, tmp_path):
+    """Injected: a config that kills the process in-process, then a second run in which the benchmark
+    worker that should re-measure it refuses (the module, imported again there, builds another
+    kernel). Survives: the tuning goes on in the caller's process, where the crashed config is
+    answered with its stored crash (never launched, not stored again, so a later tuning with a
+    worker still measures it), and the good config wins; the worker's start is counted."""
+    (tmp_path / "crashmod.py").write_text(CRASHING_MODULE)
+    (tmp_path / "user.py").write_text(USER)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("CRASHMOD_VARIANT", None)
+    run = lambda: subprocess.run([sys.executable, str(tmp_path / "user.py"), str(store_path)],  # noqa: E731
+                                 capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    died = run()
+    assert died.returncode == -signal.SIGSEGV, died.stderr[-2000:]
+    again = run()
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "winner 64 1" in again.stdout, again.stdout
+    assert "not in a benchmark worker" in again.stderr and "its code differs" in again.stderr
+    with ResultsStore(str(store_path)) as store:
+        crashed = [row for row in store.rows() if json.loads(row["config"])["BLOCK"] == 32]
+    assert len(crashed) == 1 and crashed[0]["error"].startswith("crashed:"), crashed

@@ -50,7 +50,8 @@ def test_flash_linear_attention_ops_under_tunekit(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {"cumsum": True, "solve_tril": True}
     # what reaches stderr is the library's own warning (it finds no GPU), nothing of tunekit's
-    assert all("fla" in line or "_cpu_device_warning" in line for line in done.stderr.splitlines()), done.stderr
+    assert all(line.endswith("UserWarning: Triton is not supported on current platform, roll back to CPU.")
+               or line.strip() == "_cpu_device_warning()" for line in done.stderr.splitlines()), done.stderr
 
     from tunekit.store import ResultsStore
 

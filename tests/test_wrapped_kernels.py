@@ -246,3 +246,51 @@ def test_without_a_gpu_or_the_interpreter_one_line_says_what_to_set_and_nothing_
     [line] = done.stdout.splitlines()
     assert "TRITON_INTERPRET=1" in line and "no GPU driver" in line
     assert not (tmp_path / "store.db").exists()
+
+
+HEURISTIC_MODULE = '''
+import os
+import triton
+import triton.language as tl
+
+WIDE = os.environ.get("HEURMOD_WIDE") == "1"  # read at import
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+@triton.heuristics({"STEP": lambda args: 2 if WIDE else 1})
+@triton.jit
+def strided_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr, STEP: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs * STEP, mask=offs * STEP < n), mask=offs < n)
+'''
+
+HEURISTIC_USER = '''
+import functools, os
+import torch, triton
+import tunekit
+triton.autotune = functools.partial(tunekit.autotune, isolate=True)
+import heurmod
+
+os.environ["HEURMOD_WIDE"] = "1"  # after the import: a benchmark worker's heuristics would differ
+x, out = torch.arange(256.0), torch.empty(256)
+try:
+    heurmod.strided_copy[lambda meta: (triton.cdiv(256, meta["BLOCK"]),)](x, out, 256)
+except tunekit.isolation.IsolationError as error:
+    print("refused:", error)
+'''
+
+
+@pytest.mark.slow
+def test_a_benchmark_worker_whose_heuristics_differ_refuses(tmp_path):
+    """Heuristics under the autotuner come from the worker's own import of the module; where they set
+    other values there (the module read an environment variable the user changed since), the worker
+    refuses by name instead of timing another kernel."""
+    (tmp_path / "heurmod.py").write_text(HEURISTIC_MODULE)
+    (tmp_path / "user.py").write_text(HEURISTIC_USER)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TUNEKIT_STORE": str(tmp_path / "store.db"),
+           "PYTHONPATH": str(tmp_path)}
+    env.pop("HEURMOD_WIDE", None)
+    done = subprocess.run([sys.executable, str(tmp_path / "user.py")], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused:" in done.stdout and "heuristics set {'STEP': '2'}" in done.stdout, done.stdout

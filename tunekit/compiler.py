@@ -223,20 +223,27 @@ def serve_compiles(connection: Any) -> None:
 
 def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileJob | None:
     """A job for this launch that a compile worker forked from this process can run, or None
-    where none can be forked (no ``fork`` on this platform) or the arguments do not pickle."""
+    where none can be forked (no ``fork`` on this platform) or an argument is not a plain value
+    or a tensor (a tensor descriptor, a tuple of tensors: unpickling one in the worker would
+    need a device, which a copy of a process holding a CUDA context cannot start)."""
     if not hasattr(os, "fork"):
         return None
     spec_args = tuple(
         TensorSpec(arg.dtype, arg.data_ptr() % 16 == 0) if hasattr(arg, "data_ptr") and hasattr(arg, "dtype") else arg
         for arg in args
     )
-    jit = unwrap_jit(fn)
-    job = CompileJob(kernel_token(jit), target, spec_args, dict(kwargs), jit)
-    try:
-        pickle.dumps(job)
-    except Exception:
+    if not all(_plain(value) for value in (*spec_args, *kwargs.values())):
         return None
-    return job
+    jit = unwrap_jit(fn)
+    return CompileJob(kernel_token(jit), target, spec_args, dict(kwargs), jit)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` travels to a compile worker as it is: a number, string, None, a dtype, a
+    ``TensorSpec`` (or Triton's ``constexpr`` of one of those)."""
+    value = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+    return value is None or isinstance(value, (bool, int, float, str, TensorSpec)) or \
+        type(value).__module__ in ("torch", "triton.language.core") and "dtype" in type(value).__name__
 
 
 #: Seconds one compile may take: a number, None for no limit, or a callable giving either.
@@ -281,8 +288,15 @@ class CompilePool:
         self._compiling_threads: set[threading.Thread] = set()  # this process's threads compiling now
 
     def _start(self) -> None:
-        self._starting.append(Worker(ENTRY, here=True))
-        self._knows[self._starting[-1]] = tokens_issued()
+        known = tokens_issued()  # before the fork: a kernel named meanwhile is not in the copy
+        try:
+            worker = Worker(ENTRY, here=True)
+        except OSError as error:  # no memory or no process left for a copy of this process
+            self._failed_starts += 1
+            logger.debug("a compile worker could not be forked (%s): compiling in threads", error)
+            return
+        self._starting.append(worker)
+        self._knows[worker] = known
         self.started += 1
 
     def _forget(self, worker: Worker) -> None:

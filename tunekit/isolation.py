@@ -158,6 +158,9 @@ def serve_benchmarks(connection: Any) -> None:
         assert runner is not None, "a measure request before any set-up"
         start = time.perf_counter()
         reply = _measure(runner, *message)
+        if "refused" in reply:
+            send(connection, ("refused", reply["refused"]))
+            continue
         trial = reply["trial"]
         logger.debug("benchmark worker %d: %s %s in %.3f s (check %.3f s, benchmark %.3f s)", os.getpid(),
                      trial.config, trial.status.value, time.perf_counter() - start, trial.check_seconds or 0.0,
@@ -202,9 +205,17 @@ def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str], str], la
     return runner, warning, printed
 
 
-def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, retiming: bool) -> dict:
-    """One config checked and timed in the worker, as a reply the parent turns into a Trial."""
+def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, retiming: bool,
+             heuristics: dict[str, str]) -> dict:
+    """One config checked and timed in the worker, as a reply the parent turns into a Trial; or,
+    when the kernel's heuristics set other values here than in the caller (the import built them
+    otherwise), a refusal."""
     config = config_from_dict(params, pre_hook=pre_hook)
+    here = runner.launch.heuristic_values(config, runner.args, {k: v for k, v in runner.kwargs.items() if k != "grid"})
+    if here != heuristics:
+        return {"refused": f"{runner.launch.kernel_name}'s heuristics set {here} in a benchmark worker, which imported "
+                           f"it again, but {heuristics} here (the module builds them from something the worker does "
+                           "not share)"}
     runner.kwargs["grid"] = grid
     had_reference = runner.check is None or runner.check.expected is not None
     trial = runner.measure(config, key, retiming=retiming)
@@ -317,7 +328,8 @@ class IsolatedRunner:
         """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
         check_shippable(config.pre_hook, f"the pre_hook of config {config}")
         grid = self.launch.grid_of(config, self.caller_args, self.caller_kwargs)
-        request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, retiming))
+        heuristics = self.launch.heuristic_values(config, self.caller_args, self.caller_kwargs)
+        request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, retiming, heuristics))
         for attempt in range(2):
             if self._worker is None or not self._worker.alive():
                 self._start()
@@ -345,6 +357,9 @@ class IsolatedRunner:
             logger.warning("config %s killed its benchmark worker (%s); starting another", config, reason)
             return Trial(config, Status.RUNTIME_ERROR, error=f"the benchmark worker died running it ({reason})",
                          key=key, bench_seconds=time.perf_counter() - start)
+        if kind == "refused":
+            self._stop()
+            raise IsolationError(reply)
         if kind is None:
             self._stop()
             logger.warning("config %s ran past %.1f s: its benchmark worker was killed", config, limit)

@@ -156,6 +156,15 @@ class Launch:
             fn = fn.fn
         return call
 
+    def heuristic_values(self, config: Config, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, str]:
+        """What ``triton.heuristics`` under the Autotuner set for ``config`` on these arguments, as
+        text: a benchmark worker, which imported the kernel again, checks its own against them."""
+        names = self._heuristic_names()
+        if not names:
+            return {}
+        call = self.jit_kwargs(args, dict(kwargs, **config.all_kwargs()))
+        return {name: repr(call[name]) for name in names}
+
     def grid_of(self, config: Config, args: tuple, kwargs: Mapping[str, Any]) -> Any:
         """The launch grid of ``config`` as a tuple, as the JIT would compute it from a grid function."""
         grid = kwargs.get("grid")

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -124,7 +125,7 @@ class TuningSession:
         #: compiled and was never launched (one cut off mid-run may hang or crash again).
         self._compiled_not_launched: Config | None = None
         self._proven: set[str] = set()
-        self._crashed: set[str] = set()
+        self._crashed: dict[str, Trial] = {}
         self._search: Search | None = None  # once the first step began
         self._history: list[Trial] = []
         self._strategy_name = ""
@@ -181,10 +182,7 @@ class TuningSession:
                 runner = self._runner  # a benchmark worker's runner may have given way to one in this process
                 runner.finish()
                 runner.close()
-                for name, value in (("benchmark_workers_started", runner.workers_started),
-                                    ("seconds_waiting_for_workers", runner.seconds_starting),
-                                    ("seconds_messaging", runner.seconds_messaging)):
-                    self._costs[name] += value
+                self._add_costs(runner)
             self._costs["compile_workers_started"] = self._compile_workers_started
             if isinstance(self.clock, Stopwatch):
                 self.clock.stop()
@@ -205,6 +203,13 @@ class TuningSession:
                     report.benchmark_workers_started, report.seconds_waiting_for_workers)
         return config, report
 
+    def _add_costs(self, runner: LocalRunner | IsolatedRunner) -> None:
+        """What a runner's workers cost, added to this tuning's."""
+        for name, value in (("benchmark_workers_started", runner.workers_started),
+                            ("seconds_waiting_for_workers", runner.seconds_starting),
+                            ("seconds_messaging", runner.seconds_messaging)):
+            self._costs[name] += value
+
     def best_so_far(self) -> Config | None:
         """The fastest config measured correct so far in this tuning (store answers included)."""
         ok = [t for t in self.trials if t.ok]
@@ -215,14 +220,16 @@ class TuningSession:
         store, identity, text = self.store, self.identity, self.key.json
         for trial in store.record_crashes(identity):
             logger.warning("%s: config %s was in flight when a tuning process died (%s); recorded as crashed: it is "
-                           "measured again only in a benchmark worker", self.launch.kernel_name, trial.config,
-                           trial.error)
+                           "never launched in this process again, only in a benchmark worker where one can import "
+                           "the kernel", self.launch.kernel_name, trial.config, trial.error)
         history = self._history = store.history(identity)
         #: Configs that ran correctly at this key: launching them in-process needs no in-flight mark (a
         #: config that ran at another shape may still store far out of bounds at this one).
         self._proven = {t.config_id for t in history if t.ok and t.key is not None and t.key.json == text}
-        #: Configs that killed a tuning process at this key and never ran correctly since.
-        self._crashed = {config for config, key in _unresolved_crashes(history) if key == text}
+        #: Configs that killed a tuning process at this key and never ran correctly since: their crash.
+        unresolved = {config for config, key in _unresolved_crashes(history) if key == text}
+        self._crashed = {t.config_id: t for t in history
+                         if t.crashed and t.config_id in unresolved and t.key is not None and t.key.json == text}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
         self._strategy_name = self.options.strategy.name or type(self.options.strategy).__name__
@@ -248,6 +255,8 @@ class TuningSession:
             logger.info("%s %s: %s", self.launch.kernel_name, text, trial)
             if self._bar is not None:
                 self._bar.update(1)
+            if trial.source == "store":  # a stored crash, answered without a launch: the store has it
+                return
             if self._held is not None:  # no config has run correctly yet
                 if trial.status in (Status.RUNTIME_ERROR, Status.WRONG):
                     self._held.append(trial)
@@ -368,8 +377,8 @@ class TuningSession:
         (``isolate=True``), else the tuning goes on in this process, said once per kernel."""
         if self.options.isolate:
             raise error
-        if self.launch.kernel_name not in _told_not_isolated:
-            _told_not_isolated.add(self.launch.kernel_name)
+        if self.launch.fn not in _told_not_isolated:
+            _told_not_isolated.add(self.launch.fn)
             logger.warning("%s: tuning in this process, not in a benchmark worker: %s", self.launch.kernel_name, error)
 
     def _run_timeout(self) -> float | None:
@@ -394,6 +403,8 @@ class TuningSession:
             unanswered.discard(index)
             logger.debug("%s: compiled %s: %s in %.3f s", self.launch.kernel_name, config, result.status.value,
                          result.seconds)
+            if result.output:
+                logger.debug("%s: compiling %s printed: %s", self.launch.kernel_name, config, result.output)
             if result.status is not Status.OK:
                 yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
                                     key=key, shared_bytes=result.shared_bytes)
@@ -427,10 +438,9 @@ class TuningSession:
                 isolated = self._runner
                 self._runner = self._local_runner(isolated.caller_args, isolated.caller_kwargs)
                 isolated.close()
-        if config_id in self._crashed:
-            return Trial(config, Status.RUNTIME_ERROR, key=self.key,
-                         error="it killed a tuning process before, and no benchmark worker could run it: not launched "
-                               "in this process again")
+                self._add_costs(isolated)
+        if config_id in self._crashed:  # never launched here again; answered with its stored crash, not stored anew
+            return replace(self._crashed[config_id], config=config, source="store")
         if config_id in self._proven:
             return self._runner.measure(config, self.key)
         with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id):
@@ -503,8 +513,8 @@ class TuningSession:
         return tqdm(total=total, desc=f"tuning {self.launch.kernel_name}", unit="config", leave=False)
 
 
-#: Kernels already said to be tuned in this process after all (said once per process).
-_told_not_isolated: set[str] = set()
+#: Kernels already said to be tuned in this process after all (said once per kernel and process).
+_told_not_isolated: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _unresolved_crashes(history: Sequence[Trial]) -> set[tuple[str, str]]:

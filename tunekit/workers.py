@@ -237,10 +237,16 @@ def _fork_here(entry: str, connection: socket.socket) -> int:
     the forking thread lives on in the child, which never touches the GPU (a CUDA context here
     cannot be used there) and lets go of every other file this process has open."""
     parent = os.getpid()
+    sys.stdout.flush()  # else what the caller printed and had not flushed is printed again by the copy
+    sys.stderr.flush()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    with warnings.catch_warnings():  # Python 3.12 warns of any fork from a threaded process; this child only compiles
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    try:
+        with warnings.catch_warnings():  # Python 3.12 warns of any fork from a threaded process; this child only compiles
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:  # no memory or process left for the copy: the caller compiles in threads
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
     if pid == 0:  # pragma: no cover - the worker's side, which never returns
         try:
             _become_worker(parent)
