@@ -108,10 +108,17 @@ def test_exporting_winners_keeps_to_the_kernel_and_run_asked_for(store_path, tmp
     assert (tmp_path / "none.jsonl").read_text() == ""
 
 
-def test_a_tuned_parameter_as_the_key_is_refused_at_decoration():
+def test_a_tuned_parameter_as_the_key_is_refused_with_a_space_and_left_out_as_stock_does_with_configs(store_path):
+    """With a Space (tunekit's own API) it is refused at decoration. With a config list it is what
+    stock accepts, and real libraries do it (flash-linear-attention's key=['BK'] with BK in its
+    configs): the key is what stock's would be, without it."""
     with pytest.raises(ValueError, match="key of add_kernel names 'BLOCK', which the autotuner sets"):
-        tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
-                         key=["BLOCK"])(vector_add.add_kernel)
+        tunekit.autotune(space=tunekit.Space(BLOCK=[64, 128]), key=["BLOCK"])(vector_add.add_kernel)
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
+                              key=["n", "BLOCK"], store=str(store_path))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    assert list(kernel.cache) == [(256, *(str(t.dtype) for t in (x, y, out)))]
 
 
 def test_a_key_of_infinity_beside_other_keys_in_the_store_tunes(store_path):

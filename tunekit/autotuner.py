@@ -139,9 +139,12 @@ class Autotuner(_TritonAutotuner):
         self.space.check_kernel(arg_names, name)
         tuned_keys = [k for k in key if k in self.space.meta_params]
         if tuned_keys:
-            raise ValueError(f"key of {name} names {', '.join(map(repr, tuned_keys))}, which the autotuner sets from "
-                             "its configs, so every call would share one winner; key names the call's own arguments "
-                             "that change what is fastest (sizes, strides, flags).")
+            problem = (f"key of {name} names {', '.join(map(repr, tuned_keys))}, which the autotuner sets from its "
+                       "configs, so it is no part of the key (the call does not pass it)")
+            if space is not None:  # tunekit's own API: refused
+                raise ValueError(f"{problem}: every call would share one winner. key names the call's own arguments "
+                                 "that change what is fastest (sizes, strides, flags).")
+            logger.info("%s, as in stock triton.autotune", problem)  # a config list: stock's behaviour, kept
         len(self.space)  # enumerate now: a constraint that rejects all or raises fails here, before any compile
         self.space_hash = _space_hash(self.space)
         super().__init__(
