@@ -273,3 +273,63 @@ def test_a_crash_is_answered_from_the_store_when_the_benchmark_worker_gives_way(
     with ResultsStore(str(store_path)) as store:
         crashed = [row for row in store.rows() if json.loads(row["config"])["BLOCK"] == 32]
     assert len(crashed) == 1 and crashed[0]["error"].startswith("crashed:"), crashed
+
+
+EXITING_SCRIPT = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl
+import tunekit
+
+
+def leave(code):  # called from the interpreted kernel body: Python runs it
+    if code == 99:
+        os._exit(3)  # the process ends here, without a word
+    sys.exit(0)  # a config that asks the interpreter to stop
+
+
+@triton.jit
+def leaving_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, HOW: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    if BLOCK == 32:
+        leave(HOW)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"],
+                          store=sys.argv[1])(leaving_add)
+n = int(sys.argv[2])
+x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n, HOW=int(sys.argv[3]))
+assert torch.equal(out, x + y)
+print("after the call: winner", kernel.best_config.kwargs["BLOCK"])
+"""
+
+
+def run_exiting(tmp_path, store_path, n: int, how: int) -> subprocess.CompletedProcess:
+    script = tmp_path / "exiting.py"
+    script.write_text(EXITING_SCRIPT)
+    return subprocess.run([sys.executable, str(script), str(store_path), str(n), str(how)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_config_that_exits_the_process_kills_it_once_not_once_per_key(store_path, tmp_path):
+    """Injected: a config (of a kernel in the script, which no benchmark worker can import) that
+    calls ``os._exit`` in-process. Survives: the store; the next runs, at this key and at new keys,
+    never launch that config again and pick the other."""
+    died = run_exiting(tmp_path, store_path, 1024, 99)
+    assert died.returncode == 3, died.stderr[-2000:]
+    for n in (1024, 2048, 4096):
+        done = run_exiting(tmp_path, store_path, n, 99)
+        assert done.returncode == 0 and "winner 64" in done.stdout, (n, done.stderr[-2000:])
+
+
+def test_a_config_that_calls_sys_exit_is_a_failed_config_not_the_end_of_the_script(store_path, tmp_path):
+    """Injected: a config whose launch raises ``SystemExit(0)``. Survives: the script goes on after
+    its call with a correct winner, and the config is stored as a runtime error naming SystemExit."""
+    done = run_exiting(tmp_path, store_path, 1024, 0)
+    assert done.returncode == 0 and "after the call: winner 64" in done.stdout, done.stderr[-2000:]
+    with ResultsStore(str(store_path)) as store:
+        [row] = [row for row in store.rows() if json.loads(row["config"])["BLOCK"] == 32]
+    assert row["status"] == "runtime_error" and "SystemExit" in row["error"], row

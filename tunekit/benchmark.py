@@ -140,7 +140,7 @@ class Benchmarker:
         start = time.perf_counter()
         try:
             timing = self.time(kernel_call, short, warm)
-        except Exception as error:  # every failure is data, not a crash
+        except (Exception, SystemExit) as error:  # every failure is data, not a crash (sys.exit in a config too)
             status = classify(error)
             logger.debug("config %s failed: %s", config, error)
             return Trial(config, status, error=describe(error), key=key, bench_seconds=time.perf_counter() - start)

@@ -118,7 +118,7 @@ class LocalRunner:
             launched = True
             overrun = self._overrun()
             verdict = self.check.judge(full, str(config)) if overrun is None else Verdict(False, message=overrun)
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # a config (or its pre_hook) calling sys.exit is its failure
             return Trial(config, classify(error), error=describe(error), key=key,
                          bench_seconds=time.perf_counter() - start)
         finally:

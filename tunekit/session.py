@@ -226,10 +226,11 @@ class TuningSession:
         #: Configs that ran correctly at this key: launching them in-process needs no in-flight mark (a
         #: config that ran at another shape may still store far out of bounds at this one).
         self._proven = {t.config_id for t in history if t.ok and t.key is not None and t.key.json == text}
-        #: Configs that killed a tuning process at this key and never ran correctly since: their crash.
-        unresolved = {config for config, key in _unresolved_crashes(history) if key == text}
+        #: Configs that killed a tuning process, at any key, and never ran correctly there since: their
+        #: crash. In this process they are never launched, at this key or another (a crash happens once).
+        unresolved = _unresolved_crashes(history)
         self._crashed = {t.config_id: t for t in history
-                         if t.crashed and t.config_id in unresolved and t.key is not None and t.key.json == text}
+                         if t.crashed and (t.config_id, t.key.json if t.key is not None else "") in unresolved}
         self._compile_seconds_seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
         self._bench_seconds_seen = [t.bench_seconds for t in history if t.ok and t.bench_seconds]
         self._strategy_name = self.options.strategy.name or type(self.options.strategy).__name__
@@ -440,7 +441,7 @@ class TuningSession:
                 isolated.close()
                 self._add_costs(isolated)
         if config_id in self._crashed:  # never launched here again; answered with its stored crash, not stored anew
-            return replace(self._crashed[config_id], config=config, source="store")
+            return replace(self._crashed[config_id], config=config, key=self.key, source="store")
         if config_id in self._proven:
             return self._runner.measure(config, self.key)
         with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id):
