@@ -204,3 +204,18 @@ def test_a_store_missing_a_column_is_refused_by_name_before_tuning(store_path):
     with pytest.raises(StoreError, match=r"lacks the column trials\.relative_error of its schema"):
         kernel[vector_add.grid(256)](x, y, out, 256)
     assert store_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0.9", "1", "fast"])
+def test_a_compare_threshold_that_is_no_ratio_above_one_is_a_usage_error(value, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["compare", "--space", "x.json", "--threshold", value])
+    assert exited.value.code == 2 and "must be a ratio to the optimum > 1" in capsys.readouterr().err
+
+
+def test_a_heuristics_module_name_python_cannot_import_is_refused_before_anything_is_written(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["store", "heuristics", str(tmp_path / "my-rule.py"), "--kernel", "add_kernel",
+              "--store", str(tmp_path / "missing.db")])
+    assert exited.value.code == 2 and "cannot be imported as a module" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

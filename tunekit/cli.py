@@ -148,6 +148,9 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
 
     if Path(args.out).exists():
         raise SystemExit(f"tunekit: {args.out} exists; tunekit does not overwrite files. Choose another name.")
+    if Path(args.out).suffix != ".py" or not Path(args.out).stem.isidentifier():
+        args.parser.error(f"{args.out} cannot be imported as a module (fallback=module.config_for): give a file "
+                          "name such as my_rule.py (letters, digits and underscores, ending in .py)")
     source = args.store or settings.store_url()
     store = winners_store(source) if is_winners_file(source) else _store(args)
     try:
@@ -328,6 +331,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 1 if any(o.status in ("failed", "error") for o in outcomes) else 0
 
 
+def _ratio(text: str) -> float:
+    """A target as a ratio to the optimum: a finite number > 1 (``compare --threshold``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (1.0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a ratio to the optimum > 1, such as 1.1. Got {text!r} instead.")
+    return value
+
+
 def _seconds(text: str) -> float:
     """A number of seconds > 0 (``--seconds``, ``--lease``)."""
     try:
@@ -376,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     heuristics.add_argument("--store", help=store_flag["help"] + "; a winners .jsonl file too")
     heuristics.add_argument("--device", help="the device whose winners to use, when there are several")
     heuristics.add_argument("--triton", help="the Triton build whose winners to use, when there are several")
-    heuristics.set_defaults(handler=cmd_heuristics)
+    heuristics.set_defaults(handler=cmd_heuristics, parser=heuristics)
     rm = store_commands.add_parser("rm", help="delete trials, runs and winners by run, kernel, key or status")
     rm.add_argument("--store", **store_flag)
     rm.add_argument("--run", help="a run id (a prefix is enough): its trials, the run and the winner it chose")
@@ -413,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "reaches the end of the score range, over evaluations and over seconds)")
     compare.add_argument("--seconds", type=float, default=None, help="simulated seconds per tuning, besides --budget")
     compare.add_argument("--jobs", type=int, default=1, help="worker processes")
-    compare.add_argument("--threshold", type=float, action="append",
+    compare.add_argument("--threshold", type=_ratio, action="append",
                          help="another target, as a ratio to the optimum (1.02 and 1.05 are always reported); repeat")
     compare.add_argument("--transfer", action="store_true",
                          help="each tuning starts with the store holding the given spaces of the same kernel at "
