@@ -6,8 +6,7 @@ A release that lays these out otherwise fails here, by name, not deep inside a t
 
 Optuna's one private hook, ``GPSampler._optimize_acqf`` with ``SearchSpace.get_normalized_params``
 taking the trial's parameters, is overridden here (``finite_candidates_gp_sampler``): checked on
-Optuna 4.8 (the floor, in CI's lowest-versions run: the second argument appeared there), 5.0 (the
-H200) and 5.1 (CPU).
+Optuna 4.8 (the floor, in CI's lowest-versions run: the second argument appeared there) and 5.1.
 """
 
 from __future__ import annotations
