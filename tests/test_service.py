@@ -402,7 +402,7 @@ def test_a_kernel_loaded_from_a_file_by_path_is_not_sent_to_workers(tmp_path):
     run in this process, instead of failing in workers."""
     import importlib.util
 
-    from tunekit.compiler import kernel_address
+    from tunekit.isolation import kernel_address
 
     assert kernel_address(vector_add.add_kernel) == ("tunekit.kernels.vector_add", "add_kernel")
     spec = importlib.util.spec_from_file_location("kernels_by_path", vector_add.__file__)

@@ -321,7 +321,9 @@ class ManifestTuning:
                 call = prepared_call(entry, shape, where)
             # ahead of time a worker's start is cheap beside a run, and each GPU's thread gets its own
             # worker: configs are checked and timed isolated unless the kernel says otherwise
-            isolate = kernel.options.isolate if kernel.options.isolate is not None else not settings.interpreting()
+            isolate = kernel.options.isolate
+            if isolate is None and not settings.interpreting():
+                isolate = True
             session = TuningSession(kernel.launch, call[3], replace(kernel.options, budget=self._budget(entry),
                                                                    progress=False, isolate=isolate),
                                     store, identity, key, kernel.space_hash)

@@ -18,14 +18,10 @@ there cannot be killed, only left behind.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.machinery
 import inspect
 import logging
 import os
-import pickle
 import queue
-import sys
 import threading
 import time
 import weakref
@@ -132,34 +128,6 @@ def unwrap_jit(fn: Any) -> Any:
     return fn
 
 
-def kernel_address(fn: Any) -> tuple[str, str] | None:
-    """(module, name) where a worker process finds this kernel again, or None when it cannot:
-    defined in ``__main__`` or inside a function, or in a module that importing it by name would
-    not find (loaded from a file by path, or from a directory no longer on the import path)."""
-    jit = unwrap_jit(fn)
-    function = getattr(jit, "fn", jit)
-    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
-    if not module or module == "__main__" or "<locals>" in qualname or not _importable_by_name(module):
-        return None
-    return module, qualname
-
-
-def _importable_by_name(name: str) -> bool:
-    """Whether ``import name`` in a fresh process with this import path finds the same file."""
-    spec = getattr(sys.modules.get(name), "__spec__", None)
-    if spec is None or spec.name != name or not spec.origin:
-        return False
-    parent = name.rpartition(".")[0]
-    path = getattr(sys.modules.get(parent), "__path__", None) if parent else None
-    if parent and path is None:
-        return False
-    try:
-        found = importlib.machinery.PathFinder.find_spec(name, path)
-    except (ImportError, ValueError):
-        return False
-    return found is not None and found.origin == spec.origin
-
-
 def source_hash(fn: Any) -> str:
     """What identifies a kernel's code: the JIT's cache key (its source and every function and
     global it uses), or under the interpreter a hash of the Python function's source."""
@@ -168,14 +136,6 @@ def source_hash(fn: Any) -> str:
     if isinstance(key, str):
         return key
     return hashlib.sha256(inspect.getsource(getattr(jit, "fn", jit)).encode()).hexdigest()
-
-
-def import_kernel(module: str, qualname: str) -> Any:
-    """In a worker: the object ``kernel_address`` named (the module's kernel, however decorated)."""
-    found: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    return found
 
 
 def compile_config(jit: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> CompileResult:

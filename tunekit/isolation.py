@@ -19,10 +19,13 @@ the next config gets a new worker, which is handed the reference outputs the che
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
 import json
 import logging
 import os
 import pickle
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -31,7 +34,7 @@ from typing import Any
 import torch
 
 from .compat import triton_build_key, warm_up_cuda_utils
-from .compiler import Timeout, import_kernel, kernel_address, source_hash, unwrap_jit
+from .compiler import Timeout, source_hash, unwrap_jit
 from .caller import warn_at_caller
 from .config import Config, config_from_dict, config_json
 from .guarded import ShippedTensors, out_of_memory, ship, with_tensors
@@ -50,6 +53,42 @@ START_TIMEOUT = 600.0
 
 class IsolationError(RuntimeError):
     """The benchmark worker could not be started; the message says why."""
+
+
+def kernel_address(fn: Any) -> tuple[str, str] | None:
+    """(module, name) where a worker process finds this kernel again, or None when it cannot:
+    defined in ``__main__`` or inside a function, or in a module that importing it by name would
+    not find (loaded from a file by path, or from a directory no longer on the import path)."""
+    jit = unwrap_jit(fn)
+    function = getattr(jit, "fn", jit)
+    module, qualname = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if not module or module == "__main__" or "<locals>" in qualname or not _importable_by_name(module):
+        return None
+    return module, qualname
+
+
+def _importable_by_name(name: str) -> bool:
+    """Whether ``import name`` in a fresh process with this import path finds the same file."""
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    if spec is None or spec.name != name or not spec.origin:
+        return False
+    parent = name.rpartition(".")[0]
+    path = getattr(sys.modules.get(parent), "__path__", None) if parent else None
+    if parent and path is None:
+        return False
+    try:
+        found = importlib.machinery.PathFinder.find_spec(name, path)
+    except (ImportError, ValueError):
+        return False
+    return found is not None and found.origin == spec.origin
+
+
+def import_kernel(module: str, qualname: str) -> Any:
+    """In a worker: the object ``kernel_address`` named (the module's kernel, however decorated)."""
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def _chain(fn: Any) -> list[str]:

@@ -22,10 +22,10 @@ from . import settings
 from .budget import Budget
 from .caller import warn_at_caller
 from .compat import active_target
-from .compiler import CompileResult, compile_config, compile_job_for, kernel_address, unwrap_jit
+from .compiler import CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json
 from .deadline import Clock, Deadline, Stopwatch
-from .isolation import IsolatedRunner, IsolationError
+from .isolation import IsolatedRunner, IsolationError, kernel_address
 from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner

@@ -183,18 +183,15 @@ def serve(fd: int, entry: str, parent: int, forked: bool = False, become: bool =
         sys.stderr.flush()
 
 
-class _ForkedProcess:
-    """A worker that a zygote forked: not this process's child, so its exit code comes from the zygote."""
+class _PolledProcess:
+    """A worker process this process did not start with ``subprocess``: ``poll`` says its exit
+    code (None while it runs), ``wait`` polls it as ``subprocess.Popen.wait`` would."""
 
-    def __init__(self, pid: int, zygote: "Zygote") -> None:
-        self.pid = pid
-        self._zygote = zygote
-        self.returncode: int | None = None
+    pid: int
+    returncode: int | None
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._zygote.exit_code(self.pid)
-        return self.returncode
+        raise NotImplementedError
 
     def wait(self, seconds: float) -> int:
         end = time.monotonic() + seconds
@@ -205,12 +202,26 @@ class _ForkedProcess:
         return self.returncode  # type: ignore[return-value]
 
 
-class _Child:
+class _ForkedProcess(_PolledProcess):
+    """A worker that a zygote forked: not this process's child, so its exit code comes from the zygote."""
+
+    def __init__(self, pid: int, zygote: "Zygote") -> None:
+        self.pid = pid
+        self._zygote = zygote
+        self.returncode = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._zygote.exit_code(self.pid)
+        return self.returncode
+
+
+class _Child(_PolledProcess):
     """A worker forked from this process: its exit code comes from ``waitpid``."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.returncode: int | None = None
+        self.returncode = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -222,14 +233,6 @@ class _Child:
             if pid == self.pid:
                 self.returncode = _exit_code(status)
         return self.returncode
-
-    def wait(self, seconds: float) -> int:
-        end = time.monotonic() + seconds
-        while self.poll() is None:
-            if time.monotonic() > end:
-                raise subprocess.TimeoutExpired("worker", seconds)
-            time.sleep(0.005)
-        return self.returncode  # type: ignore[return-value]
 
 
 def _fork_here(entry: str, connection: socket.socket) -> int:
