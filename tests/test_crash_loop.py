@@ -19,6 +19,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 
 import tunekit
@@ -252,6 +253,7 @@ print("winner", kernel.best_config.kwargs["BLOCK"], kernel.tuning_report.benchma
 """
 
 
+@pytest.mark.slow
 def test_a_crash_is_answered_from_the_store_when_the_benchmark_worker_gives_way(store_path, tmp_path):
     """Injected: a config that kills the process in-process, then a second run in which the benchmark
     worker that should re-measure it refuses (the module, imported again there, builds another
@@ -314,6 +316,7 @@ def run_exiting(tmp_path, store_path, n: int, how: int) -> subprocess.CompletedP
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_config_that_exits_the_process_kills_it_once_not_once_per_key(store_path, tmp_path):
     """Injected: a config (of a kernel in the script, which no benchmark worker can import) that
     calls ``os._exit`` in-process. Survives: the store; the next runs, at this key and at new keys,
@@ -325,6 +328,7 @@ def test_a_config_that_exits_the_process_kills_it_once_not_once_per_key(store_pa
         assert done.returncode == 0 and "winner 64" in done.stdout, (n, done.stderr[-2000:])
 
 
+@pytest.mark.slow
 def test_a_config_that_calls_sys_exit_is_a_failed_config_not_the_end_of_the_script(store_path, tmp_path):
     """Injected: a config whose launch raises ``SystemExit(0)``. Survives: the script goes on after
     its call with a correct winner, and the config is stored as a runtime error naming SystemExit."""

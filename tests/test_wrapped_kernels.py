@@ -176,6 +176,7 @@ def run_user(tmp_path: Path, swap: str, isolated: bool = False) -> subprocess.Co
                           cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_every_wrapping_tunes_with_the_same_call_and_nothing_new_on_stderr(tmp_path):
     done = run_user(tmp_path, "tunekit.autotune")
     assert done.returncode == 0, done.stderr[-3000:]
