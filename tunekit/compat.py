@@ -15,11 +15,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import triton
-
-#: The Triton releases this module was checked on; others are used as if they were the newest.
-CHECKED_TRITON = ("3.4.0", "3.6.0", "3.9.0")
-
 
 class NoDeviceError(RuntimeError):
     """Triton has no GPU driver here and the interpreter is off: nothing can compile or launch."""
@@ -90,15 +85,9 @@ def warm_up_cuda_utils() -> None:
 def triton_error_types() -> tuple[type, type, tuple[type, ...]]:
     """(OutOfResources, CompilationError, the ptxas error types): what a failed config raises."""
     from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources
-
-    from triton.runtime.errors import PTXASError
+    from triton.runtime.errors import OutOfResources, PTXASError
 
     return OutOfResources, CompilationError, (PTXASError,)
-
-
-def triton_version() -> str:
-    return triton.__version__
 
 
 def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: Callable[[], list[dict]]) -> Any:

@@ -201,9 +201,11 @@ def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str,
 def _plain(value: Any) -> bool:
     """Whether ``value`` travels to a compile worker as it is: a number, string, None, a dtype, a
     ``TensorSpec`` (or Triton's ``constexpr`` of one of those)."""
-    value = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
-    return value is None or isinstance(value, (bool, int, float, str, TensorSpec)) or \
-        type(value).__module__ in ("torch", "triton.language.core") and "dtype" in type(value).__name__
+    import torch
+    import triton.language as tl
+
+    value = value.value if isinstance(value, tl.constexpr) else value
+    return value is None or isinstance(value, (bool, int, float, str, TensorSpec, torch.dtype, tl.dtype))
 
 
 #: Seconds one compile may take: a number, None for no limit, or a callable giving either.

@@ -271,7 +271,7 @@ _TRIAL_IDENTITY = ("source_hash", "triton_version", "device", "timing_method", "
 _WINNER_KEY = ("source_hash", "triton_version", "device", "timing_method", "key")
 
 
-#: Trial columns that hold a time or a size: a number > 0 where given.
+#: Trial columns that hold a time: a number > 0 where given.
 _POSITIVE = ("median_ms", "p20_ms", "p80_ms")
 #: Config entries Triton reads as launch options: whole numbers >= 1 where given.
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
