@@ -18,7 +18,9 @@ tunekit's processes printed that stock's did not.
     python benchmarks/real_libraries.py --one fla:chunk_gla:tk --store S.db --save OUT.pt   # one process
 
 Libraries: ``fla`` (flash-linear-attention's ``fla-core`` 0.6.0: about 200 ``triton.autotune``
-sites, ``triton.heuristics`` over the autotuner among them). Needs a GPU.
+sites, ``triton.heuristics`` over the autotuner among them; B, T, H, D = ``SHAPE``, bf16, forward),
+``liger`` (Liger-Kernel 0.8.5, 14 sites) and ``flag_gems`` (FlagGems 5.0.2, about 400 sites, its
+``libentry`` wrapper over the autotuner): ``ROWS`` rows of bf16, forward and backward. Needs a GPU.
 """
 
 from __future__ import annotations
@@ -65,7 +67,84 @@ def fla_inputs(op: str) -> tuple[Callable[[], Any], str]:
     raise SystemExit(f"unknown fla op {op!r}")
 
 
-LIBRARIES: dict[str, Callable[[str], tuple[Callable[[], Any], str]]] = {"fla": fla_inputs}
+#: rows, hidden size of the row-wise ops (bf16): B*T tokens of a 4096-wide model
+ROWS = (8192, 4096)
+
+
+def _forward_backward(forward: Callable[..., Any], inputs: list[Any], seed: int = 1) -> Callable[[], Any]:
+    """A call of ``forward(*inputs)`` and its backward to every input, all outputs flattened into one
+    float32 tensor: both directions' autotuned kernels are tuned by the first call."""
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    out_grad = None
+
+    def call() -> Any:
+        nonlocal out_grad
+        out = forward(*inputs)
+        if out_grad is None:
+            out_grad = torch.randn(out.shape, device="cuda", dtype=out.dtype, generator=generator)
+        grads = torch.autograd.grad(out, inputs, out_grad)
+        return torch.cat([out.flatten().float(), *(g.flatten().float() for g in grads)])
+
+    return call
+
+
+def liger_inputs(op: str) -> tuple[Callable[[], Any], str]:
+    """Liger-Kernel 0.8.5: ``dyt`` is LigerDyTFunction (Dynamic Tanh) forward and backward; both
+    kernels are autotuned over 18 configs, the backward with ``reset_to_zero``."""
+    import torch
+
+    if op != "dyt":
+        raise SystemExit(f"unknown liger op {op!r}")
+    from liger_kernel.ops.dyt import LigerDyTFunction
+
+    M, N = ROWS
+    torch.manual_seed(0)
+    bf16 = dict(device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    x = torch.randn(M, N, **bf16)
+    alpha = torch.full((1,), 0.5, **bf16)
+    gamma, beta = torch.randn(N, **bf16), torch.randn(N, **bf16)
+    return _forward_backward(LigerDyTFunction.apply, [x, alpha, gamma, beta]), "liger_kernel.ops.dyt"
+
+
+def flag_gems_inputs(op: str) -> tuple[Callable[[], Any], str]:
+    """FlagGems 5.0.2 through ``flag_gems.use_gems()`` (its ATen overrides), forward and backward:
+    ``layer_norm`` (autotuned forward, backward and weight/bias backward kernels) and ``softmax``
+    (its backward is autotuned; the forward uses FlagGems' own tuner). FlagGems wraps each
+    autotuner in its ``libentry`` cache, which reads the Autotuner's ``best_config``."""
+    import flag_gems
+    import torch
+
+    M, N = ROWS
+    torch.manual_seed(0)
+    bf16 = dict(device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    x = torch.randn(M, N, **bf16)
+    if op == "layer_norm":
+        weight, bias = torch.randn(N, **bf16), torch.randn(N, **bf16)
+
+        def forward(x: Any, weight: Any, bias: Any) -> Any:
+            return torch.nn.functional.layer_norm(x, (N,), weight, bias)
+
+        inputs = [x, weight, bias]
+    elif op == "softmax":
+        def forward(x: Any) -> Any:
+            return torch.softmax(x, dim=-1)
+
+        inputs = [x]
+    else:
+        raise SystemExit(f"unknown flag_gems op {op!r}")
+    call = _forward_backward(forward, inputs)
+
+    def with_gems() -> Any:
+        with flag_gems.use_gems():
+            return call()
+
+    return with_gems, "flag_gems.ops"
+
+
+LIBRARIES: dict[str, Callable[[str], tuple[Callable[[], Any], str]]] = {
+    "fla": fla_inputs, "liger": liger_inputs, "flag_gems": flag_gems_inputs}
 
 
 def measure(library: str, op: str, variant: str, store: str, save: str) -> dict[str, Any]:
@@ -186,7 +265,8 @@ def main() -> None:
     parser.add_argument("--one", metavar="LIBRARY:OP:VARIANT", help="measure one process and print one JSON line")
     parser.add_argument("--store", help="with --one: tunekit's store")
     parser.add_argument("--save", help="with --one: where the op's output is saved")
-    parser.add_argument("--ops", nargs="+", default=["fla:chunk_gla", "fla:chunk_gated_delta_rule"],
+    parser.add_argument("--ops", nargs="+", default=["fla:chunk_gla", "fla:chunk_gated_delta_rule", "liger:dyt",
+                                                     "flag_gems:layer_norm", "flag_gems:softmax"],
                         metavar="LIBRARY:OP")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per measured process")

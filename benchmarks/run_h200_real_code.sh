@@ -5,9 +5,15 @@
 #               (2 configs) and the bf16 GEMM's 8- and 16-config lists, RUNS rounds (default 5)
 #   PART=libs:  benchmarks/real_libraries.py, OPS (default both fla ops), ROUNDS rounds (default 3)
 #   PART=anatomy_libs: first a cProfile of one vadd_late first call, tunekit's and stock's, then PART=libs
+#   PART=suite: PART=first with KINDS (default vadd vadd_late gemm16), then PART=libs with OPS (default
+#               liger:dyt flag_gems:layer_norm flag_gems:softmax), each within its share of TIMEOUT
+#   PART=libtests: benchmarks/library_tests.py, the libraries' own tests of their autotuned ops, stock and tk
+#               (needs .libtests/, made by benchmarks/get_library_tests.sh, carried)
 # Writes PART's .json and .log under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+[ -n "${INSTALLED:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+export INSTALLED=1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
@@ -22,6 +28,13 @@ case "${PART:-first}" in
           2> "$OUT/vadd_late-$variant.profile.txt" | tee -a "$OUT/anatomy.log"
     done
     PART=libs TIMEOUT=${TIMEOUT:-450} BUDGET=${BUDGET:-380} bash "$0" ;;
+  suite)
+    KINDS=${KINDS-vadd vadd_late gemm16} PART=first TIMEOUT=${FIRST_TIMEOUT:-240} bash "$0"
+    OPS=${OPS-liger:dyt flag_gems:layer_norm flag_gems:softmax} PART=libs TIMEOUT=${LIBS_TIMEOUT:-320} \
+        BUDGET=${BUDGET:-290} ROUNDS=${ROUNDS:-5} bash "$0" ;;
+  libtests)
+    timeout "${TIMEOUT:-570}" python3 benchmarks/library_tests.py --json "$OUT/library_tests.json" 2>&1 \
+        | tee "$OUT/library_tests.log" ;;
   libs)
     timeout "${TIMEOUT:-570}" python3 benchmarks/real_libraries.py --ops ${OPS-fla:chunk_gla fla:chunk_gated_delta_rule} \
         --rounds "${ROUNDS:-3}" --budget "${BUDGET:-480}" --json "$OUT/real_libraries.json" 2>&1 | tee "$OUT/real_libraries.log" ;;

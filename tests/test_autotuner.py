@@ -206,6 +206,21 @@ def test_a_new_process_reuses_the_stored_winner_and_measures_only_what_is_new(st
     assert third.best_config.kwargs == {"BLOCK": 1024}  # 1000/1024 + 2 beats every other cost
 
 
+def test_a_first_tuning_times_each_finalist_in_as_many_rounds_counting_its_first_timing(store_path):
+    """The finalists' first timing (a short one, as the re-timings) is their first round: a
+    2-config list costs no more timings than the rounds ask for."""
+    clock = FakeClock()
+    kernel = tunekit.autotune(add_configs(clock), key=["n"], do_bench=clock, store=store_path)(vector_add.add_kernel)
+    launch_add(kernel)
+    defaults = tunekit.settings.DEFAULTS
+    by_cost = sorted({c for c in clock.benchmarked}, key=lambda c: clock.cost(*c))
+    assert len(clock.benchmarked) == 6 + defaults.finalists * (defaults.finalist_rounds - 1)
+    assert all(clock.benchmarked.count(c) == defaults.finalist_rounds for c in by_cost[:defaults.finalists])
+    assert all(clock.benchmarked.count(c) == 1 for c in by_cost[defaults.finalists:])
+    retimed = [t for t in ResultsStore(store_path).rows() if t["strategy"] == "finalists"]
+    assert len(retimed) == defaults.finalists
+
+
 def test_store_none_persists_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TUNEKIT_STORE", str(tmp_path / "default.db"))
     clock = FakeClock()

@@ -110,8 +110,8 @@ class Benchmarker:
         return "cuda_event"
 
     def time(self, kernel_call: KernelCall, short: bool = False, warm: bool = False) -> Timing:
-        """Time statistics of ``kernel_call``. ``short``: a quicker timing, for re-timing configs
-        already measured (the finalists, over interleaved rounds): a quarter of the repetitions.
+        """Time statistics of ``kernel_call``. ``short``: a quicker timing (a quarter of the
+        repetitions), for configs whose best few are then re-timed over interleaved rounds.
         ``warm``: the config was launched just before (by the output check), so the host clock
         needs no warm-up call; the GPU timer warms up the device anyway."""
         quantiles = (0.5, 0.2, 0.8)

@@ -211,7 +211,10 @@ class OutputCheck:
             self.reference_config = config
             logger.info("outputs of %s are the reference for the others: %s", config, ", ".join(outputs) or "none")
             return Verdict(True)
-        errors = {name: relative_error(nargs[name], expected) for name, expected in self.expected.items()}
+        # bitwise equal outputs (most kernels without reductions) need none of relative_error's operations,
+        # each of which a fresh process loads onto the device at its first use
+        errors = {name: 0.0 if _identical(nargs[name], expected) else relative_error(nargs[name], expected)
+                  for name, expected in self.expected.items()}
         failing = [name for name, error in errors.items() if error > self._tolerance(name, nargs[name].dtype)]
         if not failing and self.outputs is None:  # a tensor that nothing should write was written
             failing = [name for name, value in self.pristine.items()

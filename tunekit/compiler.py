@@ -1,5 +1,5 @@
-"""Parallel compilation of candidate configs, in worker processes (``tunekit.workers``) and
-in threads of the calling process while those start.
+"""Parallel compilation of candidate configs, in worker processes forked from the caller
+(``tunekit.workers``), or in threads of the calling process where no worker can be used.
 
 Compiling is most of the cost of tuning (design.md), so candidates are compiled in parallel
 and each is timed as soon as it is compiled. A worker is forked from the caller's process, so
@@ -10,9 +10,9 @@ explicit ``GPUTarget`` with a stub driver, so it never touches the GPU: the bina
 Triton's on-disk cache, where the launch in the user's process finds it. What the compiler
 prints there is kept with the result, not written to the user's terminal. Workers are
 killable: a compile that outlives its timeout is cut off by killing its worker, and the config
-becomes a ``timeout`` trial. A thread of the caller needs no start-up (Triton's compiler
-releases the GIL for most of its work), which is what a short config list wants; a compile
-there cannot be killed, only left behind.
+becomes a ``timeout`` trial. A thread of the caller compiles a single config, a launch whose
+arguments a worker cannot take, and everything when no process can be forked; a compile there
+shares the caller's interpreter lock and cannot be killed, only left behind.
 """
 
 from __future__ import annotations
@@ -294,11 +294,10 @@ class CompilePool:
                      start_workers: bool = True) -> Iterator[tuple[int, CompileResult]]:
         """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
 
-        Workers are started as needed, never more than the jobs waiting, without waiting for
-        them: while they start, ``local`` (if given) compiles jobs in threads of this process,
-        and each job goes to whichever is free first. A job that is None (a kernel a worker
-        cannot import) is compiled by ``local`` only; ``start_workers=False`` uses only the
-        workers already running and ``local``. A job still compiling ``timeout`` seconds after
+        Workers are forked as needed, never more than the jobs waiting, and each job goes to the
+        first one free. ``local`` (if given) compiles in threads of this process the jobs that are
+        None (a kernel a worker cannot find), and every job when no worker can be forked;
+        ``start_workers=False`` uses only the workers already running and ``local``. A job still compiling ``timeout`` seconds after
         it started is a ``timeout`` result: its worker (and the compiler it runs) is killed, the
         only way to stop a compile in flight, or its thread is abandoned. ``timeout`` may be a
         callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
@@ -353,12 +352,17 @@ class CompilePool:
                     worker = self._idle.pop()
                     worker.send((index, jobs[index]))
                     running[worker] = (index, time.time())
+                # threads here compile what no worker can: jobs a worker cannot find the kernel of, and every
+                # job when no worker can be forked. A forked worker is ready in milliseconds and compiles
+                # beside the others, where threads here would share this process's interpreter lock
+                workers_coming = bool(self._idle or self._starting or running)
                 # the first compile in this process runs alone: Triton imports parts of itself lazily on
                 # its first compile, and threads doing that at once race (seen: AssertionError, KeyError)
                 local_limit = self.workers if _first_local_compile.is_set() else 1
-                while local is not None and pending and len(running) + len(threads) < self.workers \
-                        and len(threads) < local_limit:
-                    index = pending.popleft()
+                for index in [i for i in pending if jobs[i] is None or not workers_coming]:
+                    if local is None or len(running) + len(threads) >= self.workers or len(threads) >= local_limit:
+                        break
+                    pending.remove(index)
                     threads[index] = time.time()
                     threading.Thread(target=compile_here, args=(index,), name="tunekit-compile", daemon=True).start()
                 if pending and not threads and not running and not self._idle and not self._starting:

@@ -244,7 +244,7 @@ def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str], str], la
     return runner, warning, printed
 
 
-def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, retiming: bool,
+def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: TuningKey, check: bool, short: bool,
              heuristics: dict[str, str]) -> dict:
     """One config checked and timed in the worker, as a reply the parent turns into a Trial; or,
     when the kernel's heuristics set other values here than in the caller (the import built them
@@ -257,7 +257,7 @@ def _measure(runner: LocalRunner, params: dict, pre_hook: Any, grid: Any, key: T
                            "not share)"}
     runner.kwargs["grid"] = grid
     had_reference = runner.check is None or runner.check.expected is not None
-    trial = runner.measure(config, key, retiming=retiming)
+    trial = runner.measure(config, key, check=check, short=short)
     reply: dict[str, Any] = {"trial": trial}
     if not had_reference and runner.check is not None and runner.check.expected is not None:
         reply["expected"] = {name: t.detach().to("cpu", copy=True) for name, t in runner.check.expected.items()}
@@ -363,12 +363,13 @@ class IsolatedRunner:
             self._warned = True
         return True
 
-    def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
-        """Check and time ``config`` in the worker; a crash or a hang is this config's trial."""
+    def measure(self, config: Config, key: TuningKey, *, check: bool = True, short: bool = False) -> Trial:
+        """Check (unless ``check`` is False) and time ``config`` in the worker, as ``LocalRunner.measure``;
+        a crash or a hang is this config's trial."""
         check_shippable(config.pre_hook, f"the pre_hook of config {config}")
         grid = self.launch.grid_of(config, self.caller_args, self.caller_kwargs)
         heuristics = self.launch.heuristic_values(config, self.caller_args, self.caller_kwargs)
-        request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, retiming, heuristics))
+        request = ("measure", (json.loads(config_json(config)), config.pre_hook, grid, key, check, short, heuristics))
         for attempt in range(2):
             if self._worker is None or not self._worker.alive():
                 self._start()

@@ -82,18 +82,18 @@ class LocalRunner:
             pristine = _unwritable(copies.originals, (*args, *kwargs.values())) if copies is not None else None
             self.check.snapshot(self.nargs, pristine=pristine)
 
-    def measure(self, config: Config, key: TuningKey, *, retiming: bool = False) -> Trial:
-        """One config: checked (unless the runner has no check), then timed. A ``retiming`` of a
-        config measured before is not checked again and uses the benchmarker's shorter timing."""
+    def measure(self, config: Config, key: TuningKey, *, check: bool = True, short: bool = False) -> Trial:
+        """One config: checked (unless ``check`` is False, for a config checked before, or the
+        runner has no check), then timed; ``short``: with the benchmarker's shorter timing."""
         relative_error = check_seconds = None
-        if not retiming and self.check is not None:
+        if check and self.check is not None:
             start = time.perf_counter()
             verdict_or_failure = self._check(config, key)
             if isinstance(verdict_or_failure, Trial):
                 return verdict_or_failure
             relative_error, check_seconds = verdict_or_failure, time.perf_counter() - start
         trial = self.launch.benchmarker.measure(config, self.launch.call(config, self.args, self.kwargs), key,
-                                                short=retiming, warm=relative_error is not None)
+                                                short=short, warm=relative_error is not None)
         trial = replace(trial, relative_error=relative_error, check_seconds=check_seconds)
         if self.check is None:
             return trial

@@ -162,7 +162,7 @@ class TuningSession:
             elif self.options.check and self.launch.reference is None and (best := self.best_so_far()) is not None:
                 # this call's inputs are new: the best config so far, proven correct, is launched first and
                 # its outputs are the reference the configs of this call are judged by
-                runner.measure(best, self.key)
+                runner.measure(best, self.key, short=True)
             search = self._search
             try:
                 self._active_deadline = search.deadline
@@ -312,12 +312,15 @@ class TuningSession:
         finalists = ok[: self.options.finalists]
         if len(finalists) < 2:
             return finalists[0]
+        # a finalist timed in this tuning with the short timing has its first round already
         rounds: dict[str, list[float]] = {t.config_id: [] for t in finalists}
-        for _ in range(settings.DEFAULTS.finalist_rounds):
+        if self._short_screening() and all(t.source == "measured" for t in finalists):
+            rounds = {t.config_id: [t.time_ms] for t in finalists}
+        for _ in range(settings.DEFAULTS.finalist_rounds - len(rounds[finalists[0].config_id])):
             for t in finalists:  # interleaved: every finalist once per round
                 if self.deadline.expired():
                     break
-                retimed = self._runner.measure(t.config, self.key, retiming=True)
+                retimed = self._runner.measure(t.config, self.key, check=False, short=True)
                 if retimed.ok:
                     rounds[t.config_id].append(retimed.time_ms)
         if any(len(times) < len(rounds[finalists[0].config_id]) for times in rounds.values()):
@@ -336,6 +339,11 @@ class TuningSession:
                 best, best_ms = Trial(t.config, Status.OK, timing, t.compile_seconds, key=t.key,
                                       source="retimed"), median
         return best
+
+    def _short_screening(self) -> bool:
+        """Whether configs are first timed with the short timing: when the best few are re-timed
+        anyway (the first call of a 2-config kernel then costs no more timing than stock's)."""
+        return self.options.finalists >= 2
 
     def _finalists_reserve(self) -> float:
         """Seconds the search leaves at the end of a seconds budget for re-timing the finalists:
@@ -433,7 +441,7 @@ class TuningSession:
         config_id = config_json(config)
         if isinstance(self._runner, IsolatedRunner):
             try:
-                return self._runner.measure(config, self.key)
+                return self._runner.measure(config, self.key, short=self._short_screening())
             except IsolationError as error:  # the worker could not be set up: on in this process
                 self._not_isolated(error)
                 isolated = self._runner
@@ -442,10 +450,11 @@ class TuningSession:
                 self._add_costs(isolated)
         if config_id in self._crashed:  # never launched here again; answered with its stored crash, not stored anew
             return replace(self._crashed[config_id], config=config, key=self.key, source="store")
+        short = self._short_screening()
         if config_id in self._proven:
-            return self._runner.measure(config, self.key)
+            return self._runner.measure(config, self.key, short=short)
         with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id):
-            trial = self._runner.measure(config, self.key)
+            trial = self._runner.measure(config, self.key, short=short)
         if trial.ok:
             self._proven.add(config_id)
         return trial
@@ -474,10 +483,9 @@ class TuningSession:
         with service().compile_pool(workers) as pool:
             started = pool.started
             try:
-                # a batch that fills no more than half the compile slots is done in threads before
-                # workers would be of use: none are started for it
+                # a single config compiles in a thread here: forking a worker for it buys nothing
                 for index, result in pool.as_completed(jobs, timeout, deadline.wall_time(), local=compile_here,
-                                                       start_workers=len(configs) > workers // 2):
+                                                       start_workers=len(configs) > 1):
                     if result.status is Status.OK:
                         self._compile_seconds_seen.append(result.seconds)
                     yield index, result
