@@ -166,7 +166,22 @@ def measure(library: str, op: str, variant: str, store: str, save: str) -> dict[
     first = time.perf_counter() - start
     steady_ms = triton.testing.do_bench(call, warmup=25, rep=200)
     torch.save(out.detach().cpu(), save)
-    return {"first_call_s": first, "op_ms": steady_ms}
+    return {"first_call_s": first, "op_ms": steady_ms, **tuned_by()}
+
+
+def tuned_by() -> dict[str, int]:
+    """How many autotuners tuned something in this process: tunekit's, and others (stock's, or a
+    library's own subclass of Triton's, which ``triton.autotune = tunekit.autotune`` does not reach)."""
+    import gc
+
+    from triton.runtime.autotuner import Autotuner
+
+    counts = {"tuned_by_tunekit": 0, "tuned_by_others": 0}
+    for obj in gc.get_objects():
+        if isinstance(obj, Autotuner) and getattr(obj, "cache", None):
+            tunekit_made = type(obj).__module__.startswith("tunekit")
+            counts["tuned_by_tunekit" if tunekit_made else "tuned_by_others"] += 1
+    return counts
 
 
 def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeout: float) -> dict[str, Any]:
@@ -216,6 +231,8 @@ def summarize(records: list[dict[str, Any]], ops: list[str]) -> list[dict[str, A
             row["tk_op_spread"] = max(r["op_ms"] for r in tk) / min(r["op_ms"] for r in tk)
             row["stock_op_spread"] = max(r["op_ms"] for r in stock) / min(r["op_ms"] for r in stock)
             row["largest_difference"] = max(largest_difference(t["saved"], s["saved"]) for s, t in pairs)
+            row["kernels_tuned_by_tunekit"] = tk[0].get("tuned_by_tunekit")
+            row["kernels_tuned_by_others"] = tk[0].get("tuned_by_others")
             stock_lines = {line for r in stock for line in r["stderr"]}
             row["new_stderr_lines"] = sorted({line for r in tk for line in r["stderr"]} - stock_lines)[:10]
         if second and stock:
