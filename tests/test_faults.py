@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -326,7 +327,10 @@ def test_a_store_outside_out_is_wrong_and_the_memory_beside_out_survives(store_p
     assert bool((sentinel == 7.0).all())
     (row,) = [r for r in ResultsStore(store_path).rows() if r["status"] == "wrong"]
     reach = "96 bytes past its end" if side == "after" else "96 bytes before its start"
-    assert f"out-of-bounds store: it wrote 80 bytes into the guard band {side} out_ptr, up to {reach}" == row["error"]
+    where = "past the end of" if side == "after" else "before the start of"
+    assert re.fullmatch(f"out-of-bounds store: it wrote 80 bytes into the guard band {side} out_ptr, up to {reach}; "
+                        rf"changed \d+ bytes of the caller's allocation {where} out_ptr, up to \d+ bytes away",
+                        row["error"]), row["error"]
 
 
 def test_a_store_past_the_end_while_timed_makes_a_checked_config_wrong():
@@ -385,18 +389,45 @@ def test_an_in_place_call_with_one_tensor_twice_tunes_on_one_copy_and_its_overru
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "in-a-worker"])
-def test_an_unmasked_store_into_the_padding_of_the_callers_allocation_is_legal(isolate):
-    """Not a fault: out is the first 1000 elements of a 1024-element allocation and the kernel
-    stores all 1024 unmasked, which stock Triton runs. Survives: both configs are `ok` (the
-    padding is the caller's memory, so no guard band sits there), and the final launch fills
-    the padding as stock Triton's does."""
+def test_an_unmasked_store_into_the_padding_is_legal_for_a_kernel_that_says_it_writes_padding(isolate):
+    """Not a fault with ``writes_padding=True``: out is the first 1000 elements of a 1024-element
+    allocation and the kernel stores all 1024 unmasked, which stock Triton runs. Survives: both
+    configs are `ok`, and the final launch fills the padding as stock Triton's does. Without the
+    option, both are `wrong` (they change the caller's allocation outside out) and nothing is tuned."""
     padded = torch.full((1024,), 7.0)
     out, x = padded[:1000], torch.arange(1024, dtype=torch.float32)
-    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)], key=["n"],
-                              store=None, isolate=isolate)(faults.add_one_unmasked)
+    configs = [tunekit.Config({"BLOCK": b}, num_warps=4) for b in (256, 512)]
+    kernel = tunekit.autotune(configs, key=["n"], store=None, isolate=isolate,
+                              writes_padding=True)(faults.add_one_unmasked)
     kernel[lambda meta: (1024 // meta["BLOCK"],)](x, out, 1000)
     assert [t.status for t in kernel.trials] == [Status.OK, Status.OK], [t.error for t in kernel.trials]
     assert torch.equal(padded, x + 1)
+    padded.fill_(7.0)
+    strict = tunekit.autotune(configs, key=["n"], store=None, isolate=isolate)(faults.add_one_unmasked)
+    with pytest.raises(tunekit.TuningError, match="2 wrong"):
+        strict[lambda meta: (1024 // meta["BLOCK"],)](x, out, 1000)
+    assert bool((padded == 7.0).all())
+
+
+def test_a_store_past_a_slice_into_the_rest_of_its_buffer_is_wrong(store_path):
+    """Injected: out and neighbour are the two halves of one buffer, and BLOCK 64 (timed 10x faster
+    than the correct BLOCK 128) stores 24 floats past out's end, into neighbour: no guard band can
+    sit there. Survives: BLOCK 64 is `wrong`, its error naming the store into the caller's
+    allocation past out_ptr; BLOCK 128 wins; out == x + y and neighbour is unchanged."""
+    pre_hook, do_bench = times_by_block({64: 0.1, 128: 1.0})
+    configs = [tunekit.Config(config, num_warps=4, pre_hook=pre_hook) for config in (PAST_THE_END, CORRECT)]
+    kernel = tunekit.autotune(configs, key=["n"], do_bench=do_bench, store=store_path,
+                              isolate=False)(faults.overrunning_add)
+    x, y, _ = vector_add.inputs(M)
+    buffer = torch.full((2 * M,), 7.0)
+    out, neighbour = buffer[:M], buffer[M:]
+    vector_add.launch(kernel, x, y, out)
+    assert {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials} == {64: Status.WRONG, 128: Status.OK}
+    assert kernel.best_config.kwargs == CORRECT
+    assert torch.equal(out, x + y) and bool((neighbour == 7.0).all())
+    (row,) = [r for r in ResultsStore(store_path).rows() if r["status"] == "wrong"]
+    assert re.fullmatch(r"out-of-bounds store: it changed \d+ bytes of the caller's allocation past the end of out_ptr, "
+                        r"up to \d+ bytes away", row["error"]), row["error"]
 
 
 @triton.jit

@@ -77,35 +77,65 @@ def test_guard_bands_are_a_quarter_of_the_span_within_bounds():
 
 
 @pytest.mark.parametrize("how", ["copied here", "shipped and landed"])
-def test_a_padded_view_is_copied_with_its_padding_and_guarded_only_past_its_allocation(how):
+def test_a_padded_view_is_copied_with_its_padding_and_guarded_past_its_allocation(how):
     """``middle`` is elements 24 to 999 of a 1024-element allocation. Its copy holds the caller's
-    padding on both sides (a kernel reading it reads the same values); stores into the padding are
-    the caller's to make and not reported; 8 floats past either end of the allocation land in a
-    guard band, reported with their reach from middle's own ends (96 + 32 bytes). The caller's
-    allocation is unchanged."""
+    padding on both sides (a kernel reading it reads the same values). Injected: stores into that
+    padding, then 8 floats past either end of the allocation. Survives: the first are reported as
+    stores into the caller's allocation (96 bytes each side) and the padding gets the caller's
+    values back; the second land in a guard band, reported with their reach from middle's own
+    ends (96 + 32 bytes). The caller's allocation is unchanged."""
     padded = torch.arange(1024, dtype=torch.float32)
     tensors = {"middle": padded[24:1000]}
     guarded = copied(tensors, how)
     copy = guarded.tensors["middle"]
     before, after = (torch.as_strided(copy, (24,), (1,), copy.storage_offset() + at) for at in (-24, 976))
     assert torch.equal(before, padded[:24]) and torch.equal(after, padded[1000:])
-    before.fill_(-1.0)
-    after.fill_(-1.0)
+    for padding in (before, after):  # every byte changed
+        padding.view(torch.int32).bitwise_not_()
+    assert guarded.verify() == ("out-of-bounds store: it changed 96 bytes of the caller's allocation before the start "
+                                "of middle, up to 96 bytes away; changed 96 bytes of the caller's allocation past the end of "
+                                "middle, up to 96 bytes away")
+    assert torch.equal(before, padded[:24]) and torch.equal(after, padded[1000:])
     assert guarded.verify() is None
     torch.as_strided(copy, (8,), (1,), copy.storage_offset() - 32).fill_(-1.0)
     torch.as_strided(copy, (8,), (1,), copy.storage_offset() + 1000).fill_(-1.0)
     assert guarded.verify() == ("out-of-bounds store: it wrote 32 bytes into the guard band before middle, up to 128 "
-                                "bytes before its start; 32 bytes into the guard band after middle, up to 128 bytes "
+                                "bytes before its start; wrote 32 bytes into the guard band after middle, up to 128 bytes "
                                 "past its end")
     assert torch.equal(padded, torch.arange(1024, dtype=torch.float32))
 
 
 @pytest.mark.parametrize("how", ["copied here", "shipped and landed"])
+def test_a_kernel_that_writes_padding_says_so_and_its_stores_there_are_not_reported(how):
+    padded = torch.arange(1024, dtype=torch.float32)
+    guarded = copied({"middle": padded[24:1000]}, how, padding=True)
+    copy = guarded.tensors["middle"]
+    torch.as_strided(copy, (48,), (1,), copy.storage_offset() - 24).fill_(-1.0)
+    assert guarded.verify() is None
+
+
+@pytest.mark.parametrize("how", ["copied here", "shipped and landed"])
+def test_stores_between_the_elements_of_a_strided_view_are_reported(how):
+    """``big[:, :40]`` of an (8, 64) allocation: the 24 columns after each row's 40 belong to the
+    caller (another view, a cache's other heads). Injected: a store into column 50 of row 3, then
+    into column 39. Survives: the first is reported and reset, the second (an element) is not."""
+    big = torch.arange(8 * 64, dtype=torch.float32).reshape(8, 64)
+    guarded = copied({"view": big[:, :40]}, how)
+    copy = guarded.tensors["view"]
+    torch.as_strided(copy, (1,), (1,), copy.storage_offset() + 3 * 64 + 50).view(torch.int32).bitwise_not_()
+    assert guarded.verify() == ("out-of-bounds store: it changed 4 bytes of the caller's allocation between the "
+                                "elements of view")
+    assert torch.equal(torch.as_strided(copy, (8, 64), (64, 1), copy.storage_offset()), big)
+    copy[3, 39] = -1.0
+    assert guarded.verify() is None
+
+
+@pytest.mark.parametrize("how", ["copied here", "shipped and landed"])
 def test_where_the_allocation_goes_on_past_the_margin_there_is_no_band(how):
     """Views of a 4 MiB allocation: ``middle`` (100 floats far from both ends) is copied with a
-    64 KiB margin of the caller's bytes on each side and no band (a store there may be legal, so
-    none is reported); ``head`` (its first 100 floats) gets a band before it only. Neither copy
-    holds the whole allocation."""
+    64 KiB margin of the caller's bytes on each side and no band; ``head`` (its first 100 floats)
+    gets a band before it only. Neither copy holds the whole allocation. A store into the margin
+    is a store into the caller's allocation: reported."""
     base = torch.arange(1 << 20, dtype=torch.float32)
     margin = MIN_GUARD // 4  # floats
     for name, tensor, sides in (("middle", base[500_000:500_100], []), ("head", base[:100], ["before"])):
@@ -116,8 +146,9 @@ def test_where_the_allocation_goes_on_past_the_margin_there_is_no_band(how):
         copy = guarded.tensors[name]
         after = torch.as_strided(copy, (margin,), (1,), copy.storage_offset() + 100)
         assert torch.equal(after, base[tensor.storage_offset() + 100:][:margin])
-        after.fill_(-1.0)
-        assert guarded.verify() is None, name
+        after.view(torch.int32).bitwise_not_()  # every byte changed
+        assert guarded.verify() == (f"out-of-bounds store: it changed {MIN_GUARD} bytes of the caller's allocation past "
+                                    f"the end of {name}, up to {MIN_GUARD} bytes away"), name
 
 
 def test_the_originals_are_the_callers_tensors_or_the_landed_bytes():
@@ -134,11 +165,11 @@ def test_the_originals_are_the_callers_tensors_or_the_landed_bytes():
         assert original.untyped_storage().data_ptr() not in copies_memory, name
 
 
-def copied(tensors: dict[str, torch.Tensor], how: str) -> GuardedTensors:
+def copied(tensors: dict[str, torch.Tensor], how: str, padding: bool = False) -> GuardedTensors:
     """``tensors`` copied in this process, or shipped (through pickle) and landed."""
     if how == "copied here":
-        return GuardedTensors.copy_of(tensors)
-    return pickle.loads(pickle.dumps(ship(tensors))).land()
+        return GuardedTensors.copy_of(tensors, padding=padding)
+    return pickle.loads(pickle.dumps(ship(tensors))).land(padding=padding)
 
 
 def test_with_tensors_puts_copies_in_place_of_positional_and_keyword_arguments():

@@ -84,6 +84,7 @@ class Autotuner(_TritonAutotuner):
         check_outputs: Sequence[str] | None = None,
         reference: Callable[..., Any] | None = None,
         tolerance: float | Mapping[str, float] | None = None,
+        writes_padding: bool = False,
         isolate: bool | None = None,
         run_timeout: float | None = None,
         ranks: str = "first",
@@ -175,7 +176,7 @@ class Autotuner(_TritonAutotuner):
             tuple(self.reset_to_zero), tuple(self.restore_value),
             user_pre_hook=pre_hook, user_post_hook=post_hook,
             check_outputs=tuple(check_outputs) if check_outputs is not None else None,
-            reference=reference, tolerance=tolerance,
+            reference=reference, tolerance=tolerance, writes_padding=bool(writes_padding),
         )
         self._store_arg = store
         self._store: ResultsStore | None = None
@@ -664,7 +665,10 @@ def autotune(
             to compare), ``reference`` (``fn(**kernel_arguments)`` that writes the expected
             outputs into its arguments or returns ``{name: tensor}``; by default the first
             config that runs), ``tolerance`` (a float or ``{name: float}``; by default by dtype,
-            see ``tunekit.check``), ``isolate`` (check and time in a worker process, so that a
+            see ``tunekit.check``), ``writes_padding`` (default False: a config that changes any
+            byte of a tensor argument's allocation outside the tensors, such as the rest of a
+            buffer an output is a slice of, is ``wrong``; True for a kernel that writes padding),
+            ``isolate`` (check and time in a worker process, so that a
             crash or hang costs only that config; by default on a GPU when the kernel is first
             tuned), ``run_timeout`` (seconds per config in that worker; adaptive by default),
             ``ranks`` (in a ``torch.distributed`` job: ``"first"``, default, the first rank to

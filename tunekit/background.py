@@ -89,7 +89,7 @@ def snapshot(arg_names: Sequence[str], args: tuple, kwargs: dict[str, Any]) -> t
         if nested or isinstance(getattr(value, "base", None), torch.Tensor):
             raise NotCopyable(f"argument {name} holds tensors in a {type(value).__name__}")
     tensors = {name: value for name, value in named.items() if isinstance(value, torch.Tensor)}
-    copies = GuardedTensors.copy_of(tensors).tensors
+    copies = GuardedTensors.copy_of(tensors, padding=True).tensors  # only copies: verify is never called
     if any(t.is_cuda for t in copies.values()):
         torch.cuda.current_stream().synchronize()  # the thread reads them on its own stream
     return with_tensors(arg_names, args, kwargs, copies)

@@ -7,11 +7,13 @@ storage the arguments use, the *region* is copied once: the span from the argume
 byte to their last, widened by a guard band's size on each side but never beyond the caller's
 allocation (the storage). Where the region reaches an end of the allocation, a guard band filled
 with ``GUARD_BYTE`` borders it in the copy; a store there is out of bounds for any kernel, hurts
-nothing, and ``GuardedTensors.verify`` reports it. Where the allocation goes on past the region
-there is no band: a store there may be legal (a padded output, ``torch.empty(1024)[:1000]``,
-written whole by an unmasked kernel) and cannot be told from an overrun, so it is not caught; the
-region's bytes beyond the span are the caller's bytes, so a kernel that reads its padding reads
-the same values. Every argument is viewed into its copy with the caller's size, strides, dtype,
+nothing, and ``GuardedTensors.verify`` reports it. Where the allocation goes on past the span, the
+region's bytes there are the caller's (a kernel that reads them reads the same values), and so
+are the bytes between the elements of strided arguments (``big[:, :40]``): a store into any of
+them would change the caller's allocation outside every argument (a neighbouring slice of one
+buffer, a KV cache around its view), so ``verify`` reports it too, unless the kernel declares that
+it writes such padding (``padding=True``: ``torch.empty(1024)[:1000]`` written whole by an
+unmasked kernel). Every argument is viewed into its copy with the caller's size, strides, dtype,
 device and misalignment to 16 bytes (Triton specialises on alignment); arguments that share
 memory in the call (views of one buffer, one tensor passed as input and output) share it in the
 copies too, at the same distances apart.
@@ -25,6 +27,7 @@ members' layouts); ``ShippedTensors.land`` builds the same copies there.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -116,10 +119,10 @@ class ShippedTensors:
 
     regions: tuple[Region, ...]
 
-    def land(self, *, guarded: bool = True) -> GuardedTensors:
+    def land(self, *, guarded: bool = True, padding: bool = False) -> GuardedTensors:
         """The copies in this process, on the tensors' devices, with their guard bands (none if
-        not ``guarded``: what a worker falls back to when the bands do not fit). The regions'
-        bytes landed on the devices are the copies' ``originals``."""
+        not ``guarded``: what a worker falls back to when the bands do not fit); ``padding``: as in
+        ``GuardedTensors.copy_of``. The regions' bytes landed on the devices are the copies' ``originals``."""
         copies, originals = [], {}
         for region in self.regions:
             landed = region.data.to(region.device)  # no copy when it is there already
@@ -127,14 +130,14 @@ class ShippedTensors:
                 buffer, start = _place(landed, region.misalignment, region.device, 0, 0)
                 landed = buffer[start:start + landed.numel()]
             originals.update(_views(landed, region.members))
-            copies.append(_GuardedRegion.copy(replace(region, data=landed), guarded))
+            copies.append(_GuardedRegion.copy(replace(region, data=landed), guarded, padding))
         return GuardedTensors(copies, originals)
 
 
 class _GuardedRegion:
     """One region copied into a buffer between its guard bands, and its members' views into the copy."""
 
-    def __init__(self, buffer: torch.Tensor, start: int, region: Region, guarded: bool) -> None:
+    def __init__(self, buffer: torch.Tensor, start: int, region: Region, guarded: bool, padding: bool) -> None:
         self.buffer = buffer  # uint8: guard band (or alignment slack), the region, guard band (or slack)
         self.start = start
         self.length = region.data.numel()
@@ -143,15 +146,19 @@ class _GuardedRegion:
         self.sides = [side for side, band in (("before", region.band_before), ("after", region.band_after))
                       if guarded and band]
         self.tensors = _views(buffer[start:start + self.length], region.members)
+        #: The caller's bytes of the region (the copy's source, which no config writes), where the
+        #: copy must keep them: outside every argument, unless the kernel writes padding.
+        self.original = None if padding or not guarded else region.data
+        self.gaps = _gaps(region) if self.original is not None else None
 
     @classmethod
-    def copy(cls, region: Region, guarded: bool) -> _GuardedRegion:
+    def copy(cls, region: Region, guarded: bool, padding: bool = False) -> _GuardedRegion:
         """A new buffer on the region's device holding its bytes at its misalignment to 16 bytes,
         its guard bands (if ``guarded``) filled."""
         guard = region.guard if guarded else 0
         buffer, start = _place(region.data, region.misalignment, region.device,
                                guard if region.band_before else 0, guard if region.band_after else 0)
-        guarded_region = cls(buffer, start, region, guarded)
+        guarded_region = cls(buffer, start, region, guarded, padding)
         guarded_region.reset()
         return guarded_region
 
@@ -167,7 +174,45 @@ class _GuardedRegion:
             band.fill_(GUARD_BYTE)
 
     def written(self) -> list[str]:
-        """What was stored into the guard bands, one phrase per band written; those bands are reset."""
+        """What was stored into the guard bands and into the caller's bytes outside every argument,
+        one phrase per place written; those places are reset."""
+        return self._written_into_bands() + self._written_outside()
+
+    def _written_outside(self) -> list[str]:
+        """What was stored into the region's bytes outside every argument (the caller's allocation
+        around and between them); those bytes get the caller's values back."""
+        if self.original is None:
+            return []
+        copy, original = self.buffer[self.start:self.start + self.length], self.original
+        first, end = self.span
+        places = {"before": slice(0, first), "after": slice(end, self.length)}
+        changed = {side: copy[where] != original[where] for side, where in places.items() if where.stop > where.start}
+        if self.gaps is not None:
+            changed["between"] = (copy[first:end] != original[first:end]) & self.gaps
+        if not changed:
+            return []
+        counts = torch.stack([torch.count_nonzero(c) for c in changed.values()]).tolist()  # one wait for the device
+        found = []
+        names = "/".join(m.name for m in self.members)
+        for (side, mark), count in zip(changed.items(), counts):
+            if not count:
+                continue
+            if side == "between":
+                found.append(f"changed {count} bytes of the caller's allocation between the elements of {names}")
+                span = copy[first:end]
+                span.copy_(torch.where(self.gaps, original[first:end], span))
+                continue
+            where = places[side]
+            as_bytes = mark.view(torch.uint8)
+            if side == "before":
+                reach, what = first - int(as_bytes.argmax()), "before the start of"
+            else:
+                reach, what = int(mark.numel() - as_bytes.flip(0).argmax()), "past the end of"
+            found.append(f"changed {count} bytes of the caller's allocation {what} {names}, up to {reach} bytes away")
+            copy[where].copy_(original[where])
+        return found
+
+    def _written_into_bands(self) -> list[str]:
         bands = self.bands()
         if not bands:
             return []
@@ -185,7 +230,7 @@ class _GuardedRegion:
             else:  # from the last member's end to the band's last written byte
                 reach = self.length - end + as_bytes.numel() - int(as_bytes.flip(0).argmax())
                 names, where = [m.name for m in self.members if m.offset + m.extent == end], "past its end"
-            found.append(f"{count} bytes into the guard band {side} {'/'.join(names)}, up to {reach} bytes {where}")
+            found.append(f"wrote {count} bytes into the guard band {side} {'/'.join(names)}, up to {reach} bytes {where}")
             bands[side].fill_(GUARD_BYTE)
         return found
 
@@ -206,18 +251,21 @@ class GuardedTensors:
         self.originals = dict(originals)
 
     @classmethod
-    def copy_of(cls, tensors: Mapping[str, torch.Tensor]) -> GuardedTensors:
-        """Copies of ``tensors`` on their own devices; ``tensors`` are their originals. Raises what
-        the allocator raises when the memory for them is lacking (see ``out_of_memory``)."""
-        return cls([_GuardedRegion.copy(_region_of(members), guarded=True) for members in _by_storage(tensors)],
-                   tensors)
+    def copy_of(cls, tensors: Mapping[str, torch.Tensor], *, padding: bool = False) -> GuardedTensors:
+        """Copies of ``tensors`` on their own devices; ``tensors`` are their originals. ``padding``:
+        the kernel may write the bytes of the tensors' allocations outside the tensors (not an
+        overrun). Raises what the allocator raises when the memory for them is lacking (see
+        ``out_of_memory``)."""
+        return cls([_GuardedRegion.copy(_region_of(members), guarded=True, padding=padding)
+                    for members in _by_storage(tensors)], tensors)
 
     def verify(self) -> str | None:
-        """None if no guard band was written since the last ``verify``; else a message naming the
-        arguments next to each band written, how many bytes were written and how far from the
-        argument they reached. Written bands are reset."""
+        """None if no guard band and no byte of the caller's allocation outside the arguments was
+        written since the last ``verify``; else a message naming the arguments next to each place
+        written, how many bytes were written and how far from the argument they reached. What was
+        written is reset."""
         found = [phrase for r in self._regions for phrase in r.written()]
-        return "out-of-bounds store: it wrote " + "; ".join(found) if found else None
+        return "out-of-bounds store: it " + "; ".join(found) if found else None
 
 
 def ship(tensors: Mapping[str, torch.Tensor]) -> ShippedTensors:
@@ -290,3 +338,32 @@ def _region_of(members: list[tuple[str, torch.Tensor]]) -> Region:
                                                                   (1,))
     return Region(data, start % ALIGNMENT, str(device), layouts, guard, band_before=start <= allocation_start,
                   band_after=stop >= allocation_end)
+
+
+def _gaps(region: Region) -> torch.Tensor | None:
+    """Where the members' span holds no element of any member (bool, one per byte of the span),
+    or None when their elements cover it (dense members side by side, the usual case)."""
+    first, end = region.span
+    dense = all(m.extent == m.dtype.itemsize * math.prod(m.size) for m in region.members)
+    covered_to = first
+    for start, stop in sorted((m.offset, m.offset + m.extent) for m in region.members if m.extent):
+        if start > covered_to:
+            break
+        covered_to = max(covered_to, stop)
+    if dense and covered_to >= end:
+        return None
+    marks, at = _place(torch.zeros(region.data.numel(), dtype=torch.uint8, device=region.device),
+                       region.misalignment, region.device, 0, 0)
+    storage, base = marks.untyped_storage(), marks.storage_offset() + at
+    for member in region.members:
+        width = min(member.dtype.itemsize, 8)  # complex128 (16 bytes): two int64 per element
+        parts = member.dtype.itemsize // width
+        unit = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[width]
+        where = base + member.offset
+        if where % width:
+            return None  # not aligned to its elements: _views refuses such a member anyway
+        size = (*member.size, parts)
+        stride = (*(s * parts for s in member.stride), 1)
+        torch.empty(0, dtype=unit, device=region.device).set_(storage, where // width, size, stride).fill_(-1)
+    return marks[at + first:at + end] == 0
+

@@ -227,7 +227,7 @@ def _set_up(caller: dict[str, Any], address: tuple[str, str, list[str], str], la
     launch = replace(launch, fn=fn)
     warning = None
     try:
-        copies = tensors.land()
+        copies = tensors.land(padding=launch.writes_padding)
     except (RuntimeError, MemoryError) as error:
         if not out_of_memory(error):
             raise

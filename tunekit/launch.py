@@ -42,6 +42,8 @@ class Launch:
     check_outputs: tuple[str, ...] | None = None
     reference: Callable[..., Any] | None = None
     tolerance: float | Mapping[str, float] | None = None
+    #: The kernel may write bytes of its tensors' allocations outside the tensors (padding).
+    writes_padding: bool = False
 
     def without_fn(self) -> "Launch":
         """This launch with no function: what travels to a worker process, which imports it."""

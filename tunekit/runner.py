@@ -53,7 +53,8 @@ class LocalRunner:
         self.copies: GuardedTensors | None = None
         try:
             if copies is None:
-                self._run_on(GuardedTensors.copy_of(_tensor_arguments(launch, args, kwargs)), args, kwargs)
+                self._run_on(GuardedTensors.copy_of(_tensor_arguments(launch, args, kwargs), padding=launch.writes_padding),
+                             args, kwargs)
             else:  # a benchmark worker's, which has a fallback of its own
                 self._run_on(copies, args, kwargs)
         except (RuntimeError, MemoryError) as error:
