@@ -57,18 +57,19 @@ def describe(error: BaseException) -> str:
 
 def host_clock_bench(
     kernel_call: KernelCall, quantiles=(0.5, 0.2, 0.8), min_reps: int | None = None, rep_ms: float | None = None,
-    warmup: bool = True,
+    warmup: bool = True, until: float | None = None,
 ) -> list[float]:
     """Time ``kernel_call`` with the host clock: one warm-up call (unless ``warmup`` is False: it
     just ran), then at least ``min_reps`` timed calls and more until ``rep_ms`` milliseconds are
-    spent. Returns the quantiles in ms."""
+    spent; but past ``until`` (``time.perf_counter()`` seconds) no call after the first timed one.
+    Returns the quantiles in ms."""
     min_reps = settings.DEFAULTS.host_min_reps if min_reps is None else min_reps
     rep_ms = settings.DEFAULTS.host_rep_ms if rep_ms is None else rep_ms
-    if warmup:
+    if warmup and (until is None or time.perf_counter() < until):
         kernel_call()
     times: list[float] = []
     spent = 0.0
-    while len(times) < min_reps or spent < rep_ms:
+    while not times or ((len(times) < min_reps or spent < rep_ms) and (until is None or time.perf_counter() < until)):
         start = time.perf_counter()
         kernel_call()
         elapsed = (time.perf_counter() - start) * 1e3
@@ -109,11 +110,22 @@ class Benchmarker:
             return "cuda_graph"
         return "cuda_event"
 
-    def time(self, kernel_call: KernelCall, short: bool = False, warm: bool = False) -> Timing:
+    def launches_at_least(self, short: bool = False) -> int:
+        """Launches one timing takes at least (a warm-up one included): what a budget near its end
+        must leave room for."""
+        if self.do_bench is not None:
+            return 1
+        if settings.interpreting():
+            return 1 if short else 1 + settings.DEFAULTS.host_min_reps
+        return 7  # triton.testing.do_bench: 5 to estimate the time, then at least 1 warm-up and 1 timed
+
+    def time(self, kernel_call: KernelCall, short: bool = False, warm: bool = False,
+             until: float | None = None) -> Timing:
         """Time statistics of ``kernel_call``. ``short``: a quicker timing (a quarter of the
         repetitions), for configs whose best few are then re-timed over interleaved rounds.
         ``warm``: the config was launched just before (by the output check), so the host clock
-        needs no warm-up call; the GPU timer warms up the device anyway."""
+        needs no warm-up call; the GPU timer warms up the device anyway. ``until``
+        (``time.perf_counter()`` seconds): the host clock starts no call past it after the first."""
         quantiles = (0.5, 0.2, 0.8)
         if self.do_bench is not None:
             return Timing.from_bench(self.do_bench(kernel_call, quantiles=quantiles))
@@ -121,7 +133,7 @@ class Benchmarker:
             defaults = settings.DEFAULTS
             return Timing.from_bench(host_clock_bench(kernel_call, quantiles, min_reps=1 if short else None,
                                                       rep_ms=defaults.host_rep_ms / 4 if short else None,
-                                                      warmup=not (warm or short)))
+                                                      warmup=not (warm or short), until=until))
         import triton.testing
 
         if self.use_cuda_graph:
@@ -134,12 +146,12 @@ class Benchmarker:
         return Timing.from_bench(triton.testing.do_bench(kernel_call, warmup=warmup, rep=rep, quantiles=quantiles))
 
     def measure(self, config: Config, kernel_call: KernelCall, key: TuningKey | None = None, short: bool = False,
-                warm: bool = False) -> Trial:
-        """Time one config (``short``, ``warm``: see ``time``); any failure becomes a Trial with
-        its status and error text."""
+                warm: bool = False, until: float | None = None) -> Trial:
+        """Time one config (``short``, ``warm``, ``until``: see ``time``); any failure becomes a
+        Trial with its status and error text."""
         start = time.perf_counter()
         try:
-            timing = self.time(kernel_call, short, warm)
+            timing = self.time(kernel_call, short, warm, until)
         except (Exception, SystemExit) as error:  # every failure is data, not a crash (sys.exit in a config too)
             status = classify(error)
             logger.debug("config %s failed: %s", config, error)

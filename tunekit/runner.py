@@ -16,6 +16,7 @@ the same runner in a worker process, on copies landed there.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -27,7 +28,7 @@ from .config import Config
 from .guarded import GuardedTensors, out_of_memory, with_tensors
 from .keys import TuningKey
 from .launch import Launch
-from .trial import Status, Trial
+from .trial import Status, Timing, Trial
 
 
 class LocalRunner:
@@ -47,9 +48,10 @@ class LocalRunner:
     seconds_messaging = 0.0
 
     def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None,
-                 copies: GuardedTensors | None = None) -> None:
+                 copies: GuardedTensors | None = None, time_left: Callable[[], float | None] | None = None) -> None:
         self.launch = launch
         self.check = check
+        self.time_left = time_left
         self.copies: GuardedTensors | None = None
         try:
             if copies is None:
@@ -86,15 +88,25 @@ class LocalRunner:
     def measure(self, config: Config, key: TuningKey, *, check: bool = True, short: bool = False) -> Trial:
         """One config: checked (unless ``check`` is False, for a config checked before, or the
         runner has no check), then timed; ``short``: with the benchmarker's shorter timing."""
-        relative_error = check_seconds = None
+        relative_error = check_seconds = launch_seconds = None
         if check and self.check is not None:
             start = time.perf_counter()
             verdict_or_failure = self._check(config, key)
             if isinstance(verdict_or_failure, Trial):
                 return verdict_or_failure
-            relative_error, check_seconds = verdict_or_failure, time.perf_counter() - start
-        trial = self.launch.benchmarker.measure(config, self.launch.call(config, self.args, self.kwargs), key,
-                                                short=short, warm=relative_error is not None)
+            (relative_error, launch_seconds), check_seconds = verdict_or_failure, time.perf_counter() - start
+        left = self.time_left() if self.time_left is not None else None
+        benchmarker = self.launch.benchmarker
+        if launch_seconds is not None and left is not None and benchmarker.launches_at_least(short) * launch_seconds > left:
+            # timing it would run past the budget's end: the check's launch is its time (the budget
+            # bounds a tuning to its seconds and one launch)
+            milliseconds = launch_seconds * 1e3
+            trial = Trial(config, Status.OK, Timing(milliseconds, milliseconds, milliseconds), key=key,
+                          bench_seconds=check_seconds)
+        else:
+            trial = benchmarker.measure(config, self.launch.call(config, self.args, self.kwargs), key, short=short,
+                                        warm=relative_error is not None,
+                                        until=time.perf_counter() + left if left is not None else None)
         trial = replace(trial, relative_error=relative_error, check_seconds=check_seconds)
         if self.check is None:
             return trial
@@ -106,16 +118,19 @@ class LocalRunner:
             return replace(trial, status=Status.WRONG, timing=None, error=f"while timed, {overrun}")
         return trial
 
-    def _check(self, config: Config, key: TuningKey) -> Trial | float:
-        """Launch once from the pristine inputs and judge; a Trial if the config failed or is wrong."""
+    def _check(self, config: Config, key: TuningKey) -> Trial | tuple[float, float]:
+        """Launch once from the pristine inputs and judge: a Trial if the config failed or is wrong,
+        else its largest relative error and the seconds its launch took."""
         assert self.check is not None
         full = {**self.nargs, **self.kwargs, **config.all_kwargs()}
         start = time.perf_counter()
         self.check.restore(full)
         launched = False
         try:
+            launch_start = time.perf_counter()
             self.launch.launch_once(config, self.args, self.kwargs, full)
             _synchronize(full)
+            launch_seconds = time.perf_counter() - launch_start
             launched = True
             overrun = self._overrun()
             verdict = self.check.judge(full, str(config)) if overrun is None else Verdict(False, message=overrun)
@@ -133,7 +148,7 @@ class LocalRunner:
             return Trial(config, Status.WRONG, error=verdict.message, key=key,
                          relative_error=verdict.error if overrun is None else None,
                          bench_seconds=time.perf_counter() - start)
-        return verdict.error
+        return verdict.error, launch_seconds
 
     def _overrun(self) -> str | None:
         """What the launches since the last call stored into guard bands, if anything."""

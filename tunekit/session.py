@@ -379,7 +379,8 @@ class TuningSession:
         return self._local_runner(args, kwargs)
 
     def _local_runner(self, args: tuple, kwargs: dict) -> LocalRunner:
-        return LocalRunner(self.launch, args, kwargs, self.launch.output_check() if self.options.check else None)
+        return LocalRunner(self.launch, args, kwargs, self.launch.output_check() if self.options.check else None,
+                           time_left=lambda: self._active_deadline.remaining())
 
     def _not_isolated(self, error: IsolationError) -> None:
         """A benchmark worker cannot check and time this kernel: an error if the user asked for one
