@@ -101,7 +101,7 @@ def test_check_warm_up_judges_nothing_and_takes_every_dtype():
     check = OutputCheck()
     check.snapshot(inputs)
     check.warm_up()
-    assert (check.expected, check.checked, check.wrong) == (None, 0, 0)
+    assert (check.expected, check.counts.judged, check.counts.wrong) == (None, set(), set())
     assert all(torch.equal(check.pristine[name].nan_to_num(), value.nan_to_num()) for name, value in inputs.items())
 
 

@@ -116,3 +116,24 @@ def test_each_call_judges_its_configs_against_the_best_config_so_far_on_its_own_
         kernel[lambda meta: (triton.cdiv(20000, meta["BLOCK"]),)](x, out, 20000)
         assert torch.equal(out, x)
     assert {t.config.kwargs["BLOCK"]: t.status.value for t in kernel.trials} == {128: "ok", 256: "ok", 1024: "wrong"}
+
+
+def test_a_wrong_first_config_that_became_the_reference_is_doubted_once_over_the_calls(caplog):
+    """Injected: the first config (WRONG_BLOCK) skips its last tile and, measured alone on the first
+    call, becomes the reference; Budget(per_call=1) spreads the other four configs (correct, so
+    they differ from it) over four more calls. Survives: once the configs that differ from the
+    reference are the majority of at least four judged, the doubt is logged, once, as in a tuning
+    done in one call."""
+    from tunekit.testing import faults
+
+    blocks = [faults.WRONG_BLOCK, 64, 2048, 32, 4096]
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in blocks], key=["n"],
+                              strategy="exhaustive", budget=Budget(evals=len(blocks), per_call=1), store=None,
+                              isolate=False)(faults.faulty_add)
+    caplog.set_level("WARNING", logger="tunekit")
+    for _ in blocks:
+        x, y, _ = vector_add.inputs(4096)
+        out = torch.zeros_like(x)  # finite where the wrong config leaves its last tile: it can be the reference
+        vector_add.launch(kernel, x, y, out)
+    doubts = [r.getMessage() for r in caplog.records if "differ from the reference config" in r.getMessage()]
+    assert len(doubts) == 1 and "BLOCK: 512" in doubts[0], doubts

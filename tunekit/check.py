@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -92,6 +92,16 @@ class Verdict:
     message: str | None = None
 
 
+@dataclass
+class CheckCounts:
+    """Configs judged and found wrong over a whole tuning (one per tuning, shared by the checks of
+    its calls when it is spread over calls), and whether the doubt about the reference was said."""
+
+    judged: set[str] = field(default_factory=set)  # configs, by name: a reference launched again counts once
+    wrong: set[str] = field(default_factory=set)
+    warned: bool = False
+
+
 #: ``reference(**kernel_arguments)`` writes what the kernel should write into its output
 #: arguments, or returns ``{argument name: expected tensor}``.
 Reference = Callable[..., Mapping[str, torch.Tensor] | None]
@@ -108,6 +118,7 @@ class OutputCheck:
         declared: the ``reset_to_zero`` and ``restore_value`` names.
         zeroed: the ``reset_to_zero`` names: zeroed before every launch, and before the
             reference function runs, as Triton does.
+        counts: the tuning's counts, when its checks are several (one per call); else its own.
     """
 
     def __init__(
@@ -117,6 +128,7 @@ class OutputCheck:
         tolerance: float | Mapping[str, float] | None = None,
         declared: Sequence[str] = (),
         zeroed: Sequence[str] = (),
+        counts: CheckCounts | None = None,
     ) -> None:
         self.outputs = list(outputs) if outputs is not None else None
         self.reference = reference
@@ -126,8 +138,7 @@ class OutputCheck:
         self.pristine: dict[str, torch.Tensor] = {}
         self.expected: dict[str, torch.Tensor] | None = None
         self.reference_config: str | None = None
-        self.checked = 0
-        self.wrong = 0
+        self.counts = counts if counts is not None else CheckCounts()
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -198,13 +209,14 @@ class OutputCheck:
         Without a reference yet, the first config judged becomes it (unless its outputs hold
         NaN or infinity, which then cannot be told right from wrong: that config is wrong).
         """
-        self.checked += 1
+        counts = self.counts
+        counts.judged.add(config)
         if self.expected is None:
             outputs = self._outputs_of(nargs)
             special = [name for name in outputs if nargs[name].is_floating_point()
                        and not bool(torch.isfinite(nargs[name]).all())]
             if special:
-                self.wrong += 1
+                counts.wrong.add(config)
                 return Verdict(False, math.inf, f"output {', '.join(special)} holds NaN or infinity, and no "
                                "reference says that is right (pass reference= to the autotuner)")
             self.expected = {name: nargs[name].detach().clone() for name in outputs}
@@ -223,10 +235,12 @@ class OutputCheck:
         worst = max(errors.values(), default=0.0)
         if not failing:
             return Verdict(True, worst)
-        self.wrong += 1
-        if self.wrong * 2 > self.checked and self.checked >= 4 and self.reference is None:
+        counts.wrong.add(config)
+        judged, wrong = len(counts.judged), len(counts.wrong)
+        if wrong * 2 > judged and judged >= 4 and self.reference is None and not counts.warned:
+            counts.warned = True
             logger.warning("%d of %d configs differ from the reference config %s; if that one is wrong, pass "
-                           "reference= to the autotuner", self.wrong, self.checked, self.reference_config)
+                           "reference= to the autotuner", wrong, judged, self.reference_config)
         name = max(failing, key=errors.__getitem__)
         if name not in self.expected:
             return Verdict(False, worst, f"it wrote {name}, which {self.reference_config} leaves unchanged")

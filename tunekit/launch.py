@@ -17,7 +17,7 @@ from typing import Any
 from triton.runtime.autotuner import Heuristics
 
 from .benchmark import Benchmarker, KernelCall
-from .check import OutputCheck
+from .check import CheckCounts, OutputCheck
 from .compiler import unwrap_jit
 from .config import Config
 
@@ -53,10 +53,12 @@ class Launch:
         """The kernel's arguments by name (kwargs may also hold launch options such as ``grid``)."""
         return {**dict(zip(self.arg_names, args)), **{k: v for k, v in kwargs.items() if k in self.arg_names}}
 
-    def output_check(self) -> OutputCheck:
-        """A new OutputCheck with this kernel's check options (one per tuning)."""
+    def output_check(self, counts: CheckCounts | None = None) -> OutputCheck:
+        """A new OutputCheck with this kernel's check options (one per call tuned on), counting
+        into the tuning's ``counts``."""
         return OutputCheck(self.check_outputs, self.reference, self.tolerance,
-                           declared=[*self.reset_to_zero, *self.restore_value], zeroed=self.reset_to_zero)
+                           declared=[*self.reset_to_zero, *self.restore_value], zeroed=self.reset_to_zero,
+                           counts=counts)
 
     def pre_hook(self, nargs: dict[str, Any], reset_only: bool = False) -> dict[str, Any]:
         """Before a launch: the user's pre_hook, or zero ``reset_to_zero`` and (unless

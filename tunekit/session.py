@@ -21,6 +21,7 @@ from typing import Any
 from . import settings
 from .budget import Budget
 from .caller import warn_at_caller
+from .check import CheckCounts
 from .compat import active_target
 from .compiler import CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json
@@ -130,6 +131,7 @@ class TuningSession:
         self._history: list[Trial] = []
         self._strategy_name = ""
         self._bar: Any = None
+        self._check_counts = CheckCounts()  # over this tuning's calls (Budget(per_call=...)), in this process
         self._costs = {"compile_workers_started": 0, "benchmark_workers_started": 0,
                        "seconds_waiting_for_workers": 0.0, "seconds_messaging": 0.0}
 
@@ -379,7 +381,8 @@ class TuningSession:
         return self._local_runner(args, kwargs)
 
     def _local_runner(self, args: tuple, kwargs: dict) -> LocalRunner:
-        return LocalRunner(self.launch, args, kwargs, self.launch.output_check() if self.options.check else None,
+        return LocalRunner(self.launch, args, kwargs,
+                           self.launch.output_check(self._check_counts) if self.options.check else None,
                            time_left=lambda: self._active_deadline.remaining())
 
     def _not_isolated(self, error: IsolationError) -> None:
