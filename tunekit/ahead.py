@@ -27,11 +27,12 @@ from typing import Any
 
 from . import settings
 from .budget import Budget
+from .claims import ClaimRenewal
 from .config import config_json
 from .keys import TuningKey
 from .manifest import ManifestEntry, Shape
 from .session import TuningError, TuningSession, stored_winner
-from .store import Claim, KernelIdentity, ResultsStore
+from .store import Claim, ResultsStore
 
 logger = logging.getLogger(__name__)
 
@@ -119,32 +120,6 @@ def prepared_call(entry: ManifestEntry, shape: Shape, device: str) -> tuple[tupl
     args, kwargs = captured_call(entry, shape, tensors)
     kernel = entry.kernel
     return args, kwargs, kernel.tuning_key(args, kwargs), kernel.tuning_space(args, kwargs)
-
-
-class _Renewal:
-    """Renews a claim every third of its lease while a key is tuned, in a daemon thread."""
-
-    def __init__(self, store: ResultsStore, identity: KernelIdentity, space_hash: str, key: str, owner: str,
-                 lease: float) -> None:
-        self._stop = threading.Event()
-
-        def renew() -> None:
-            while not self._stop.wait(lease / 3):
-                try:
-                    if not store.renew_claim(identity, space_hash, key, owner=owner, lease=lease):
-                        if not self._stop.is_set():
-                            logger.warning("%s %s: %s lost its claim (not renewed in time); another owner may "
-                                           "tune it too", identity.name, key, owner)
-                        return
-                except Exception as error:  # a store that is briefly unreachable: try again next time
-                    logger.warning("%s %s: renewing the claim failed: %s", identity.name, key, error)
-
-        self._thread = threading.Thread(target=renew, name="tunekit-claim-renewal", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @dataclass
@@ -314,7 +289,7 @@ class ManifestTuning:
         if state is Claim.FAILED:
             failure = store.claims(identity, kernel.space_hash).get(key.json, {}).get("outcome")
             return Outcome(name, label, key.json, "failed", where, detail=f"failed elsewhere in this run: {failure}")
-        renewal = _Renewal(store, identity, kernel.space_hash, key.json, owner, self.lease)
+        renewal = ClaimRenewal(store, identity, kernel.space_hash, key.json, owner, self.lease)
         finished_as = None  # the claim's outcome; None gives it back
         try:
             if call is None:

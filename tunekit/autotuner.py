@@ -27,6 +27,7 @@ from .background import NotCopyable, Pending, may_switch, snapshot
 from .benchmark import Benchmarker
 from .budget import Budget
 from .caller import warn_at_caller
+from .claims import tune_once
 from .compat import active_driver, triton_build_key
 from .compiler import source_hash, unwrap_jit
 from .config import Config, config_from_dict, config_json
@@ -508,7 +509,16 @@ class Autotuner(_TritonAutotuner):
         elif not may_switch():
             reason = "a CUDA graph is being captured or torch.compile is tracing"
         if reason is None:
-            return self._tune(key, args, kwargs)
+            def stored() -> Config | None:
+                return stored_winner(key.json, self.store.winners(self.identity), self.space, self.space_hash)
+
+            def tune() -> tuple[Config, bool]:
+                config = self._tune(key, args, kwargs)
+                return config, stored() is not None
+
+            # another process tuning this key into the store: its winner, not a second measurement
+            return tune_once(self.store, self.identity, self.space_hash, key.json, tune, stored,
+                             wait_seconds=self.budget.seconds)
         return self._fallback(key.json, winners, reason)
 
     def _fallback_config(self, text: str, winners: Mapping[str, tuple]) -> tuple[Config, str]:

@@ -448,6 +448,12 @@ class ResultsStore:
         _open_for_writing.add(self)
 
     @property
+    def shared(self) -> bool:
+        """Whether other processes may tune into this store at the same time: a database that
+        persists and is open for writing."""
+        return not self.read_only and str(self.url).split("?")[0] not in ("sqlite://", "sqlite:///:memory:")
+
+    @property
     def shown_url(self) -> str:
         """The store's URL as messages and listings show it: any password masked."""
         return masked_url(self.url)

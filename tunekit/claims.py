@@ -1,0 +1,129 @@
+"""One tuning of a key per store: claims, so that processes sharing a store never measure one key twice.
+
+Before a key is tuned into a store that other processes may write (a database file or server),
+it is claimed there (``ResultsStore.claim``); the owner renews the claim while it tunes and ends
+it with the outcome. A process that reaches a key another one is tuning waits for that tuning's
+winner and launches it, so every process launches the winner the store holds. A claim whose owner
+died is not renewed, expires and is taken over. ``tunekit tune`` (``tunekit.ahead``) and a miss at
+run time (``tunekit.autotuner``) both go through here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from .store import Claim, KernelIdentity, ResultsStore
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a run-time claim lasts unless renewed: how long the keys of a process that died wait.
+LEASE_SECONDS = 30.0
+#: Seconds between looks at the store while another process tunes the key (doubling up to the last).
+POLL_SECONDS = (0.05, 1.0)
+
+Result = TypeVar("Result")
+
+
+def owner_name(where: str = "") -> str:
+    """Who claims: host, process and thread (and ``where``: a device)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}" + (f":{where}" if where else "")
+
+
+class ClaimRenewal:
+    """Renews a claim every third of its lease while a key is tuned, in a daemon thread; ``stop``
+    ends it."""
+
+    def __init__(self, store: ResultsStore, identity: KernelIdentity, space_hash: str, key: str, owner: str,
+                 lease: float) -> None:
+        self._stop = threading.Event()
+
+        def renew() -> None:
+            while not self._stop.wait(lease / 3):
+                try:
+                    if not store.renew_claim(identity, space_hash, key, owner=owner, lease=lease):
+                        if not self._stop.is_set():
+                            logger.warning("%s %s: %s lost its claim (not renewed in time); another owner may "
+                                           "tune it too", identity.name, key, owner)
+                        return
+                except Exception as error:  # a store that is briefly unreachable: try again next time
+                    logger.warning("%s %s: renewing the claim failed: %s", identity.name, key, error)
+
+        self._thread = threading.Thread(target=renew, name="tunekit-claim-renewal", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def tune_once(store: ResultsStore, identity: KernelIdentity, space_hash: str, key: str,
+              tune: Callable[[], tuple[Result, bool]], stored: Callable[[], Result | None],
+              wait_seconds: float | None = None) -> Result:
+    """What ``tune()`` gives for ``key``, or, when another process tunes it into ``store`` now, the
+    winner it stores there (``stored()``, None while there is none). ``tune`` returns its result
+    and whether it found a winner (the claim's outcome). A wait longer than ``wait_seconds`` (a
+    seconds budget) ends in a tuning of this process's own, with a warning. A store no other
+    process writes (in memory, read only) needs no claim."""
+    if not store.shared:
+        return tune()[0]
+    owner = owner_name()
+    started = time.monotonic()
+    poll = POLL_SECONDS[0]
+    told = False
+    while True:
+        state = store.claim(identity, space_hash, key, owner=owner, lease=LEASE_SECONDS, retry_failed_before=math.inf)
+        if state is Claim.CLAIMED:
+            break
+        found = stored()
+        if found is not None:
+            return found
+        holder = store.claims(identity, space_hash).get(key, {}).get("owner") or ""
+        if _died_on_this_host(holder):  # a crashed process's claim: given back now, not after its lease
+            logger.info("%s %s: %s, which claimed this key, is gone; tuning it here", identity.name, key, holder)
+            store.release_claim(identity, space_hash, key, owner=holder)
+            continue
+        if wait_seconds is not None and time.monotonic() - started > wait_seconds:
+            logger.warning("%s %s: another process has tuned this key for longer than the budget's %.1f s; tuning "
+                           "it here too", identity.name, key, wait_seconds)
+            return tune()[0]
+        if not told:
+            told = True
+            logger.info("%s %s: %s is tuning this key into the store; waiting for its winner", identity.name, key,
+                        holder or "another process")
+        time.sleep(poll)
+        poll = min(POLL_SECONDS[1], 2 * poll)
+    renewal = ClaimRenewal(store, identity, space_hash, key, owner, LEASE_SECONDS)
+    outcome = None  # none gives the claim back: a later process tunes the key
+    try:
+        result, won = tune()
+        outcome = "winner" if won else None
+        return result
+    finally:
+        renewal.stop()
+        try:
+            store.release_claim(identity, space_hash, key, owner=owner, outcome=outcome)
+        except Exception as error:  # the claim expires by itself
+            logger.warning("%s %s: the claim could not be released (%s); it expires in %.0f s", identity.name, key,
+                           error, LEASE_SECONDS)
+
+
+def _died_on_this_host(owner: str) -> bool:
+    """Whether ``owner`` (``owner_name``'s host:pid:...) was a process of this host that is gone."""
+    host, _, rest = owner.partition(":")
+    pid = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
