@@ -55,8 +55,8 @@ class LocalRunner:
         self.copies: GuardedTensors | None = None
         try:
             if copies is None:
-                self._run_on(GuardedTensors.copy_of(_tensor_arguments(launch, args, kwargs), padding=launch.writes_padding),
-                             args, kwargs)
+                tensors = _tensor_arguments(launch, args, kwargs)
+                self._run_on(GuardedTensors.copy_of(tensors, padding=launch.writes_padding), args, kwargs)
             else:  # a benchmark worker's, which has a fallback of its own
                 self._run_on(copies, args, kwargs)
         except (RuntimeError, MemoryError) as error:
@@ -97,7 +97,9 @@ class LocalRunner:
             (relative_error, launch_seconds), check_seconds = verdict_or_failure, time.perf_counter() - start
         left = self.time_left() if self.time_left is not None else None
         benchmarker = self.launch.benchmarker
-        if launch_seconds is not None and left is not None and benchmarker.launches_at_least(short) * launch_seconds > left:
+        timing_runs_over = left is not None and launch_seconds is not None and \
+            benchmarker.launches_at_least(short) * launch_seconds > left
+        if timing_runs_over:
             # timing it would run past the budget's end: the check's launch is its time (the budget
             # bounds a tuning to its seconds and one launch)
             milliseconds = launch_seconds * 1e3
