@@ -26,28 +26,41 @@ PROCESS = textwrap.dedent("""
     import tunekit
     from tunekit.config import config_json
     from tunekit.kernels import vector_add
+    from tunekit.store import ResultsStore
 
-    store, start = sys.argv[1], sys.argv[2]
+    store, start, how = sys.argv[1:4]
+    options = {"background": {"background": True}, "per_call": {"budget": tunekit.Budget(evals=8, per_call=2)},
+               "at_once": {}}[how]
     kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (64, 128, 256, 512)
-                                       for w in (2, 4)], key=["n"], store=store)(vector_add.add_kernel)
+                                       for w in (2, 4)], key=["n"], store=store, **options)(vector_add.add_kernel)
     x, y, out = vector_add.inputs(4096)
     while not os.path.exists(start):
         time.sleep(0.01)
     kernel[vector_add.grid(4096)](x, y, out, 4096)
+    if how == "background":
+        kernel.wait_for_tuning()
+    while how == "per_call" and not ResultsStore(store).winner_rows():  # one call after another, as a loop runs
+        kernel[vector_add.grid(4096)](x, y, out, 4096)
+        time.sleep(0.02)
+    kernel[vector_add.grid(4096)](x, y, out, 4096)  # the winner from now on
     assert bool((out == x + y).all())
     print(json.dumps({"winner": config_json(kernel.best_config), "measured": len([t for t in kernel.trials
-                                                                            if t.source == "measured"])}))
+                                                                                  if t.source == "measured"])}))
 """)
 
 
-@pytest.mark.parametrize("processes", [2, pytest.param(4, marks=pytest.mark.slow)])
-def test_processes_tuning_one_key_into_one_store_measure_each_config_once_and_agree(tmp_path, processes):
+@pytest.mark.parametrize("processes,how", [(2, "at_once"), (2, "per_call"),
+                                           pytest.param(2, "background", marks=pytest.mark.slow),
+                                           pytest.param(4, "at_once", marks=pytest.mark.slow)])
+def test_processes_tuning_one_key_into_one_store_measure_each_config_once_and_agree(tmp_path, processes, how):
     """Injected: ``processes`` processes reach one untuned key of one SQLite store at the same
-    moment. Survives: every config is measured once in all (one process tunes; the others wait
-    for its winner), and every process launches the winner the store holds."""
+    moment, tuning it in one call, over calls (``Budget(per_call=2)``) or in the background.
+    Survives: every config is measured once in all (one process tunes; the others wait for its
+    winner, or launch their fallback meanwhile), and every process ends up launching the winner
+    the store holds."""
     store, start = tmp_path / "shared.db", tmp_path / "start"
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(sys.path))
-    running = [subprocess.Popen([sys.executable, "-c", PROCESS, str(store), str(start)], env=env,
+    running = [subprocess.Popen([sys.executable, "-c", PROCESS, str(store), str(start), how], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
     ResultsStore(store)  # created before the processes open it, as a user's store would be
     start.touch()

@@ -27,7 +27,7 @@ from .background import NotCopyable, Pending, may_switch, snapshot
 from .benchmark import Benchmarker
 from .budget import Budget
 from .caller import warn_at_caller
-from .claims import tune_once
+from .claims import KeyClaim, tune_once
 from .compat import active_driver, triton_build_key
 from .compiler import source_hash, unwrap_jit
 from .config import Config, config_from_dict, config_json
@@ -193,7 +193,7 @@ class Autotuner(_TritonAutotuner):
         #: Keys tuned in a background thread, launching a fallback meanwhile (``tunekit.background``).
         self._pending: dict[tuple, Pending] = {}
         #: Keys whose tuning is spread over calls (``Budget(per_call=k)``).
-        self._spreading: dict[tuple, tuple[TuningSession, Config]] = {}
+        self._spreading: dict[tuple, tuple[TuningSession, Config, KeyClaim]] = {}
         self._lock = threading.RLock()
         self._prune_lock = threading.Lock()  # pruning sets self.nargs, as Triton's prune_configs reads it
         self._identity: KernelIdentity | None = None
@@ -413,7 +413,7 @@ class Autotuner(_TritonAutotuner):
         self._pending[key] = pending
         logger.info("%s %s: tuning in the background; launching %s meanwhile: %s", self.kernel_name,
                     tuning_key.json, what, config)
-        pending.start(f"tunekit-{self.kernel_name}", lambda: self._tune(tuning_key, *copies, first=(config,)))
+        pending.start(f"tunekit-{self.kernel_name}", lambda: self._tune_once(tuning_key, *copies, first=(config,)))
         return pending.entry
 
     def _tune_over_calls(self, key: tuple, tuning_key: TuningKey, args: tuple,
@@ -433,21 +433,26 @@ class Autotuner(_TritonAutotuner):
                 return None
             self._refuse_with_ranks("Budget(per_call=...)")
             fallback = self._fallback_config(tuning_key.json, winners)[0]
+            claim = KeyClaim(self.store, self.identity, self.space_hash, tuning_key.json)
+            if self.store.shared and not claim.take():  # another process tunes it: a later call finds its winner
+                return fallback, fallback.all_kwargs()
             session = TuningSession(self.launch, space, self.options, self.store, self.identity, tuning_key,
                                     self.space_hash, clock=Stopwatch())
-            spreading = self._spreading[key] = (session, fallback)
+            spreading = self._spreading[key] = (session, fallback, claim)
             self.run_id = session.run_id
-        session, fallback = spreading
+        session, fallback, claim = spreading
         if may_switch():
             try:
                 outcome = session.step(args, kwargs, self.budget.per_call)
             except BaseException:
                 del self._spreading[key]  # the session is over: the next call starts afresh
+                claim.release(won=False)
                 raise
             finally:
                 self.trials = session.trials
             if outcome is not None:
                 del self._spreading[key]
+                claim.release(won=self._stored_winner(tuning_key) is not None)
                 return self._keep(key, tuning_key, self._tuned_by(session, *outcome, args, kwargs))
         config = session.best_so_far() or fallback
         return config, config.all_kwargs()
@@ -509,17 +514,17 @@ class Autotuner(_TritonAutotuner):
         elif not may_switch():
             reason = "a CUDA graph is being captured or torch.compile is tracing"
         if reason is None:
-            def stored() -> Config | None:
-                return stored_winner(key.json, self.store.winners(self.identity), self.space, self.space_hash)
-
-            def tune() -> tuple[Config, bool]:
-                config = self._tune(key, args, kwargs)
-                return config, stored() is not None
-
-            # another process tuning this key into the store: its winner, not a second measurement
-            return tune_once(self.store, self.identity, self.space_hash, key.json, tune, stored,
-                             wait_seconds=self.budget.seconds)
+            return self._tune_once(key, args, kwargs)
         return self._fallback(key.json, winners, reason)
+
+    def _stored_winner(self, key: TuningKey) -> Config | None:
+        return stored_winner(key.json, self.store.winners(self.identity), self.space, self.space_hash)
+
+    def _tune_once(self, key: TuningKey, args: tuple, kwargs: dict, first: Sequence[Config] = ()) -> Config:
+        """``_tune``, unless another process tunes this key into the store now: then its winner."""
+        return tune_once(self.store, self.identity, self.space_hash, key.json,
+                         lambda: self._tune(key, args, kwargs, first), lambda: self._stored_winner(key),
+                         wait_seconds=self.budget.seconds)
 
     def _fallback_config(self, text: str, winners: Mapping[str, tuple]) -> tuple[Config, str]:
         """The config for key ``text`` when it is not tuned now, and what it is: the stored winner

@@ -63,55 +63,80 @@ class ClaimRenewal:
         self._thread.join()
 
 
+class KeyClaim:
+    """This process's claim on one key of one store: ``take`` it (once), ``release`` it with the
+    outcome. While held, a thread renews it."""
+
+    def __init__(self, store: ResultsStore, identity: KernelIdentity, space_hash: str, key: str) -> None:
+        self.store, self.identity, self.space_hash, self.key = store, identity, space_hash, key
+        self.owner = owner_name()
+        self.holder = ""  # who holds it when another process does
+        self._renewal: ClaimRenewal | None = None
+
+    def take(self) -> bool:
+        """Claim the key; False while another process holds it (``holder``) or it is done. A
+        claim of a process of this host that died is given back and taken at once."""
+        store, identity = self.store, self.identity
+        for _ in range(2):
+            state = store.claim(identity, self.space_hash, self.key, owner=self.owner, lease=LEASE_SECONDS,
+                                retry_failed_before=math.inf)
+            if state is Claim.CLAIMED:
+                self._renewal = ClaimRenewal(store, identity, self.space_hash, self.key, self.owner, LEASE_SECONDS)
+                return True
+            self.holder = store.claims(identity, self.space_hash).get(self.key, {}).get("owner") or ""
+            if not _died_on_this_host(self.holder):
+                return False
+            logger.info("%s %s: %s, which claimed this key, is gone; tuning it here", identity.name, self.key,
+                        self.holder)
+            store.release_claim(identity, self.space_hash, self.key, owner=self.holder)
+        return False
+
+    def release(self, won: bool) -> None:
+        """End the claim: finished with a winner, or given back for a later process to tune."""
+        if self._renewal is None:
+            return
+        self._renewal.stop()
+        self._renewal = None
+        try:
+            self.store.release_claim(self.identity, self.space_hash, self.key, owner=self.owner,
+                                     outcome="winner" if won else None)
+        except Exception as error:  # the claim expires by itself
+            logger.warning("%s %s: the claim could not be released (%s); it expires in %.0f s", self.identity.name,
+                           self.key, error, LEASE_SECONDS)
+
+
 def tune_once(store: ResultsStore, identity: KernelIdentity, space_hash: str, key: str,
-              tune: Callable[[], tuple[Result, bool]], stored: Callable[[], Result | None],
+              tune: Callable[[], Result], stored: Callable[[], Result | None],
               wait_seconds: float | None = None) -> Result:
     """What ``tune()`` gives for ``key``, or, when another process tunes it into ``store`` now, the
-    winner it stores there (``stored()``, None while there is none). ``tune`` returns its result
-    and whether it found a winner (the claim's outcome). A wait longer than ``wait_seconds`` (a
-    seconds budget) ends in a tuning of this process's own, with a warning. A store no other
-    process writes (in memory, read only) needs no claim."""
+    winner it stores there (``stored()``, None while there is none). A wait longer than
+    ``wait_seconds`` (a seconds budget) ends in a tuning of this process's own, with a warning.
+    A store no other process writes (in memory, read only) needs no claim."""
     if not store.shared:
-        return tune()[0]
-    owner = owner_name()
+        return tune()
+    claim = KeyClaim(store, identity, space_hash, key)
     started = time.monotonic()
     poll = POLL_SECONDS[0]
-    told = False
-    while True:
-        state = store.claim(identity, space_hash, key, owner=owner, lease=LEASE_SECONDS, retry_failed_before=math.inf)
-        if state is Claim.CLAIMED:
-            break
+    while not claim.take():
         found = stored()
         if found is not None:
             return found
-        holder = store.claims(identity, space_hash).get(key, {}).get("owner") or ""
-        if _died_on_this_host(holder):  # a crashed process's claim: given back now, not after its lease
-            logger.info("%s %s: %s, which claimed this key, is gone; tuning it here", identity.name, key, holder)
-            store.release_claim(identity, space_hash, key, owner=holder)
-            continue
         if wait_seconds is not None and time.monotonic() - started > wait_seconds:
             logger.warning("%s %s: another process has tuned this key for longer than the budget's %.1f s; tuning "
                            "it here too", identity.name, key, wait_seconds)
-            return tune()[0]
-        if not told:
-            told = True
+            return tune()
+        if poll == POLL_SECONDS[0]:
             logger.info("%s %s: %s is tuning this key into the store; waiting for its winner", identity.name, key,
-                        holder or "another process")
+                        claim.holder or "another process")
         time.sleep(poll)
         poll = min(POLL_SECONDS[1], 2 * poll)
-    renewal = ClaimRenewal(store, identity, space_hash, key, owner, LEASE_SECONDS)
-    outcome = None  # none gives the claim back: a later process tunes the key
+    won = False
     try:
-        result, won = tune()
-        outcome = "winner" if won else None
+        result = tune()
+        won = stored() is not None
         return result
     finally:
-        renewal.stop()
-        try:
-            store.release_claim(identity, space_hash, key, owner=owner, outcome=outcome)
-        except Exception as error:  # the claim expires by itself
-            logger.warning("%s %s: the claim could not be released (%s); it expires in %.0f s", identity.name, key,
-                           error, LEASE_SECONDS)
+        claim.release(won)
 
 
 def _died_on_this_host(owner: str) -> bool:
