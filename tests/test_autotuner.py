@@ -275,6 +275,25 @@ def test_bad_arguments_are_refused_before_anything_runs():
         kernel[vector_add.grid(N)](x, y, out, N, BLOCK=128)
 
 
+@pytest.mark.parametrize("options,message", [
+    ({"writes_padding": "no"}, r"^writes_padding must be True or False. Got 'no' instead.$"),
+    ({"isolate": "yes"}, r"^isolate must be True or False or None. Got 'yes' instead.$"),
+    ({"check": 1}, r"^check must be True or False. Got 1 instead.$"),
+    ({"background": "true"}, r"^background must be True or False"),
+    ({"default_config": {"BLOK": 1}}, r"^default_config must be a triton.Config. Got \{'BLOK': 1\} instead.$"),
+], ids=["writes_padding", "isolate", "check", "background", "default_config"])
+def test_options_of_the_wrong_type_are_refused_at_decoration(options, message):
+    """A typo must not switch a safety check off: "no" is not False."""
+    with pytest.raises(TypeError, match=message):
+        tunekit.autotune(space=vector_add.space(), key=["n"], store=None, **options)(vector_add.add_kernel)
+
+
+def test_a_tolerance_for_an_argument_the_kernel_lacks_is_refused():
+    with pytest.raises(ValueError, match=r"^tolerance of add_kernel names 'outp', not an argument of the kernel"):
+        tunekit.autotune(space=vector_add.space(), key=["n"], store=None,
+                         tolerance={"outp": 0.1})(vector_add.add_kernel)
+
+
 @pytest.mark.parametrize("finalists", [0, -1, 1.5, True, "3"])
 def test_finalists_other_than_a_count_are_refused_at_decoration(finalists):
     decorate = tunekit.autotune(space=vector_add.space(), key=["n"], store=None, finalists=finalists)

@@ -112,6 +112,17 @@ class Autotuner(_TritonAutotuner):
         tolerances = tolerance.values() if isinstance(tolerance, Mapping) else [tolerance]
         if any(t is not None and not (isinstance(t, (int, float)) and t >= 0) for t in tolerances):
             raise ValueError(f"tolerance must be a number >= 0 or {{argument name: number}}. Got {tolerance!r} instead.")
+        if isinstance(tolerance, Mapping) and (unknown := sorted(set(tolerance) - set(arg_names))):
+            raise ValueError(f"tolerance of {name} names {', '.join(map(repr, unknown))}, not an argument of the "
+                             f"kernel. Its arguments are: {', '.join(arg_names)}.")
+        for option, flag, allowed in (("check", check, (True, False)), ("writes_padding", writes_padding, (True, False)),
+                                      ("isolate", isolate, (True, False, None)),
+                                      ("use_cuda_graph", use_cuda_graph, (True, False)),
+                                      ("background", background, (True, False))):
+            if not any(flag is value for value in allowed):
+                raise TypeError(f"{option} must be {' or '.join(map(str, allowed))}. Got {flag!r} instead.")
+        if default_config is not None and not isinstance(default_config, Config):
+            raise TypeError(f"default_config must be a triton.Config. Got {default_config!r} instead.")
         for option, seconds in (("compile_timeout", compile_timeout), ("run_timeout", run_timeout)):
             if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
                 raise ValueError(f"{option} must be a number of seconds > 0 or None. Got {seconds!r} instead.")
