@@ -145,6 +145,29 @@ def add_in_place(x_ptr, y_ptr, out_ptr, n):
     torch.add(x_ptr, y_ptr, out=out_ptr)
 
 
+@triton.jit
+def log_of(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.log(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+
+def test_outputs_that_hold_infinity_by_right_are_tuned_when_two_configs_agree(store_path):
+    """Not a fault: log of an input with zeros puts -inf in the output, as stock Triton computes it.
+    Survives: the first config, alone, cannot be told right (it is `wrong`); the second agrees with
+    it, NaN and infinity at the same places, so their outputs are the reference; the call returns
+    the log and does not raise."""
+    x = torch.rand(1000)
+    x[::7] = 0.0
+    out = torch.empty(1000)
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}, num_warps=4) for b in (64, 128, 256)], key=["n"],
+                              store=store_path, isolate=False)(log_of)
+    kernel[lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)](x, out, 1000)
+    assert [t.status for t in kernel.trials] == [Status.WRONG, Status.OK, Status.OK]
+    torch.testing.assert_close(out, torch.log(x))
+    assert bool(torch.isinf(out).any())
+
+
 @pytest.mark.parametrize("reference", [add_in_place, lambda x_ptr, y_ptr, **_: {"out_ptr": x_ptr + y_ptr}],
                          ids=["writes-its-outputs", "returns-them"])
 def test_a_reference_function_catches_a_wrong_first_config(store_path, reference):

@@ -31,6 +31,8 @@ TOLERANCES: dict[torch.dtype, float] = {
     torch.float16: 1e-2,
     torch.bfloat16: 4e-2,
 }
+#: Configs whose outputs hold NaN or infinity kept, before there is a reference, for a later one to agree with.
+_SPECIAL_CANDIDATES = 2
 #: Other floating dtypes (float8 ...): this many units of their precision, at most ``_MAX_TOLERANCE``.
 _EPS_MULTIPLE = 4
 _MAX_TOLERANCE = 0.25
@@ -139,6 +141,8 @@ class OutputCheck:
         self.expected: dict[str, torch.Tensor] | None = None
         self.reference_config: str | None = None
         self.counts = counts if counts is not None else CheckCounts()
+        #: Before a reference: the outputs of configs that held NaN or infinity (wrong unless another agrees).
+        self._special: list[tuple[str, dict[str, torch.Tensor]]] = []
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -206,8 +210,10 @@ class OutputCheck:
     def judge(self, nargs: Mapping[str, Any], config: str) -> Verdict:
         """Judge the outputs in ``nargs`` of one launch of ``config`` from the pristine inputs.
 
-        Without a reference yet, the first config judged becomes it (unless its outputs hold
-        NaN or infinity, which then cannot be told right from wrong: that config is wrong).
+        Without a reference yet, the first config judged becomes it, unless its outputs hold NaN
+        or infinity, which cannot be told right from wrong alone: that config is wrong, and the
+        first later config whose outputs agree with it (NaN and infinity at the same places: a
+        log of 0, a fully masked row) makes those outputs the reference and is judged by them.
         """
         counts = self.counts
         counts.judged.add(config)
@@ -215,14 +221,23 @@ class OutputCheck:
             outputs = self._outputs_of(nargs)
             special = [name for name in outputs if nargs[name].is_floating_point()
                        and not bool(torch.isfinite(nargs[name]).all())]
-            if special:
+            if not special:
+                self.expected = {name: nargs[name].detach().clone() for name in outputs}
+                self.reference_config = config
+                logger.info("outputs of %s are the reference for the others: %s", config, ", ".join(outputs) or "none")
+                return Verdict(True)
+            agreeing = next((held for held in self._special if self._agree(nargs, held[1])), None)
+            if agreeing is None:
+                if len(self._special) < _SPECIAL_CANDIDATES:
+                    self._special.append((config, {name: nargs[name].detach().clone() for name in outputs}))
                 counts.wrong.add(config)
-                return Verdict(False, math.inf, f"output {', '.join(special)} holds NaN or infinity, and no "
-                               "reference says that is right (pass reference= to the autotuner)")
-            self.expected = {name: nargs[name].detach().clone() for name in outputs}
-            self.reference_config = config
-            logger.info("outputs of %s are the reference for the others: %s", config, ", ".join(outputs) or "none")
-            return Verdict(True)
+                return Verdict(False, math.inf, f"output {', '.join(special)} holds NaN or infinity, and neither a "
+                               "reference nor another config says that is right (pass reference= to the autotuner)")
+            # two configs put NaN and infinity at the same places: their outputs are the reference
+            self.reference_config, self.expected = agreeing
+            self._special = []
+            logger.info("outputs of %s, which %s agrees with, NaN and infinity included, are the reference for the "
+                        "others", self.reference_config, config)
         # bitwise equal outputs (most kernels without reductions) need none of relative_error's operations,
         # each of which a fresh process loads onto the device at its first use
         errors = {name: 0.0 if _identical(nargs[name], expected) else relative_error(nargs[name], expected)
@@ -246,6 +261,11 @@ class OutputCheck:
             return Verdict(False, worst, f"it wrote {name}, which {self.reference_config} leaves unchanged")
         return Verdict(False, worst, f"output {name} differs from {self.reference_config}: relative error "
                                      f"{errors[name]:.3g} > tolerance {self._tolerance(name, nargs[name].dtype):.3g}")
+
+    def _agree(self, nargs: Mapping[str, Any], held: Mapping[str, torch.Tensor]) -> bool:
+        """Whether the outputs in ``nargs`` equal ``held`` within tolerance (NaN and infinity at the same places)."""
+        return all(relative_error(nargs[name], expected) <= self._tolerance(name, expected.dtype)
+                   for name, expected in held.items())
 
     def _tolerance(self, name: str, dtype: torch.dtype) -> float:
         if isinstance(self.tolerance, Mapping):
