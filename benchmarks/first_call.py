@@ -307,7 +307,11 @@ def print_space_budget(records: list[dict[str, Any]]) -> None:
 
 
 def git_commit() -> str | None:
-    """The checkout's short HEAD, or None where this copy is not a git repository."""
+    """``$TUNEKIT_COMMIT`` (the commit the tunekit wheel was built from, which the device scripts
+    set from ``.whl/COMMIT``: a device's copy of the checkout may carry stale git metadata), else
+    the checkout's short HEAD, or None where this copy is not a git repository."""
+    if os.environ.get("TUNEKIT_COMMIT"):
+        return os.environ["TUNEKIT_COMMIT"]
     try:
         done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True, cwd=os.path.dirname(os.path.abspath(__file__)))

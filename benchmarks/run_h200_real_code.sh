@@ -13,7 +13,7 @@
 set -uo pipefail
 [ -n "${INSTALLED:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
-export INSTALLED=1
+export INSTALLED=1 TUNEKIT_COMMIT=${TUNEKIT_COMMIT:-$(cat .whl/COMMIT 2>/dev/null)}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
