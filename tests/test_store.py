@@ -206,8 +206,9 @@ print(json.dumps({"run_id": kernel.run_id, "measured": sum(t.source == "measured
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_processes_tuning_at_once_into_one_store_lose_nothing(backend, tmp_path, request):
     """Injected: three processes started together against one new store: two tune the same
-    kernel at the same key, one another kernel. Survives: every process finishes, every trial
-    each one measured is in the store under its run, and each kernel has its winner."""
+    kernel at the same key, one another kernel. Survives: every process finishes; of the two at
+    one key, one tunes it and the other launches its winner (claims); every trial each one
+    measured is in the store under its run, and each kernel has its winner."""
     import subprocess
     import sys
 
@@ -219,11 +220,11 @@ def test_processes_tuning_at_once_into_one_store_lose_nothing(backend, tmp_path,
     assert [p.returncode for p in processes] == [0, 0, 0], [err[-2000:] for _, err in outputs]
     reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     store = ResultsStore(url)
-    for report in reports:
-        assert report["measured"] > 0
+    assert sorted(r["measured"] > 0 for r in reports[:2]) == [False, True] and reports[2]["measured"] > 0
+    for report in [r for r in reports if r["measured"]]:
         assert len([r for r in store.rows(run_id=report["run_id"]) if r["source"] == "measured"]) == report["measured"]
     assert {r["kernel_name"] for r in store.winner_rows()} == {"add_kernel", "faulty_add"}
-    assert all(run["finished_at"] is not None for run in store.runs()) and len(store.runs()) == 3
+    assert all(run["finished_at"] is not None for run in store.runs()) and len(store.runs()) == 2
 
 
 EXITING_WRITER = """

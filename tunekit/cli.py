@@ -201,7 +201,7 @@ def _counted(deleted: Deleted) -> str:
         return f"{count} {noun}{'' if count == 1 else 's'}"
 
     trials, runs = plural(deleted.trials, "trial"), plural(deleted.runs, "run")
-    claims = f" and {plural(deleted.claims, 'claim')} of tunekit tune" if deleted.claims else ""
+    claims = f" and {plural(deleted.claims, 'claim')}" if deleted.claims else ""
     return f"{trials}, {runs}{',' if claims else ' and'} {plural(deleted.winners, 'winner')}{claims}"
 
 
