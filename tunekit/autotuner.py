@@ -445,7 +445,8 @@ class Autotuner(_TritonAutotuner):
             self._refuse_with_ranks("Budget(per_call=...)")
             fallback = self._fallback_config(tuning_key.json, winners)[0]
             claim = KeyClaim(self.store, self.identity, self.space_hash, tuning_key.json)
-            if self.store.shared and not claim.take():  # another process tunes it: a later call finds its winner
+            # another process tunes it: a later call finds its winner. Held while calls come (renewed by each)
+            if self.store.shared and not claim.take(renewed_by_calls=True):
                 return fallback, fallback.all_kwargs()
             session = TuningSession(self.launch, space, self.options, self.store, self.identity, tuning_key,
                                     self.space_hash, clock=Stopwatch())
@@ -453,6 +454,7 @@ class Autotuner(_TritonAutotuner):
             self.run_id = session.run_id
         session, fallback, claim = spreading
         if may_switch():
+            claim.renew()
             try:
                 outcome = session.step(args, kwargs, self.budget.per_call)
             except BaseException:

@@ -72,16 +72,22 @@ class KeyClaim:
         self.owner = owner_name()
         self.holder = ""  # who holds it when another process does
         self._renewal: ClaimRenewal | None = None
+        self._held = False
 
-    def take(self) -> bool:
+    def take(self, renewed_by_calls: bool = False) -> bool:
         """Claim the key; False while another process holds it (``holder``) or it is done. A
-        claim of a process of this host that died is given back and taken at once."""
+        claim of a process of this host that died is given back and taken at once. A thread
+        renews it while held, unless ``renewed_by_calls`` (a tuning spread over calls): then each
+        ``renew`` does, and a tuning whose calls stop lets it expire for another process."""
         store, identity = self.store, self.identity
         for _ in range(2):
             state = store.claim(identity, self.space_hash, self.key, owner=self.owner, lease=LEASE_SECONDS,
                                 retry_failed_before=math.inf)
             if state is Claim.CLAIMED:
-                self._renewal = ClaimRenewal(store, identity, self.space_hash, self.key, self.owner, LEASE_SECONDS)
+                self._held = True
+                if not renewed_by_calls:
+                    self._renewal = ClaimRenewal(store, identity, self.space_hash, self.key, self.owner,
+                                                 LEASE_SECONDS)
                 return True
             self.holder = store.claims(identity, self.space_hash).get(self.key, {}).get("owner") or ""
             if not _died_on_this_host(self.holder):
@@ -91,12 +97,19 @@ class KeyClaim:
             store.release_claim(identity, self.space_hash, self.key, owner=self.holder)
         return False
 
+    def renew(self) -> None:
+        """Extend a claim held by this process by its lease from now."""
+        if self._held:
+            self.store.renew_claim(self.identity, self.space_hash, self.key, owner=self.owner, lease=LEASE_SECONDS)
+
     def release(self, won: bool) -> None:
         """End the claim: finished with a winner, or given back for a later process to tune."""
-        if self._renewal is None:
+        if not self._held:
             return
-        self._renewal.stop()
-        self._renewal = None
+        self._held = False
+        if self._renewal is not None:
+            self._renewal.stop()
+            self._renewal = None
         try:
             self.store.release_claim(self.identity, self.space_hash, self.key, owner=self.owner,
                                      outcome="winner" if won else None)
