@@ -297,9 +297,10 @@ class CompilePool:
         Workers are forked as needed, never more than the jobs waiting, and each job goes to the
         first one free. ``local`` (if given) compiles in threads of this process the jobs that are
         None (a kernel a worker cannot find), and every job when no worker can be forked;
-        ``start_workers=False`` uses only the workers already running and ``local``. A job still compiling ``timeout`` seconds after
-        it started is a ``timeout`` result: its worker (and the compiler it runs) is killed, the
-        only way to stop a compile in flight, or its thread is abandoned. ``timeout`` may be a
+        ``start_workers=False`` uses only the workers already running and ``local``. A job still
+        compiling ``timeout`` seconds after it started is a ``timeout`` result: its worker (and the
+        compiler it runs) is killed, the only way to stop a compile in flight, or its thread is
+        abandoned. ``timeout`` may be a
         callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
         (``time.time()`` seconds) the compiles in flight are stopped and the jobs not yet yielded
         are left out: they were not measured, they did not fail. A worker that dies (a crashing
