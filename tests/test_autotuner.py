@@ -461,6 +461,7 @@ def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_pa
     measures only the configs the store lacks and finishes; the one in flight is recorded as crashed."""
     import os
     import signal
+    import sqlite3
     import subprocess
     import sys
     import textwrap
@@ -483,13 +484,16 @@ def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_pa
     process = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, TRITON_INTERPRET="1"))
     try:
         deadline = time.time() + 120
-        committed = 0
-        while committed < 5 and time.time() < deadline and process.poll() is None:
+        committed = in_flight = 0
+        # killed while a config is in flight: right after a commit the next mark may not be written yet
+        while (committed < 5 or not in_flight) and time.time() < deadline and process.poll() is None:
             time.sleep(0.05)
             if not store_path.exists():
                 continue
             try:  # the child may still be creating the store's tables
                 committed = len([r for r in ResultsStore(store_path).rows() if r["source"] == "measured"])
+                with sqlite3.connect(store_path) as connection:
+                    (in_flight,) = connection.execute("SELECT COUNT(*) FROM in_flight").fetchone()
             except Exception:  # noqa: BLE001 - any failure to read here means: not yet
                 continue
         process.send_signal(signal.SIGKILL)

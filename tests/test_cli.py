@@ -72,6 +72,7 @@ def test_demo_replays_the_shipped_h200_spaces_without_a_gpu(tmp_path, capsys):
     assert (out_dir / "curves.png").stat().st_size > 0 and (out_dir / "summary.csv").exists()
 
 
+@pytest.mark.slow  # 46 s on 2 cores
 def test_demo_shows_the_default_strategy_with_the_store_holding_the_other_shapes(tmp_path, capsys):
     assert main(["demo", "--replay", "--strategy", "default", "--seeds", "1", "--budget", "2", "--jobs", "1",
                  "--out", str(tmp_path / "demo")]) == 0

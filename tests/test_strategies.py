@@ -316,7 +316,7 @@ def tiled_space_with_shared_memory(report_shared_memory: bool):
     return RecordedSpace("synthetic/tiles", list(records[0].params), records)
 
 
-@pytest.mark.parametrize("strategy", ["default", "rf"])
+@pytest.mark.parametrize("strategy", [pytest.param("default", marks=pytest.mark.slow), "rf"])  # default: 39 s
 def test_the_shared_memory_compiles_report_keeps_the_search_off_configs_that_do_not_fit(strategy):
     """Injected: configs over the shared-memory limit fail out of resources (23 % of the
     space). Survives: once such a failure is seen, the shared memory reported by every compile
