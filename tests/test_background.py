@@ -7,6 +7,8 @@ import json
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import tunekit
 import tunekit.autotuner
@@ -68,6 +70,26 @@ def test_a_failed_background_tuning_keeps_the_fallback_and_says_so(tmp_path, cap
 def test_background_needs_isolation_under_the_interpreter(tmp_path):
     with pytest.raises(ValueError, match="needs isolate"):
         make(tmp_path / "s.db", isolate=False)
+
+
+def test_a_kernel_no_worker_can_import_is_tuned_at_its_first_call_and_says_why(caplog):
+    """A kernel defined inside a function (as in __main__) with background=True: its background
+    tuning failed in the worker, and the advice to pass isolate=False was refused under the
+    interpreter; now the first call of a key tunes it, and the decoration says why once."""
+
+    @triton.jit
+    def local_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+                 mask=mask)
+
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random", budget=tunekit.Budget(evals=3),
+                              store=None, background=True)(local_add)
+    assert "tuned at the first call of each key, not in the background" in caplog.text
+    call(kernel)
+    assert kernel.tuning_report is not None and kernel.tuning_report.evaluations == 3
+    assert not kernel._pending
 
 
 def test_tensors_held_in_a_tuple_are_not_copyable_so_nothing_reads_them_after_the_call():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 import triton
 
 import tunekit
@@ -65,6 +66,29 @@ def test_an_import_with_nothing_in_it_creates_no_store(tmp_path, capsys):
     assert not (tmp_path / "new.db").exists()
 
 
+def test_imported_trials_bring_their_runs_so_that_the_store_lists_them(store_path, tmp_path, capsys):
+    """An import added trials but no runs: ``store ls`` of the new store was empty."""
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    for what in ([], ["--winners"]):
+        assert main(["store", "export", str(tmp_path / f"export{len(what)}.jsonl"), "--store", str(store_path),
+                     *what]) == 0
+    target = str(tmp_path / "new.db")
+    for what in (0, 1, 0):  # importing again adds no second run
+        assert main(["store", "import", str(tmp_path / f"export{what}.jsonl"), "--store", target]) == 0
+    [run] = ResultsStore(target).runs()
+    [original] = ResultsStore(store_path).runs()
+    assert run["run_id"] == original["run_id"] == kernel.run_id
+    assert run["evaluations"] == original["evaluations"] == 2 and run["kernel_name"] == "add_kernel"
+    assert run["key"] == original["key"]
+    capsys.readouterr()
+    assert main(["store", "ls", "--store", target]) == 0
+    listed = capsys.readouterr().out
+    assert kernel.run_id[:12] in listed and "imported" in listed
+
+
 def test_an_export_saved_with_a_byte_order_mark_imports(exported_trial, tmp_path):
     source = tmp_path / "bom.jsonl"
     source.write_bytes("\ufeff".encode() + (json.dumps(exported_trial) + "\n").encode())
@@ -103,9 +127,30 @@ def test_exporting_winners_keeps_to_the_kernel_and_run_asked_for(store_path, tmp
                  "--run", runs[1]]) == 0
     [row] = [json.loads(line) for line in (tmp_path / "one.jsonl").read_text().splitlines()]
     assert row["run_id"] == runs[1]
-    assert main(["store", "export", str(tmp_path / "none.jsonl"), "--store", str(store_path), "--winners",
-                 "--kernel", "no_such_kernel"]) == 0
-    assert (tmp_path / "none.jsonl").read_text() == ""
+    for winners in (["--winners"], []):  # a filter nothing matches: an error naming it, and no file
+        with pytest.raises(SystemExit, match="no (winners|trials) of kernel no_such_kernel .*Kernels there: add_kernel"):
+            main(["store", "export", str(tmp_path / "none.jsonl"), "--store", str(store_path), *winners,
+                  "--kernel", "no_such_kernel"])
+        assert not (tmp_path / "none.jsonl").exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".json"])
+def test_a_new_store_with_an_exports_suffix_is_refused_and_nothing_is_created(tmp_path, suffix):
+    """A store is a database: ``store="winners.csv"`` used to create an SQLite file under that name."""
+    path = tmp_path / f"results{suffix}"
+    with pytest.raises(StoreError, match=f"ends in {suffix}, the suffix of an export"):
+        open_store(str(path))
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("command", [["demo", "--replay"], ["compare", "--space", "no/such/space.json", "--strategy", "random"]])
+def test_an_output_directory_that_is_a_file_is_refused_before_anything_runs(tmp_path, command, capsys):
+    """``--out`` naming a file ended, after the whole replay, in a raw ``[Errno 17] File exists``."""
+    existing = tmp_path / "notes.txt"
+    existing.write_text("the user's")
+    with pytest.raises(SystemExit, match="is a file, not a directory"):
+        main([*command, "--out", str(existing)])
+    assert existing.read_text() == "the user's"
 
 
 def test_a_tuned_parameter_as_the_key_is_refused_with_a_space_and_left_out_as_stock_does_with_configs(store_path):
@@ -219,3 +264,18 @@ def test_a_heuristics_module_name_python_cannot_import_is_refused_before_anythin
               "--store", str(tmp_path / "missing.db")])
     assert exited.value.code == 2 and "cannot be imported as a module" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tensor_as_a_key_is_stored_by_shape_and_dtype_not_by_its_printed_values(store_path, caplog):
+    """``key=["x_ptr"]`` stored the tensor's printed values: two tensors with the same first
+    elements shared a key, others of one shape did not, and the store held the data. Now: one
+    tuning per shape and dtype, the reason said once."""
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["x_ptr"],
+                              store=str(store_path))(vector_add.add_kernel)
+    for n in (256, 256, 512):
+        x, y, out = vector_add.inputs(n)
+        kernel[vector_add.grid(n)](x, y, out, n)
+        assert torch.equal(out, x + y)
+    keys = {json.loads(row["key"])["args"]["x_ptr"] for row in ResultsStore(store_path).rows()}
+    assert keys == {"tensor(shape=[256], dtype=torch.float32)", "tensor(shape=[512], dtype=torch.float32)"}
+    assert caplog.text.count("a tensor: stored by its shape and dtype") == 1

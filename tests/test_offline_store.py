@@ -52,6 +52,33 @@ def test_offline_mode_serves_winners_from_a_read_only_store(tmp_path, monkeypatc
     assert sorted(p.name for p in directory.iterdir()) == listing
 
 
+def test_online_a_read_only_tuned_store_serves_its_winners_and_tunes_new_keys_in_memory(tmp_path, make_read_only,
+                                                                                        caplog):
+    """A fully tuned store on read-only media, in the normal (online) mode: every call raised
+    ``StoreError: ... not writable``. Now its winners are served without measuring anything, a key it
+    lacks is tuned with what it holds, and the directory is left as it was."""
+    directory = tmp_path / "shipped"
+    directory.mkdir()
+    store = directory / "tunekit.db"
+    x, y, out = vector_add.inputs(N)
+    online = make(store)
+    vector_add.launch(online, x, y, out)
+    online.store.close()
+    listing = sorted(p.name for p in directory.iterdir())
+    make_read_only(directory)
+
+    served = make(store)
+    out.zero_()
+    vector_add.launch(served, x, y, out)
+    assert torch.equal(out, x + y) and served.best_config.kwargs == online.best_config.kwargs
+    assert served.tuning_report is None  # nothing tuned: the stored winner
+    assert "reading it into memory" in caplog.text
+    x, y, out = vector_add.inputs(2 * N)
+    vector_add.launch(served, x, y, out)
+    assert torch.equal(out, x + y) and served.tuning_report.evaluations == 2
+    assert sorted(p.name for p in directory.iterdir()) == listing
+
+
 def test_a_blank_tunekit_store_is_unset(monkeypatch):
     monkeypatch.delenv("TUNEKIT_STORE")
     default = settings.store_url()

@@ -31,6 +31,7 @@ from .claims import KeyClaim, tune_once
 from .compat import active_driver, triton_build_key
 from .compiler import source_hash, unwrap_jit
 from .config import Config, config_from_dict, config_json
+from .isolation import kernel_address
 from .deadline import Stopwatch
 from .keys import Bucket, TuningKey, nearest_key, resolve_buckets
 from .launch import Launch
@@ -39,7 +40,7 @@ from .service import service
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
 from .shipping import is_winners_file, serve_winners
 from .space import Space
-from .store import KernelIdentity, MissingStoreError, ResultsStore, open_store
+from .store import KernelIdentity, MissingStoreError, ReadOnlyStoreError, ResultsStore, memory_store_from, open_store
 from .strategy import Strategy, make_strategy
 
 logger = logging.getLogger(__name__)
@@ -139,6 +140,12 @@ class Autotuner(_TritonAutotuner):
         if background and budget is not None and budget.per_call:
             raise ValueError("background=True and Budget(per_call=...) both keep tuning off a long first call; choose "
                              "one.")
+        if background and isolate is not True and kernel_address(fn) is None:
+            logger.warning("%s: tuned at the first call of each key, not in the background: background tunings run "
+                           "their configs in a benchmark worker, and no worker can import a kernel defined in "
+                           "__main__ or inside a function; define it at the top level of a module",
+                           name)
+            background = False
         if background:  # its configs run in a benchmark worker, not in the serving process's threads
             if isolate is False and settings.interpreting():
                 raise ValueError("background=True under the Triton interpreter needs isolate (the interpreter is not "
@@ -212,6 +219,7 @@ class Autotuner(_TritonAutotuner):
         self.run_id: str | None = None
         #: What the last tuning did and cost (evaluations, seconds, workers started).
         self.tuning_report: TuningReport | None = None
+        self._told_tensor_key = False
         settings.configure_logging()
         if settings.mode() == "online" and isolate:
             service().prepare()  # a zygote for benchmark workers, forked now while that is cheap and safe
@@ -350,7 +358,12 @@ class Autotuner(_TritonAutotuner):
                     logger.warning("%s; %s=offline: using no store", error, settings.ENV_MODE)
                     self._store = open_store(None)
             else:
-                self._store = open_store(self._store_arg)
+                try:
+                    self._store = open_store(self._store_arg)
+                except ReadOnlyStoreError as error:  # a tuned store shipped on read-only media, say
+                    self._store = memory_store_from(self._store_arg)
+                    logger.warning("%s: reading it into memory; its winners are served, and what this process tunes "
+                                   "is not kept after it exits", error)
         return self._store
 
     @property
@@ -501,7 +514,16 @@ class Autotuner(_TritonAutotuner):
             )
         self.launch.check_call(args, kwargs, self.space.meta_params)
         named = {**dict(zip(self.arg_names, args)), **kwargs}
-        return TuningKey.from_call([k for k in self.keys if k in named], key)
+        names = [k for k in self.keys if k in named]
+        tensors = [i for i, k in enumerate(names) if hasattr(key[i], "data_ptr")]
+        if tensors:  # stored by what the tensor is, not by its printed values
+            key = tuple(_tensor_key(v) if i in tensors else v for i, v in enumerate(key))
+            if not self._told_tensor_key:
+                self._told_tensor_key = True
+                logger.warning("key of %s names %s, a tensor: stored by its shape and dtype, and in this process by "
+                               "the tensor object, as Triton caches it (every new tensor is looked up again); key on "
+                               "a size argument instead", self.kernel_name, ", ".join(repr(names[i]) for i in tensors))
+        return TuningKey.from_call(names, key)
 
     def tuning_space(self, args: tuple, kwargs: dict) -> Space:
         """The configs a call with these arguments is tuned over: the Space after Triton's
@@ -635,6 +657,11 @@ def _several_ranks() -> bool:
     except ImportError:  # pragma: no cover - torch without distributed support
         return False
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _tensor_key(tensor: Any) -> str:
+    """What the store keys a tensor passed as a ``key`` argument by: its shape and dtype."""
+    return f"tensor(shape={list(tensor.shape)}, dtype={tensor.dtype})"
 
 
 def _identify(fn: Any, base_fn: Callable, timing_method: str) -> KernelIdentity:

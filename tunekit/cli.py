@@ -26,7 +26,7 @@ from pathlib import Path
 from . import settings
 from .console import print_table
 from .keys import TuningKey
-from .store import Deleted, StoreError, checked_export_rows, export_rows, open_store
+from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows, export_rows, open_store
 from .trial import Status
 
 
@@ -53,7 +53,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
             (
                 r["run_id"][:12], r["kernel_name"], r["device"], _short(r["key"], 60), r["strategy"],
                 r["evaluations"] if r["evaluations"] is not None else "-",
-                f"{r['tuning_seconds']:.1f}" if r["tuning_seconds"] is not None else "unfinished",
+                f"{r['tuning_seconds']:.1f}" if r["tuning_seconds"] is not None else (
+                    "imported" if r["budget"] == IMPORTED_RUN_BUDGET else "unfinished"),
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"])),
             )
             for r in runs
@@ -100,6 +101,11 @@ def cmd_export(args: argparse.Namespace) -> int:
                     and (run_id is None or row["run_id"] == run_id)]
         else:
             rows = store.rows(kernel=args.kernel, run_id=run_id)
+        if not rows and (args.kernel or run_id):
+            what = "winners" if args.winners else "trials"
+            kernels = sorted({run["kernel_name"] for run in store.runs()})
+            raise SystemExit(f"tunekit: no {what} of {_filters(args.kernel, run_id)} in {store.shown_url}; nothing "
+                             f"written. Kernels there: {', '.join(kernels) or 'none'}.")
     try:
         target = export_rows(rows, args.out, args.format)
     except (FileExistsError, ValueError) as error:
@@ -108,6 +114,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise _cannot_write(args.out, error) from error
     print(f"wrote {len(rows)} rows to {target}")
     return 0
+
+
+def _filters(kernel: str | None, run_id: str | None) -> str:
+    """The export filters given, as a message names them."""
+    return " and ".join(part for part in (kernel and f"kernel {kernel}", run_id and f"run {run_id}") if part)
 
 
 def _cannot_write(out: str, error: OSError) -> SystemExit:
@@ -248,11 +259,15 @@ def _export_space(store, args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import run_comparison, write_outputs
+    from .compare import output_directory, run_comparison, write_outputs
     from .recorded import RecordedSpaceError
 
     paths = [p for pattern in args.space for p in (sorted(glob.glob(pattern, recursive=True)) or [pattern])]
     started = time.perf_counter()
+    try:
+        output_directory(args.out)
+    except (ValueError, FileExistsError) as error:
+        raise SystemExit(f"tunekit: {error}") from error
 
     def progress(done: int, total: int) -> None:
         if sys.stderr.isatty():
@@ -279,7 +294,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
     if args.replay or settings.interpreting() or not _has_gpu():
+        from .compare import output_directory
+
         try:
+            output_directory(args.out)
             return demo.replay(args.strategy, args.seeds, args.budget, args.out, args.jobs)
         except (ValueError, FileExistsError) as error:
             raise SystemExit(f"tunekit: {error}") from error

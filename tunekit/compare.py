@@ -256,15 +256,30 @@ def _censored_median(values: Sequence[float | None]) -> float:
 # -- writing ------------------------------------------------------------------------------------
 
 
-def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str = "") -> dict[str, Path]:
-    """Write the four outputs; refuses a directory that holds files tunekit did not write."""
+def output_directory(out: str | os.PathLike) -> Path:
+    """``out``, created if missing, once it is known that the outputs can be written there: called
+    before a comparison runs, so that a bad ``--out`` costs no replay. Raises ``FileExistsError``
+    for a file, or a directory holding files tunekit did not write, and ``ValueError`` for one
+    that cannot be created."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} is a file, not a directory; choose a new or empty directory for the outputs")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"cannot create the output directory {out}: {(error.strerror or str(error)).lower()}; "
+                         "choose another path") from None
     ours = {"summary.csv", "curves.csv", "report.md", "curves.png", "run.json"}
     foreign = [p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith("curves-")]
     if foreign:
         raise FileExistsError(f"{out} holds files tunekit did not write ({', '.join(sorted(foreign)[:5])}); "
                               "choose an empty or new directory")
+    return out
+
+
+def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str = "") -> dict[str, Path]:
+    """Write the four outputs; refuses a directory that holds files tunekit did not write."""
+    out = output_directory(out)
     written = {"summary": _write_csv(out / "summary.csv", summary_rows(comparison)),
                "curves": _write_csv(out / "curves.csv", curve_rows(comparison))}
     written["report"] = out / "report.md"

@@ -45,6 +45,10 @@ class MissingStoreError(StoreError):
     """The store to be read does not exist (and was not to be created)."""
 
 
+class ReadOnlyStoreError(StoreError):
+    """The store exists but this process may not write it (a read-only file system or permissions)."""
+
+
 def masked_url(text: str) -> str:
     """``text`` with any password in it replaced by ``***``: how a location appears in messages."""
     try:
@@ -90,6 +94,10 @@ def sqlite_file(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
+#: Suffixes of the files ``tunekit store export`` writes: a new store there is a mistaken path.
+_EXPORT_SUFFIXES = (".csv", ".jsonl", ".json")
+
+
 def location_url(location: str | os.PathLike, *, read_only: bool = False, create: bool = True) -> str:
     """A SQLAlchemy URL for a path or URL, checked before anything is opened there.
 
@@ -107,13 +115,17 @@ def location_url(location: str | os.PathLike, *, read_only: bool = False, create
             main = path.with_name(path.name[: -len(suffix)])
             raise StoreError(f"Store path {path} names the {suffix} file SQLite keeps beside the database {main}, "
                              f"which it would overwrite; give the database's own path, {main}.")
+    if not path.exists() and path.suffix.lower() in _EXPORT_SUFFIXES:
+        raise StoreError(f"Store path {path} ends in {path.suffix}, the suffix of an export, not of a database: "
+                         f"give a database path such as {path.with_suffix('.db')}, or merge an export into a store "
+                         "with tunekit store import.")
     if not path.exists() and (read_only or not create):
         raise MissingStoreError(f"Store {path} does not exist: check the path (tunekit creates a store only to record "
                          "tunings into it).")
     if not path.parent.exists():
         raise StoreError(f"Store path {path}: directory {path.parent} does not exist.")
     if not read_only and not _writable(path):
-        raise StoreError(f"Store path {path} is not writable by this user.")
+        raise ReadOnlyStoreError(f"Store path {path} is not writable by this user.")
     return text if "://" in text else f"sqlite:///{path.resolve()}"
 
 

@@ -31,7 +31,7 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -47,6 +47,7 @@ from . import settings
 from .config import config_from_dict
 from .database import (
     MissingStoreError,
+    ReadOnlyStoreError,
     StoreError,
     checkpoint,
     location_url,
@@ -275,6 +276,30 @@ _WINNER_KEY = ("source_hash", "triton_version", "device", "timing_method", "key"
 _POSITIVE = ("median_ms", "p20_ms", "p80_ms")
 #: Config entries Triton reads as launch options: whole numbers >= 1 where given.
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+
+
+#: The budget column of a run made from imported trials: its budget and tuning time are unknown.
+IMPORTED_RUN_BUDGET = '{"imported": true}'
+
+
+def _imported_runs(trials: Sequence[dict[str, Any]], known: set[str], winners: Mapping[str, str]) -> list[_RunRow]:
+    """The runs of imported trials that a store lacks (an export holds trials, not runs), so that
+    ``store ls`` and ``store show`` list them: each from its trials, started at the first and
+    finished at the last, its winner where a winner of that run was imported too."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for values in trials:
+        if values["run_id"] not in known:
+            by_run.setdefault(values["run_id"], []).append(values)
+    runs = []
+    for run_id, rows in by_run.items():
+        first = min(rows, key=lambda values: values["created_at"])
+        runs.append(_RunRow(run_id=run_id, kernel_name=first["kernel_name"], source_hash=first["source_hash"],
+                            device=first["device"], timing_method=first["timing_method"], key=first["key"],
+                            strategy=first["strategy"], budget=IMPORTED_RUN_BUDGET, started_at=first["created_at"],
+                            finished_at=max(values["created_at"] for values in rows),
+                            evaluations=sum(values["source"] == "measured" for values in rows),
+                            winner=winners.get(run_id)))
+    return runs
 
 
 def checked_export_rows(rows: Sequence[dict[str, Any]], source: str) -> list[tuple[type[_Base], dict[str, Any]]]:
@@ -773,6 +798,12 @@ class ResultsStore:
                     held[table].add(identity)
                     session.add(table(**values))
                     added[table] += 1
+                imported = [values for table, values in parsed if table is _TrialRow]
+                known = set(session.scalars(select(_RunRow.run_id).where(
+                    _RunRow.run_id.in_({values["run_id"] for values in imported}))))
+                winners = {values["run_id"]: values["config"] for table, values in parsed if table is _WinnerRow}
+                for run in _imported_runs(imported, known, winners):
+                    session.add(run)
         except (DataError, IntegrityError) as error:  # a value the database's column cannot hold
             raise StoreError(f"{source}: the store refused a row ({error.orig}); nothing was imported.") from error
         merged = Merged(added[_TrialRow], added[_WinnerRow], skipped)
@@ -955,6 +986,19 @@ def open_store(
     if isinstance(store, (str, os.PathLike)):
         return ResultsStore(store, read_only=read_only, create=create)
     raise TypeError(f"store must be a path, an SQLAlchemy URL, a ResultsStore, True or None. Got {store!r} instead.")
+
+
+def memory_store_from(location: str | os.PathLike) -> ResultsStore:
+    """An in-memory store holding the trials (with their runs) and winners of the store at
+    ``location``, which is only read: what a kernel tunes with when its store cannot be written
+    here. What it tunes is kept in memory only."""
+    with ResultsStore(location, read_only=True) as source:
+        rows = [*source.rows(), *source.winner_rows()]
+        shown = source.shown_url
+    store = ResultsStore("sqlite://")
+    if rows:
+        store.merge(rows, source=shown)
+    return store
 
 
 def export_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
