@@ -216,3 +216,10 @@ def test_a_budget_that_is_not_a_positive_int_is_refused(command, budget, tmp_pat
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
         f"error: argument --budget: must be an int >= 1 (evaluations per tuning). Got {budget!r} instead.")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_version_names_tunekit_and_triton(capsys):
+    with pytest.raises(SystemExit) as exit_status:
+        main(["--version"])
+    assert exit_status.value.code == 0
+    assert capsys.readouterr().out.startswith(f"tunekit {tunekit.__version__} (Triton ")

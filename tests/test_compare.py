@@ -117,3 +117,16 @@ def test_a_comparison_is_read_back_from_its_curves_and_scores_the_same(tmp_path)
     before = [_score(comparison, s, "random", seconds=True) for s in comparison.spaces]
     comparison.runs, comparison._tables = runs, {}
     assert [_score(comparison, s, "random", seconds=True) for s in comparison.spaces] == pytest.approx(before)
+
+
+def test_without_matplotlib_the_tables_are_written_and_the_missing_figures_said(tmp_path, monkeypatch, caplog):
+    """matplotlib is an extra (``tunekit[plots]``): without it a comparison still writes its tables."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else
+                        find_spec(name, *a))
+    assert main(["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "random", "--seeds", "1",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["curves.csv", "report.md", "summary.csv"]
+    assert "pip install 'tunekit[plots]'" in caplog.text

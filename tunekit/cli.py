@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import settings
+from . import __version__, settings
 from .console import print_table
 from .keys import TuningKey
 from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows, export_rows, open_store
@@ -371,8 +371,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _triton_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tunekit", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"tunekit {__version__} (Triton {_triton_version()})")
     commands = parser.add_subparsers(dest="command", required=True)
     store_flag = {"help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
 

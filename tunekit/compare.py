@@ -15,6 +15,8 @@ live tuning: failures count, first visits only. Outputs, in ``out``:
 from __future__ import annotations
 
 import csv
+import importlib.util
+import logging
 import math
 import os
 import time
@@ -35,6 +37,9 @@ from .replay import ReplayEvaluator
 from .deadline import SimulatedClock
 from .search import run_search
 from .strategy import SearchContext, derive_seed, make_strategy
+
+logger = logging.getLogger(__name__)
+
 
 def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None,
            history: Sequence[RecordedSpace] = ()) -> Run:
@@ -284,7 +289,10 @@ def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str =
                "curves": _write_csv(out / "curves.csv", curve_rows(comparison))}
     written["report"] = out / "report.md"
     written["report"].write_text(report(comparison, command))
-    written.update(plot_comparison(comparison, out))
+    if importlib.util.find_spec("matplotlib") is None:
+        logger.warning("no figures: they need matplotlib (pip install 'tunekit[plots]'); the tables are written")
+    else:
+        written.update(plot_comparison(comparison, out))
     return written
 
 
