@@ -698,3 +698,37 @@ def test_a_reference_sees_reset_to_zero_outputs_zeroed_as_the_kernel_does():
     matmul_splitk.launch(kernel, a, b, c)
     assert [t.status for t in kernel.trials] == [Status.OK, Status.OK]
     torch.testing.assert_close(c, matmul_splitk.reference(a, b), rtol=1e-4, atol=1e-3)
+
+
+@triton.jit
+def _partial_sums_kernel(x_ptr, workspace_ptr, n, BLOCK: tl.constexpr, SKIP_LAST: tl.constexpr):
+    """Each program sums its block of x into its own slot of a zeroed workspace; the caller sums
+    the workspace (how Liger-Kernel's DyT backward reduces dalpha). ``SKIP_LAST``: a wrong config
+    whose last program writes nothing."""
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    total = tl.sum(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0), axis=0)
+    if not (SKIP_LAST and pid == tl.num_programs(0) - 1):
+        tl.store(workspace_ptr + pid, total)
+
+
+def test_partial_sums_in_a_layout_the_config_sets_are_judged_by_their_total():
+    """Injected: a workspace whose slots depend on BLOCK (32 programs of 32, 8 of 128, 4 of 256),
+    declared reset_to_zero, and a fastest config that leaves its last slot unwritten. Survives: the
+    correct configs, whose totals agree although they write other slots (before, all but the
+    first were `wrong`, with a warning on stderr that stock never prints); the wrong one stays
+    wrong and never wins."""
+    blocks = {32: 3.0, 128: 2.0, 256: 1.5}
+    pre_hook, do_bench = times_by_block({**blocks, 64: 0.5})
+    configs = [tunekit.Config({"BLOCK": b, "SKIP_LAST": False}, num_warps=4, pre_hook=pre_hook) for b in blocks]
+    configs.append(tunekit.Config({"BLOCK": 64, "SKIP_LAST": True}, num_warps=4, pre_hook=pre_hook))
+    kernel = tunekit.autotune(configs, key=["n"], reset_to_zero=["workspace_ptr"], store=None,
+                              do_bench=do_bench)(_partial_sums_kernel)
+    n = 1000
+    x = torch.rand(n)
+    workspace = torch.zeros(64)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, workspace, n)
+    statuses = {t.config.kwargs["BLOCK"]: t.status for t in kernel.trials if t.source == "measured"}
+    assert statuses == {32: Status.OK, 128: Status.OK, 256: Status.OK, 64: Status.WRONG}
+    assert kernel.best_config.kwargs["BLOCK"] == 256
+    torch.testing.assert_close(workspace.sum(), x.sum())

@@ -31,10 +31,10 @@ from .claims import KeyClaim, tune_once
 from .compat import active_driver, triton_build_key
 from .compiler import source_hash, unwrap_jit
 from .config import Config, config_from_dict, config_json
-from .isolation import kernel_address
 from .deadline import Stopwatch
 from .keys import Bucket, TuningKey, nearest_key, resolve_buckets
 from .launch import Launch
+from .options import background_and_isolation, check_options
 from .ranks import agree, check_mode
 from .service import service
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
@@ -95,65 +95,14 @@ class Autotuner(_TritonAutotuner):
     ) -> None:
         name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
-        for param, names in (("key", key), ("reset_to_zero", reset_to_zero), ("restore_value", restore_value),
-                             ("check_outputs", check_outputs)):
-            if isinstance(names, str):
-                raise ValueError(f"{param} must be a list of argument names, not the string {names!r}.")
-            if not isinstance(names, Iterable) and not (names is None and param != "key"):  # key is required
-                raise TypeError(f"{param} must be a list of argument names. Got {names!r} instead.")
-            unknown = [n for n in names or () if n not in arg_names]
-            if unknown:
-                raise ValueError(
-                    f"{param} of {name} names {', '.join(map(repr, unknown))}, which "
-                    f"{'is not an argument' if len(unknown) == 1 else 'are not arguments'} of the kernel. "
-                    f"Its arguments are: {', '.join(arg_names)}."
-                )
-        if reference is not None and not callable(reference):
-            raise TypeError(f"reference must be a function of the kernel's arguments. Got {reference!r} instead.")
-        tolerances = tolerance.values() if isinstance(tolerance, Mapping) else [tolerance]
-        if any(t is not None and not (isinstance(t, (int, float)) and t >= 0) for t in tolerances):
-            raise ValueError(f"tolerance must be a number >= 0 or {{argument name: number}}. Got {tolerance!r} instead.")
-        if isinstance(tolerance, Mapping) and (unknown := sorted(set(tolerance) - set(arg_names))):
-            raise ValueError(f"tolerance of {name} names {', '.join(map(repr, unknown))}, not an argument of the "
-                             f"kernel. Its arguments are: {', '.join(arg_names)}.")
-        for option, flag, allowed in (("check", check, (True, False)), ("writes_padding", writes_padding, (True, False)),
-                                      ("isolate", isolate, (True, False, None)),
-                                      ("use_cuda_graph", use_cuda_graph, (True, False)),
-                                      ("background", background, (True, False))):
-            if not any(flag is value for value in allowed):
-                raise TypeError(f"{option} must be {' or '.join(map(str, allowed))}. Got {flag!r} instead.")
-        if default_config is not None and not isinstance(default_config, Config):
-            raise TypeError(f"default_config must be a triton.Config. Got {default_config!r} instead.")
-        for option, seconds in (("compile_timeout", compile_timeout), ("run_timeout", run_timeout)):
-            if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
-                raise ValueError(f"{option} must be a number of seconds > 0 or None. Got {seconds!r} instead.")
-        if budget is not None and not isinstance(budget, Budget):
-            raise TypeError(f"budget must be a tunekit.Budget. Got {budget!r} instead.")
-        if finalists is not None and (isinstance(finalists, bool) or not isinstance(finalists, int)
-                                      or finalists < 1):
-            raise ValueError(f"finalists must be an int >= 1 or None. Got {finalists!r} instead.")
-        if fallback is not None and not callable(fallback):
-            raise TypeError(f"fallback must be a function config_for(**key) -> dict (tunekit store heuristics writes "
-                            f"one). Got {fallback!r} instead.")
-        if not isinstance(background, bool):
-            raise TypeError(f"background must be True or False. Got {background!r} instead.")
-        if background and budget is not None and budget.per_call:
-            raise ValueError("background=True and Budget(per_call=...) both keep tuning off a long first call; choose "
-                             "one.")
-        if background and isolate is not True and kernel_address(fn) is None:
-            logger.warning("%s: tuned at the first call of each key, not in the background: background tunings run "
-                           "their configs in a benchmark worker, and no worker can import a kernel defined in "
-                           "__main__ or inside a function; define it at the top level of a module",
-                           name)
-            background = False
-        if background:  # its configs run in a benchmark worker, not in the serving process's threads
-            if isolate is False and settings.interpreting():
-                raise ValueError("background=True under the Triton interpreter needs isolate (the interpreter is not "
-                                 "thread-safe: the background tuning runs its configs in a benchmark worker).")
-            isolate = True if isolate is None else isolate
-        if budget is not None and budget.per_call and key_buckets:
-            raise ValueError("Budget(per_call=...) times each call's configs on that call's inputs; with key_buckets "
-                             "one key holds several shapes, whose times cannot be compared. Leave out one of them.")
+        check_options(name, arg_names, key=key, reset_to_zero=reset_to_zero, restore_value=restore_value,
+                      check_outputs=check_outputs, reference=reference, tolerance=tolerance,
+                      flags={"check": check, "writes_padding": writes_padding, "isolate": isolate,
+                             "use_cuda_graph": use_cuda_graph, "background": background},
+                      default_config=default_config, timeouts={"compile_timeout": compile_timeout,
+                                                               "run_timeout": run_timeout},
+                      budget=budget, finalists=finalists, fallback=fallback, key_buckets=key_buckets)
+        background, isolate = background_and_isolation(fn, name, background, isolate)
         self.ranks = check_mode(ranks)
         self.space = self._build_space(configs, space)
         self.space.check_kernel(arg_names, name)
