@@ -50,7 +50,7 @@ def test_the_first_call_launches_the_fallback_and_a_later_call_the_winner_tuned_
     assert config_to_dict(kernel.best_config) == json.loads(winner["config"])
     assert all(t.ok for t in kernel.trials) and len(kernel.trials) == 3
     assert config_to_dict(kernel.trials[0].config) == config_to_dict(default)  # measured first: never a slower winner
-    assert not kernel._pending  # the winner is on the hot path now
+    assert not kernel.tuning.pending  # the winner is on the hot path now
 
 
 def test_a_failed_background_tuning_keeps_the_fallback_and_says_so(tmp_path, caplog):
@@ -89,7 +89,7 @@ def test_a_kernel_no_worker_can_import_is_tuned_at_its_first_call_and_says_why(c
     assert "tuned at the first call of each key, not in the background" in caplog.text
     call(kernel)
     assert kernel.tuning_report is not None and kernel.tuning_report.evaluations == 3
-    assert not kernel._pending
+    assert not kernel.tuning.pending
 
 
 def test_tensors_held_in_a_tuple_are_not_copyable_so_nothing_reads_them_after_the_call():

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from . import settings
@@ -31,7 +31,7 @@ from .claims import ClaimRenewal
 from .config import config_json
 from .keys import TuningKey
 from .manifest import ManifestEntry, Shape
-from .session import TuningError, TuningSession, stored_winner
+from .session import TuningError, stored_winner
 from .store import Claim, ResultsStore
 
 logger = logging.getLogger(__name__)
@@ -299,9 +299,8 @@ class ManifestTuning:
             isolate = kernel.options.isolate
             if isolate is None and not settings.interpreting():
                 isolate = True
-            session = TuningSession(kernel.launch, call[3], replace(kernel.options, budget=self._budget(entry),
-                                                                   progress=False, isolate=isolate),
-                                    store, identity, key, kernel.space_hash)
+            session = kernel.tuning.session(key, call[3], store=store, budget=self._budget(entry), progress=False,
+                                            isolate=isolate)
             try:
                 winner, report = session.run(call[0], call[1])
             except TuningError as error:  # every config failed: a later run tries again

@@ -27,23 +27,24 @@ _one_at_a_time = threading.Lock()
 
 class Pending:
     """One key's tuning in a background thread: the fallback ``entry`` to launch meanwhile, and
-    the winner once ``done``. A tuning that failed leaves the fallback as the answer."""
+    what the tuning returned once ``done`` (``result``; None if it failed, and the fallback stays
+    the answer)."""
 
     def __init__(self, fallback: Config, what: str) -> None:
         self.entry = (fallback, fallback.all_kwargs())
         self.what = what
-        self.winner: Config | None = None
+        self.result: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()
 
-    def start(self, name: str, tune: Callable[[], Config]) -> None:
+    def start(self, name: str, tune: Callable[[], Any]) -> None:
         """Run ``tune()`` in a daemon thread named ``name``, in a copy of the caller's context: a
         thread starts with none, and Triton keeps the allocator that kernels building tensor
         descriptors on the device need in a context variable (``triton.set_allocator``)."""
         def run() -> None:
             try:
                 with _one_at_a_time:  # tunings of several keys would time each other on one GPU
-                    self.winner = tune()
+                    self.result = tune()
             except BaseException as error:  # noqa: BLE001 - kept, and the fallback stays in use
                 self.error = error
                 logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, self.what,
@@ -52,10 +53,6 @@ class Pending:
                 self.done.set()
 
         threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
-
-    def final(self) -> Config:
-        """What to launch for good once ``done``: the winner, or the fallback if the tuning failed."""
-        return self.winner if self.winner is not None else self.entry[0]
 
 
 def may_switch() -> bool:

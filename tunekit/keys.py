@@ -8,6 +8,7 @@ next power of two), so that decode-like shapes that change on every call share a
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from functools import cached_property
 from typing import Any
 
 import triton
+
+logger = logging.getLogger(__name__)
 
 Bucket = Callable[[Any], Any]
 
@@ -90,6 +93,26 @@ class TuningKey:
     def triton_key(self) -> tuple:
         """The key as one tuple of plain values: stock Triton's cache key (``Autotuner.cache``)."""
         return self.values + self.dtypes
+
+
+def call_key(kernel_name: str, names: Sequence[str], key: tuple) -> TuningKey:
+    """The ``TuningKey`` of a call whose cache key (the values of ``names``, then dtypes) is
+    ``key``. A tensor passed as a key argument is keyed by its shape and dtype, not by its printed
+    values (Triton caches by the tensor object: every new tensor is looked up again); said once
+    per kernel."""
+    tensors = [i for i, value in enumerate(key[: len(names)]) if hasattr(value, "data_ptr")]
+    if tensors:
+        key = tuple(f"tensor(shape={list(v.shape)}, dtype={v.dtype})" if i in tensors else v for i, v in enumerate(key))
+        if kernel_name not in _told_tensor_keys:
+            _told_tensor_keys.add(kernel_name)
+            logger.warning("key of %s names %s, a tensor: stored by its shape and dtype, and in this process by the "
+                           "tensor object, as Triton caches it (every new tensor is looked up again); key on a size "
+                           "argument instead", kernel_name, ", ".join(repr(names[i]) for i in tensors))
+    return TuningKey.from_call(names, key)
+
+
+#: Kernels told that a tensor in their key is keyed by its shape and dtype.
+_told_tensor_keys: set[str] = set()
 
 
 def key_json(names: Sequence[str], key: tuple) -> str:

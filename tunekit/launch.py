@@ -114,7 +114,12 @@ class Launch:
         kernel's parameters once the tuned ones (and any heuristics' values) are added: too many
         or too few, or a tuned parameter passed by position. Such a call fails the same way with
         every config: it is the caller's mistake, raised before any config is tried, so nothing of
-        it reaches the store (where the corrected call would find those failures again)."""
+        it reaches the store (where the corrected call would find those failures again). A tuned
+        parameter passed by name is a ``ValueError``, worded as stock Triton's."""
+        conflicts = kwargs.keys() & set(tuned)
+        if conflicts:
+            raise ValueError(f"{self.kernel_name} was called with {', '.join(sorted(conflicts))}, which the autotuner "
+                             "tunes. Make sure that you don't re-define auto-tuned symbols.")
         python_fn = getattr(unwrap_jit(self.fn), "fn", None)
         if not callable(python_fn):
             return

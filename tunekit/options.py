@@ -9,10 +9,16 @@ from typing import Any
 
 from . import settings
 from .budget import Budget
-from .config import Config
+from .config import Config, config_json
 from .isolation import kernel_address
+from .session import TuningOptions
+from .space import Space
+from .strategy import Strategy, make_strategy
 
 logger = logging.getLogger(__name__)
+
+#: Used when the user gives a Space but neither a strategy nor a budget.
+DEFAULT_SEARCH_BUDGET = Budget(evals=64)
 
 
 def check_options(
@@ -97,3 +103,58 @@ def background_and_isolation(fn: Any, name: str, background: bool, isolate: bool
         raise ValueError("background=True under the Triton interpreter needs isolate (the interpreter is not "
                          "thread-safe: the background tuning runs its configs in a benchmark worker).")
     return True, True if isolate is None else isolate
+
+
+def search_space(configs: Sequence[Config] | None, space: Space | None, key: Sequence[str], arg_names: Sequence[str],
+                 name: str) -> Space:
+    """The Space to search: ``configs`` (first, in their order), ``space``'s configs, or Triton's
+    single default config when neither is given; checked against the kernel's arguments and
+    enumerated now, so that a constraint that rejects all or raises fails before any compile. A
+    tuned parameter named in ``key`` is refused with a Space; with a config list it is left out
+    of the key, as stock ``triton.autotune`` does."""
+    if space is not None and not isinstance(space, Space):
+        raise TypeError(f"space must be a tunekit.Space. Got {space!r} instead.")
+    if configs is not None and (isinstance(configs, Config) or not isinstance(configs, Iterable)
+                                or (space is None and not configs)):
+        error = ValueError if isinstance(configs, Sequence) else TypeError  # [] is a list, but empty
+        raise error("configs must be a list of at least one triton.Config (leave it out for Triton's "
+                    f"single default config). Got {configs!r} instead.")
+    if configs and space is not None:
+        listed = list(configs)
+        ids = {config_json(c) for c in listed}
+        searched = Space.from_configs(listed + [c for c in space.configs() if config_json(c) not in ids])
+    elif space is not None:
+        searched = space
+    else:
+        searched = Space.from_configs(list(configs) if configs else [Config({}, num_warps=4, num_stages=3, num_ctas=1)])
+    searched.check_kernel(arg_names, name)
+    tuned_keys = [k for k in key if k in searched.meta_params]
+    if tuned_keys:
+        problem = (f"key of {name} names {', '.join(map(repr, tuned_keys))}, which the autotuner sets from its "
+                   "configs, so it is no part of the key (the call does not pass it)")
+        if space is not None:  # tunekit's own API: refused
+            raise ValueError(f"{problem}: every call would share one winner. key names the call's own arguments "
+                             "that change what is fastest (sizes, strides, flags).")
+        logger.info("%s, as in stock triton.autotune", problem)  # a config list: stock's behaviour, kept
+    len(searched)
+    return searched
+
+
+def tuning_options(configs: Sequence[Config] | None, space: Space | None, strategy: str | Strategy | None,
+                   budget: Budget | None, store: Any, cache_results: bool, **options: Any) -> tuple[TuningOptions, Any]:
+    """The tuning options with their defaults, and the store to use. Exhaustive search of a
+    config list (as stock), else the default strategy within ``DEFAULT_SEARCH_BUDGET``; one
+    finalist without a store (nothing persists: as stock, no re-timing), else the default count;
+    ``cache_results`` (stock's persistence of timings) turns on the default store."""
+    from . import strategies
+
+    if strategy is None:
+        strategy = "exhaustive" if configs and space is None else strategies.DEFAULT
+    chosen = make_strategy(strategy)
+    if budget is None and chosen.name != "exhaustive":
+        budget = DEFAULT_SEARCH_BUDGET
+    if (store is None or store is False) and cache_results:
+        store = True
+    if options.get("finalists") is None:
+        options["finalists"] = 1 if store is None or store is False else settings.DEFAULTS.finalists
+    return TuningOptions(strategy=chosen, budget=budget or Budget(), **options), store
