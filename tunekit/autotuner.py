@@ -93,7 +93,7 @@ class Autotuner(_TritonAutotuner):
         fallback: Callable[..., Mapping[str, Any] | Config] | None = None,
         background: bool = False,
     ) -> None:
-        name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
+        name: str = getattr(unwrap_jit(fn), "__name__", "") or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
         for param, names in (("key", key), ("reset_to_zero", reset_to_zero), ("restore_value", restore_value),
                              ("check_outputs", check_outputs)):
@@ -531,7 +531,7 @@ class Autotuner(_TritonAutotuner):
         if not (self.early_config_prune or self.perf_model):
             return self.space
         with self._prune_lock:
-            self.nargs = dict(zip(self.arg_names, args))
+            self.nargs: dict[str, Any] | None = dict(zip(self.arg_names, args))
             try:
                 return Space.from_configs(self.prune_configs(kwargs))
             finally:
@@ -614,7 +614,8 @@ class Autotuner(_TritonAutotuner):
         self.tuning_report = report
         self.bench_time = report.seconds
         self.configs_timings = {
-            t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok else [float("inf")] * 3
+            t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok and t.timing is not None
+            else [float("inf")] * 3
             for t in session.trials
         }
         self.launch.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **winner.all_kwargs()}, reset_only=True)

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from . import __version__, settings
 from .console import print_table
@@ -384,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tunekit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"tunekit {__version__} (Triton {_triton_version()})")
     commands = parser.add_subparsers(dest="command", required=True)
-    store_flag = {"help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
+    store_flag: dict[str, Any] = {
+        "help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
 
     store = commands.add_parser("store", help="inspect, export and clean up a results store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
