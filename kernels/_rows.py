@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import triton
 
 from tunekit.space import Space
 
 
-def fits_registers(config: dict) -> bool:
+def fits_registers(config: Mapping[str, Any]) -> bool:
     """Keep one tile within what a program can hold: at most 64 elements per thread."""
     return config["BLOCK_N"] * config["ROWS"] <= 64 * 32 * config["num_warps"]
 

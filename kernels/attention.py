@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import triton
@@ -57,7 +59,7 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, sm_scale, seq_len, n_heads,
              out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
 
 
-def fits_shared_memory(config: dict, element_bytes: int = 2) -> bool:
+def fits_shared_memory(config: Mapping[str, Any], element_bytes: int = 2) -> bool:
     """Upper estimate: the query tile plus pipelined key and value tiles, at the planned head dimension."""
     tiles = (config["BLOCK_M"] + 2 * config["BLOCK_N"] * config["num_stages"]) * PLANNED_HEAD_DIM * element_bytes
     return tiles <= H200_SHARED_MEMORY

@@ -22,6 +22,8 @@ fit an H200's shared memory and registers.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import triton
@@ -110,21 +112,21 @@ def attention_hopper_kernel(q_ptr, k_ptr, v_ptr, o_ptr, sm_scale, batch_heads, s
     o_desc.store([bh, start_m * BLOCK_M, 0], out.to(o_desc.dtype).reshape(1, BLOCK_M, HEAD_DIM))
 
 
-def shared_memory(config: dict, element_bytes: int = 2) -> int:
+def shared_memory(config: Mapping[str, Any], element_bytes: int = 2) -> int:
     """An upper estimate at the planned head dimension: the query tile, the pipelined key and
     value tiles, and the barriers."""
     tiles = config["BLOCK_M"] + 2 * config["BLOCK_N"] * config["num_stages"]
     return tiles * PLANNED_HEAD_DIM * element_bytes + BARRIER_BYTES
 
 
-def fits_h200(config: dict) -> bool:
+def fits_h200(config: Mapping[str, Any]) -> bool:
     """Shared memory within an H200's block limit, and at most 256 float32 values per thread for
     the output accumulator and the score tile (more spills registers)."""
     per_thread = config["BLOCK_M"] * (PLANNED_HEAD_DIM + config["BLOCK_N"]) // (32 * config["num_warps"])
     return shared_memory(config) <= H200_SHARED_MEMORY and per_thread <= 256
 
 
-def diagonal_fits(config: dict) -> bool:
+def diagonal_fits(config: Mapping[str, Any]) -> bool:
     """The causal split walks the diagonal in key tiles: ``BLOCK_N`` must divide ``BLOCK_M``."""
     return config["BLOCK_M"] % config["BLOCK_N"] == 0
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -46,7 +49,8 @@ def matmul_kernel(
     tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
-def fits_shared_memory(config: dict, element_bytes: int = 2, limit: int = H200_SHARED_MEMORY) -> bool:
+def fits_shared_memory(config: Mapping[str, Any], element_bytes: int = 2,
+                       limit: int = H200_SHARED_MEMORY) -> bool:
     """Upper estimate of the shared memory of the pipelined tiles against the device's limit."""
     tiles = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * element_bytes
     return tiles * config["num_stages"] <= limit

@@ -19,7 +19,8 @@ that Triton compiles for it (``compiles``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import triton
@@ -85,7 +86,7 @@ def matmul_hopper_kernel(
             c_desc.store([offs_m, offs_n], accumulator.to(c_desc.dtype))
 
 
-def shared_memory(config: dict, element_bytes: int = 2) -> int:
+def shared_memory(config: Mapping[str, Any], element_bytes: int = 2) -> int:
     """An upper estimate of a config's shared memory: the pipelined A and B tiles, the tile the
     epilogue stores from (half of it when subtiled), and the barriers. A warp-specialized loop, and
     a flattened one with a subtiled epilogue, keep a second output tile besides, so that the
@@ -99,21 +100,21 @@ def shared_memory(config: dict, element_bytes: int = 2) -> int:
     return pipeline + store + BARRIER_BYTES
 
 
-def fits_h200(config: dict) -> bool:
+def fits_h200(config: Mapping[str, Any]) -> bool:
     """Shared memory within an H200's block limit, and at most 128 float32 accumulators per thread
     (more spills registers: a 256 x 256 tile needs 8 warps' worth twice over)."""
     accumulators_per_thread = config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"])
     return shared_memory(config) <= H200_SHARED_MEMORY and accumulators_per_thread <= 128
 
 
-def meaningful(config: dict) -> bool:
+def meaningful(config: Mapping[str, Any]) -> bool:
     """Flattening merges the tile loop with the K loop, which only a persistent program has; and
     Triton's warp specialization does not take a flattened loop on Hopper (its tutorial turns
     flattening off there)."""
     return not (config["FLATTEN"] and (not config["PERSISTENT"] or config["WARP_SPECIALIZE"]))
 
 
-def compiles(config: dict) -> bool:
+def compiles(config: Mapping[str, Any]) -> bool:
     """The knob combinations Triton 3.6 compiles for sm_90 (the H200's Triton; compiling the whole
     space, ``experiments/hopper_compile_sweep.py``, found these rules exact): a cluster
     (``num_ctas=2``) takes neither a subtiled epilogue nor warp specialization with one warp group,

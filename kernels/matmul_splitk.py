@@ -7,6 +7,9 @@ the additions make the result depend on their order by rounding only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -45,7 +48,7 @@ def matmul_splitk_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, str
         tl.atomic_add(c_ptrs, acc, mask=mask)
 
 
-def fits_shared_memory(config: dict, element_bytes: int = 2) -> bool:
+def fits_shared_memory(config: Mapping[str, Any], element_bytes: int = 2) -> bool:
     tiles = (config["BLOCK_M"] + config["BLOCK_N"]) * config["BLOCK_K"] * element_bytes
     return tiles * config["num_stages"] <= H200_SHARED_MEMORY
 

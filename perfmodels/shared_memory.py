@@ -43,17 +43,17 @@ class SharedMemoryModel(BaseEstimator):
 
     def fit(self, trials: Sequence[Trial]) -> SharedMemoryModel:
         """Learn from the trials whose compile reported shared memory (of any key)."""
-        reported = [t for t in trials if t.shared_bytes]
+        reported = [(t, t.shared_bytes) for t in trials if t.shared_bytes]
         if not reported:
             raise ValueError("SharedMemoryModel.fit needs trials with shared_bytes (the compile's report)")
-        largest_fitting = max((t.shared_bytes for t in reported if t.ok), default=0)
-        too_large = [t.shared_bytes for t in reported
-                     if t.status is Status.OUT_OF_RESOURCES and t.shared_bytes > largest_fitting]
+        largest_fitting = max((size for t, size in reported if t.ok), default=0)
+        too_large = [size for t, size in reported
+                     if t.status is Status.OUT_OF_RESOURCES and size > largest_fitting]
         self.limit_ = (math.sqrt(min(too_large) * largest_fitting) if largest_fitting else min(too_large)) \
             if too_large else None
         self.regressor_ = clone(self.regressor if self.regressor is not None else _quadratic_ridge())
-        self.regressor_.fit(self.space.encode([t.config for t in reported]),
-                            np.log2([t.shared_bytes for t in reported]))
+        self.regressor_.fit(self.space.encode([t.config for t, _ in reported]),
+                            np.log2([size for _, size in reported]))
         return self
 
     def predict_encoded(self, encoded: np.ndarray) -> np.ndarray:

@@ -132,8 +132,8 @@ class DefaultSearch(ForestSearch):
         nearest = min(by_key, key=lambda other: _key_distance(here, other))  # ties: the first stored
         if not math.isfinite(_key_distance(here, nearest)):
             return predicted  # no key of the same arguments and dtypes: the prior alone, which models them
-        measured = [self._index.get(config_json(t.config)) for t in sorted(by_key[nearest], key=lambda t: t.time_ms)]
-        measured = [i for i in measured if i is not None and not self._prior_failing[i] and not self._too_large[i]]
+        stored = [self._index.get(config_json(t.config)) for t in sorted(by_key[nearest], key=lambda t: t.time_ms)]
+        measured = [i for i in stored if i is not None and not self._prior_failing[i] and not self._too_large[i]]
         first: list[int] = []
         for pair in zip(measured, predicted):
             for index in pair:

@@ -138,6 +138,7 @@ class ForestSearch(Strategy):
     def _failing(self, indices: np.ndarray, features: np.ndarray) -> np.ndarray:
         """Which of the configs at ``indices`` (with the model's ``features``) are expected to fail:
         by the failure forest, or for want of shared memory."""
+        assert self._model is not None, "_failing scores for a fitted model (_fit)"
         return (self._model.failure_probability_of(features) > self.failure_threshold) | self._too_large[indices]
 
     def _mark(self, configs) -> None:

@@ -23,7 +23,8 @@ finish in 8 minutes), and its proposals were often invalid or already tried, eac
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +42,10 @@ SAMPLERS = ("tpe", "gp", "cmaes", "random")
 
 
 def _distributions(space: Space):
-    from optuna.distributions import CategoricalDistribution, IntDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
-    distributions, decoders = {}, {}
+    distributions: dict[str, BaseDistribution] = {}
+    decoders: dict[str, Callable[[Any], Any]] = {}
     for name, domain in space.domains.items():
         exponents = [int(math.log2(v)) for v in domain if is_power_of_two(v)]
         if len(exponents) == len(domain) and exponents == list(range(min(exponents), max(exponents) + 1)):
@@ -97,7 +99,7 @@ class OptunaSearch(Strategy):
         self._rng = np.random.default_rng(context.seed)
         self._study = optuna.create_study(direction="minimize", sampler=self._make_sampler(context.seed % 2**32))
         self._distributions, self._decoders = _distributions(context.space)
-        self._asked: dict[str, object] = {}  # config id -> the Optuna trial waiting for its result
+        self._asked: dict[str, optuna.trial.Trial] = {}  # config id -> the Optuna trial waiting for its result
         self._proposed: set[str] = set()
         self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()

@@ -11,7 +11,8 @@ and a persistent results store.
 
 from triton import heuristics
 
-from . import strategies  # noqa: F401 - registers the built-in strategies
+# mypy checks strategies/ as the package strategies: it cannot see it as tunekit.strategies (package-dir)
+from . import strategies  # type: ignore[attr-defined]  # noqa: F401 - registers the built-in strategies
 from .autotuner import Autotuner, TuningError, autotune
 from .benchmark import Benchmarker
 from .budget import Budget

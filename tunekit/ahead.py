@@ -78,7 +78,7 @@ def captured_call(entry: ManifestEntry, shape: Shape, tensors: tuple) -> tuple[t
     return capture.call
 
 
-def select_devices(gpus: str | None) -> list[int | None]:
+def select_devices(gpus: str | None) -> list[int] | list[None]:
     """The CUDA devices ``--gpus`` names (``all``, default, or ``0,1``), all of one kind: a winner
     is chosen only from configs measured on the same kind of device. ``[None]`` (this process,
     no GPU) under the Triton interpreter or without CUDA."""

@@ -63,7 +63,7 @@ class Autotuner(_TritonAutotuner):
         isolate: bool | None = None, run_timeout: float | None = None, ranks: str = "first",
         fallback: Callable[..., Mapping[str, Any] | Config] | None = None, background: bool = False,
     ) -> None:
-        name = getattr(unwrap_jit(fn), "__name__", None) or getattr(fn, "__name__", "kernel")
+        name: str = getattr(unwrap_jit(fn), "__name__", "") or getattr(fn, "__name__", "kernel")
         arg_names = list(arg_names)
         check_options(name, arg_names, key=key, reset_to_zero=reset_to_zero, restore_value=restore_value,
                       check_outputs=check_outputs, reference=reference, tolerance=tolerance,
@@ -158,7 +158,8 @@ class Autotuner(_TritonAutotuner):
 
     def prune_configs(self, kwargs: dict) -> list[Config]:
         """Triton's pruning (``early_config_prune``, ``perf_model`` with ``top_k``) over the Space."""
-        return _TritonAutotuner.prune_configs(_WithConfigs(self, self._all_configs), kwargs)
+        pruned: list[Config] = _TritonAutotuner.prune_configs(_WithConfigs(self, self._all_configs), kwargs)
+        return pruned
 
     # -- the hot path --------------------------------------------------------------------------
 
@@ -239,7 +240,8 @@ class Autotuner(_TritonAutotuner):
         self.tuning_report = report
         self.bench_time = report.seconds
         self.configs_timings = {
-            t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok else [float("inf")] * 3
+            t.config: [t.timing.median_ms, t.timing.p20_ms, t.timing.p80_ms] if t.ok and t.timing is not None
+            else [float("inf")] * 3
             for t in decision.trials
         }
         if decision.at_this_call:
@@ -276,7 +278,7 @@ class Autotuner(_TritonAutotuner):
         if not (self.early_config_prune or self.perf_model):
             return self.space
         with self._prune_lock:
-            self.nargs = dict(zip(self.arg_names, args))
+            self.nargs: dict[str, Any] | None = dict(zip(self.arg_names, args))
             try:
                 return Space.from_configs(self.prune_configs(kwargs))
             finally:

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from . import __version__, settings
 from .console import print_table
@@ -259,14 +260,14 @@ def _export_space(store, args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import output_directory, run_comparison, write_outputs
+    from .compare import check_output_directory, run_comparison, write_outputs
     from .recorded import RecordedSpaceError
 
     paths = [p for pattern in args.space for p in (sorted(glob.glob(pattern, recursive=True)) or [pattern])]
     started = time.perf_counter()
     try:
-        output_directory(args.out)
-    except (ValueError, FileExistsError) as error:
+        check_output_directory(args.out)
+    except FileExistsError as error:
         raise SystemExit(f"tunekit: {error}") from error
 
     def progress(done: int, total: int) -> None:
@@ -294,10 +295,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
     if args.replay or settings.interpreting() or not _has_gpu():
-        from .compare import output_directory
+        from .compare import check_output_directory
 
         try:
-            output_directory(args.out)
+            check_output_directory(args.out)
             return demo.replay(args.strategy, args.seeds, args.budget, args.out, args.jobs)
         except (ValueError, FileExistsError) as error:
             raise SystemExit(f"tunekit: {error}") from error
@@ -384,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tunekit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"tunekit {__version__} (Triton {_triton_version()})")
     commands = parser.add_subparsers(dest="command", required=True)
-    store_flag = {"help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
+    store_flag: dict[str, Any] = {
+        "help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
 
     store = commands.add_parser("store", help="inspect, export and clean up a results store")
     store_commands = store.add_subparsers(dest="store_command", required=True)

@@ -261,14 +261,20 @@ def _censored_median(values: Sequence[float | None]) -> float:
 # -- writing ------------------------------------------------------------------------------------
 
 
-def output_directory(out: str | os.PathLike) -> Path:
-    """``out``, created if missing, once it is known that the outputs can be written there: called
-    before a comparison runs, so that a bad ``--out`` costs no replay. Raises ``FileExistsError``
-    for a file, or a directory holding files tunekit did not write, and ``ValueError`` for one
-    that cannot be created."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
+def check_output_directory(out: str | os.PathLike) -> None:
+    """Raise ``FileExistsError`` when ``out`` is a file, before a comparison runs, so that such a
+    ``--out`` costs no replay; a directory holding files tunekit did not write is refused when the
+    outputs are written."""
+    if Path(out).exists() and not Path(out).is_dir():
         raise FileExistsError(f"{out} is a file, not a directory; choose a new or empty directory for the outputs")
+
+
+def output_directory(out: str | os.PathLike) -> Path:
+    """``out``, created if missing, once it is known that the outputs can be written there.
+    Raises ``FileExistsError`` for a file, or a directory holding files tunekit did not write, and
+    ``ValueError`` for one that cannot be created."""
+    check_output_directory(out)
+    out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:

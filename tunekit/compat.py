@@ -67,7 +67,7 @@ def has_triton_allocator() -> bool:
     allocation = sys.modules.get("triton.runtime._allocation")
     current = getattr(allocation, "_allocator", None)
     null = getattr(allocation, "NullAllocator", None)
-    if hasattr(current, "get") and callable(current.get):  # a ContextVar
+    if current is not None and hasattr(current, "get") and callable(current.get):  # a ContextVar
         current = current.get()
     if current is None or not isinstance(null, type):
         return False

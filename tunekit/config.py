@@ -9,7 +9,7 @@ it is what a Space enumerates, what constraints see and what the store keys tria
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from triton import Config
 
@@ -30,7 +30,7 @@ def config_to_dict(config: Config) -> dict[str, Any]:
     return flat
 
 
-def config_from_dict(params: Mapping[str, Any], pre_hook=None) -> Config:
+def config_from_dict(params: Mapping[str, Any], pre_hook: Callable[..., Any] | None = None) -> Config:
     """Build a Config from a flat mapping; compile options not given take Triton's defaults."""
     kwargs = {name: value for name, value in params.items() if name not in COMPILE_OPTIONS}
     options = {name: params.get(name, default) for name, default in _OPTION_DEFAULTS.items()}

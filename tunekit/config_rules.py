@@ -149,6 +149,7 @@ class Rule:
         if self.tree is not None:
             node = self.tree
             while node.config is None:
+                assert node.feature is not None and node.left is not None and node.right is not None  # a decision
                 node = node.left if node.feature.of(args, dtypes) <= node.threshold else node.right
             return dict(self.configs[node.config])
         _, index = min(self.points, key=lambda point: _distance(args, dtypes, point[0]))
@@ -354,7 +355,7 @@ def key_times_from_store(store: ResultsStore, kernel: str, *, device: str | None
         measured.setdefault(row["key"], {}).setdefault(config, []).append(time_ms)
     data = []
     for row in winners:
-        times = {config: (None if None in values else float(np.median(values)))
+        times = {config: (None if None in values else float(np.median([v for v in values if v is not None])))
                  for config, values in measured.get(row["key"], {}).items()}
         data.append(KeyTimes(json.loads(row["key"]), json.dumps(json.loads(row["config"]), sort_keys=True,
                                                                   default=str), times))
@@ -433,6 +434,7 @@ def _render(node: Node, indent: int) -> list[str]:
     if node.config is not None:
         return [f"{pad}return dict(CONFIGS[{node.config}])"]
     feature, threshold = node.feature, node.threshold
+    assert feature is not None and node.left is not None and node.right is not None  # not a leaf: a decision
     if feature.kind == "log2":  # log2(v) <= t  <=>  v <= 2**t
         product = " * ".join(f"_size(key, {name!r})" for name in feature.name.split("*"))
         test = f"{product} <= {2 ** threshold!r}"

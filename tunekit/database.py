@@ -291,7 +291,9 @@ def memory_copy(engine: Engine) -> Engine:
     memory = sqlite3.connect(":memory:", check_same_thread=False)
     source = engine.raw_connection()
     try:
-        source.driver_connection.backup(memory)
+        driver = source.driver_connection
+        assert driver is not None  # a connection just checked out: open
+        driver.backup(memory)
     finally:
         source.close()
     return create_engine("sqlite://", creator=lambda: memory, poolclass=StaticPool)

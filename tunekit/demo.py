@@ -16,8 +16,9 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import strategy as strategy_registry
 from .console import print_table
@@ -104,7 +105,8 @@ def live(strategy: str | None, seconds: float, rounds: int = 5) -> int:
         torch.cuda.synchronize()
         results[name] = (kernel, time.perf_counter() - start)
         torch.testing.assert_close(c, torch.matmul(a, b), rtol=2e-2, atol=2e-1)
-    calls = {name: (lambda kernel=kernel: matmul.launch(kernel, a, b, c)) for name, (kernel, _) in results.items()}
+    calls: dict[str, Callable[..., Any]] = {
+        name: (lambda kernel=kernel: matmul.launch(kernel, a, b, c)) for name, (kernel, _) in results.items()}
     calls["torch.matmul"] = lambda: torch.matmul(a, b)
     samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):

@@ -200,6 +200,7 @@ class _GuardedRegion:
             if side == "between":
                 found.append(f"changed {count} bytes of the caller's allocation between the elements of {names}")
                 span = copy[first:end]
+                assert self.gaps is not None  # "between" is compared only where there are gaps
                 span.copy_(torch.where(self.gaps, original[first:end], span))
                 continue
             where = places[side]

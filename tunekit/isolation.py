@@ -377,6 +377,7 @@ class IsolatedRunner:
             if not self._wait_ready(left):  # the budget ends first: the config is left unmeasured
                 return Trial(config, Status.TIMEOUT, error=f"the benchmark worker was not ready within {left:.1f} s",
                              key=key)
+            assert self._worker is not None  # started above, and ready
             start = time.perf_counter()
             try:
                 self._worker.send(request)
@@ -386,6 +387,7 @@ class IsolatedRunner:
                 self._stop()
                 if attempt == 1:
                     raise IsolationError("the benchmark worker died twice before it could run a config") from None
+        assert self._worker is not None  # the loop ended with the request sent
         limit = self.timeout() if callable(self.timeout) else self.timeout
         try:
             answered = self._worker.poll(limit)
@@ -405,6 +407,7 @@ class IsolatedRunner:
             logger.warning("config %s ran past %.1f s: its benchmark worker was killed", config, limit)
             return Trial(config, Status.TIMEOUT, error=f"check and benchmark exceeded {limit:.1f} s", key=key,
                          bench_seconds=time.perf_counter() - start)
+        assert reply is not None  # answered: a "trial" reply, a dict
         if reply.get("exiting"):  # its device context broke: let it go, the next config gets a new one
             self._stop()
         if "expected" in reply:

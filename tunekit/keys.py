@@ -87,7 +87,8 @@ class TuningKey:
         return key_json(self.names, self.values + self.dtypes)
 
     def as_dict(self) -> dict[str, Any]:
-        return json.loads(self.json)
+        values: dict[str, Any] = json.loads(self.json)
+        return values
 
     @property
     def triton_key(self) -> tuple:

@@ -118,6 +118,7 @@ def _module(text: str):
         if not path.is_file():
             raise ManifestError(f"Manifest {text} does not exist.")
         spec = importlib.util.spec_from_file_location(f"_tunekit_manifest_{path.stem}", path)
+        assert spec is not None and spec.loader is not None  # a .py file: Python's source loader
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)

@@ -77,7 +77,8 @@ class SpaceStats:
 
     @classmethod
     def of(cls, space: RecordedSpace) -> "SpaceStats":
-        valid = sorted((r for r in space.records if r.ok), key=lambda r: r.time_ms)
+        valid = sorted((r for r in space.records if r.ok),  # ok: time_ms is a number
+                       key=lambda r: r.time_ms if r.time_ms is not None else math.inf)
         ordered = valid + [r for r in space.records if not r.ok]
         costs = np.array([r.evaluation_seconds for r in ordered], dtype=float)
         return cls(len(space.records), np.array([r.time_ms for r in valid], dtype=float),
@@ -182,6 +183,7 @@ class SpaceStats:
         orders were drawn (heavy-tailed costs need many: the rare order that starts with a slow
         compile moves the mean)."""
         values, costs = self._ranked(), self.costs
+        assert costs is not None  # unequal costs, the recorded ones (equal_costs otherwise)
         horizon = float(np.max(seconds, initial=0.0))
         # only the first draws of an order that can end by the horizon are simulated (all of
         # them for the rare order whose first draws end earlier)
@@ -249,6 +251,7 @@ class SpaceStats:
         # the curve only falls as time goes on: the first point at or under each cutoff of a grid
         # from the cheapest config's cost to a few times where equal costs would end the range
         # (all of the space's seconds where that is not far enough)
+        assert self.costs is not None  # unequal costs, the recorded ones
         reach = min(self.n_total, 4 * self.score_range()[1] + 16) * self.seconds_per_evaluation
         first = float(np.min(self.costs[self.costs > 0], initial=self.seconds_per_evaluation))
         for last in (reach, float(np.sum(self.costs))):
@@ -295,7 +298,7 @@ class Comparison:
         return sorted((r for r in self.runs if r.space == space and r.strategy == strategy), key=lambda r: r.seed)
 
 
-def best_so_far(times_ms: Sequence[float], worst: float) -> np.ndarray:
+def best_so_far(times_ms: np.ndarray | Sequence[float], worst: float) -> np.ndarray:
     """Best time after each evaluation; before the first valid one, the space's slowest valid time."""
     values = np.asarray(times_ms, dtype=float)
     values = np.where(np.isfinite(values), values, worst)

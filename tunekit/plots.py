@@ -67,12 +67,12 @@ def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
             color = colors[i % len(colors)]
             _band(axes[0, 0], evaluations, _space_curves(comparison, space, strategy, evaluations, False), strategy,
                   color)
-            if timed:
+            if seconds is not None:  # timed
                 _band(axes[0, 1], seconds, _space_curves(comparison, space, strategy, seconds, True), strategy, color)
         axes[0, 0].plot(evaluations, stats.random_curve(evaluations) / stats.optimum, "k--", linewidth=1,
                         label="random (calculated)")
         _style(axes[0, 0], "evaluations")
-        if timed:
+        if seconds is not None:  # timed
             axes[0, 1].plot(seconds, stats.random_curve_seconds(seconds, metrics.RANDOM_ORDERS) / stats.optimum, "k--",
                             linewidth=1, label="random (expected)")
             _style(axes[0, 1], "simulated tuning seconds (compile + benchmark + strategy)")
@@ -93,12 +93,12 @@ def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
             _space_curves(comparison, s, strategy, np.maximum(1, np.ceil(fractions * comparison.budgets[s])), False)
             for s in comparison.spaces])
         _band(axes[0], fractions, by_evals, strategy, color)
-        timed = [s for s in comparison.spaces if comparison.stats[s].seconds_per_evaluation > 0]
-        if timed:
+        timed_spaces = [s for s in comparison.spaces if comparison.stats[s].seconds_per_evaluation > 0]
+        if timed_spaces:
             by_time = np.vstack([
                 _space_curves(comparison, s, strategy,
                               fractions * comparison.budgets[s] * comparison.stats[s].seconds_per_evaluation, True)
-                for s in timed])
+                for s in timed_spaces])
             _band(axes[1], fractions, by_time, strategy, color)
     _style(axes[0], "evaluations, as a fraction of each space's budget")
     _style(axes[1], "tuning time / (budget x mean evaluation cost)")

@@ -136,7 +136,8 @@ class RecordedSpace:
     def trials(self) -> list[Trial]:
         """Every record as a stored trial at ``key()``: what a store holding this space would give."""
         key = TuningKey.from_dict(self.key())
-        return [Trial(self.config(r), r.status, Timing(r.time_ms, r.time_ms, r.time_ms) if r.ok else None,
+        return [Trial(self.config(r), r.status,
+                      Timing(r.time_ms, r.time_ms, r.time_ms) if r.ok and r.time_ms is not None else None,
                       r.compile_ms / 1e3, key=key, source="store") for r in self.records]
 
     def lookup(self, config: Config | Mapping[str, Any]) -> Record | None:

@@ -37,7 +37,8 @@ class ReplayEvaluator:
                 yield config, None
                 continue
             deadline.clock.advance(record.evaluation_seconds)
-            timing = Timing(record.time_ms, record.time_ms, record.time_ms) if record.ok else None
+            timing = (Timing(record.time_ms, record.time_ms, record.time_ms)
+                      if record.ok and record.time_ms is not None else None)
             yield config, Trial(config, record.status, timing, record.compile_ms / 1e3,
                                 None if record.ok else f"recorded as {record.status}",
                                 bench_seconds=record.benchmark_ms / 1e3,

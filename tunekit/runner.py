@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import torch
 
@@ -46,6 +47,11 @@ class LocalRunner:
     workers_started = 0
     seconds_starting = 0.0
     seconds_messaging = 0.0
+
+    #: The arguments configs run on (with the copies' tensors in place of the caller's, if any)
+    args: tuple
+    kwargs: dict[str, Any]
+    nargs: dict[str, Any]
 
     def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None,
                  copies: GuardedTensors | None = None, time_left: Callable[[], float | None] | None = None) -> None:
@@ -97,9 +103,8 @@ class LocalRunner:
             (relative_error, launch_seconds), check_seconds = verdict_or_failure, time.perf_counter() - start
         left = self.time_left() if self.time_left is not None else None
         benchmarker = self.launch.benchmarker
-        timing_runs_over = left is not None and launch_seconds is not None and \
-            benchmarker.launches_at_least(short) * launch_seconds > left
-        if timing_runs_over:
+        if (left is not None and launch_seconds is not None
+                and benchmarker.launches_at_least(short) * launch_seconds > left):
             # timing it would run past the budget's end: the check's launch is its time (the budget
             # bounds a tuning to its seconds and one launch)
             milliseconds = launch_seconds * 1e3
@@ -192,8 +197,8 @@ def _unwritable(originals: dict[str, torch.Tensor], values: tuple) -> dict[str, 
         elif isinstance(value, tuple):
             for item in value:
                 visit(item, True)
-        elif isinstance(getattr(value, "base", None), torch.Tensor):  # a TensorDescriptor
-            visit(value.base, True)
+        elif isinstance(base := getattr(value, "base", None), torch.Tensor):  # a TensorDescriptor
+            visit(base, True)
 
     for value in values:
         visit(value, False)

@@ -14,9 +14,9 @@ import logging
 import re
 import sys
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from . import settings
 from .budget import Budget
@@ -81,6 +81,15 @@ class TuningReport:
     fallback: bool = False
 
 
+class _Costs(TypedDict):
+    """What a tuning's workers cost: ``TuningReport``'s fields of the same names."""
+
+    compile_workers_started: int
+    benchmark_workers_started: int
+    seconds_waiting_for_workers: float
+    seconds_messaging: float
+
+
 class TuningSession:
     """Tunes ``space`` for one key of one kernel; ``run()`` returns the winner.
 
@@ -132,8 +141,8 @@ class TuningSession:
         self._strategy_name = ""
         self._bar: Any = None
         self._check_counts = CheckCounts()  # over this tuning's calls (Budget(per_call=...)), in this process
-        self._costs = {"compile_workers_started": 0, "benchmark_workers_started": 0,
-                       "seconds_waiting_for_workers": 0.0, "seconds_messaging": 0.0}
+        self._costs: _Costs = {"compile_workers_started": 0, "benchmark_workers_started": 0,
+                               "seconds_waiting_for_workers": 0.0, "seconds_messaging": 0.0}
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -182,6 +191,7 @@ class TuningSession:
         finally:  # give back the inputs; close the run in the store even when every config failed
             if runner is not None:
                 runner = self._runner  # a benchmark worker's runner may have given way to one in this process
+                assert runner is not None  # set with runner above, never unset
                 runner.finish()
                 runner.close()
                 self._add_costs(runner)
@@ -207,10 +217,9 @@ class TuningSession:
 
     def _add_costs(self, runner: LocalRunner | IsolatedRunner) -> None:
         """What a runner's workers cost, added to this tuning's."""
-        for name, value in (("benchmark_workers_started", runner.workers_started),
-                            ("seconds_waiting_for_workers", runner.seconds_starting),
-                            ("seconds_messaging", runner.seconds_messaging)):
-            self._costs[name] += value
+        self._costs["benchmark_workers_started"] += runner.workers_started
+        self._costs["seconds_waiting_for_workers"] += runner.seconds_starting
+        self._costs["seconds_messaging"] += runner.seconds_messaging
 
     def best_so_far(self) -> Config | None:
         """The fastest config measured correct so far in this tuning (store answers included)."""
@@ -302,8 +311,9 @@ class TuningSession:
             for t in trials:
                 counts[t.status.value] = counts.get(t.status.value, 0) + 1
             first = next((t.error for t in trials if t.error), "")
-            held = len(self._held or ())
-            same = held == len(trials) and all(_same_failure(t, self._held[0]) for t in self._held or ())
+            held_trials = self._held or []
+            held = len(held_trials)
+            same = held == len(trials) and all(_same_failure(t, held_trials[0]) for t in held_trials)
             raise TuningError(
                 f"Every config of {self.launch.kernel_name} failed for key {self.key.json} "
                 f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'none measured'})"
@@ -314,6 +324,7 @@ class TuningSession:
         finalists = ok[: self.options.finalists]
         if len(finalists) < 2:
             return finalists[0]
+        assert self._runner is not None  # the step that ended the search made it
         # a finalist timed in this tuning with the short timing has its first round already
         rounds: dict[str, list[float]] = {t.config_id: [] for t in finalists}
         if self._short_screening() and all(t.source == "measured" for t in finalists):
@@ -466,7 +477,7 @@ class TuningSession:
     # -- compiling ----------------------------------------------------------------------------
 
     def compile(self, configs: list[Config], args: tuple, kwargs: dict,
-                 deadline: Deadline) -> Iterator[tuple[int, CompileResult]]:
+                 deadline: Deadline) -> Generator[tuple[int, CompileResult], None, None]:
         """Yields (index, result) per config as each is compiled: in this process's threads at
         once, and in the worker service's compile workers as they become ready; under the
         interpreter nothing is compiled."""

@@ -222,7 +222,8 @@ class Space:
         """Configs as numbers: log2 for power-of-two domains, the value for other numbers, the
         domain index for anything else; a missing value (``maxnreg=None``) is -1. One row per config."""
         single = isinstance(configs, (Config, Mapping))
-        rows = [configs] if single else list(configs)
+        rows: list[Config | Mapping[str, Any]] = (
+            [configs] if isinstance(configs, (Config, Mapping)) else list(configs))
         encoded = np.empty((len(rows), len(self.domains)), dtype=np.float64)
         for i, config in enumerate(rows):
             params = config_to_dict(config) if isinstance(config, Config) else dict(config)

@@ -38,10 +38,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, String, Text, extract, func, inspect, select
+from sqlalchemy import Column, Float, Index, Integer, Row, String, Text, extract, func, inspect, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import DatabaseError, DataError, IntegrityError, OperationalError, ProgrammingError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Session, mapped_column
 
 from . import settings
 from .config import config_from_dict
@@ -385,7 +385,9 @@ def _claim_primary(identity: KernelIdentity, space_hash: str, key_json: str) -> 
 def _store_time(session: Session) -> float:
     """Seconds since the epoch by the database server's clock (PostgreSQL), else this host's."""
     if session.get_bind().dialect.name == "postgresql":
-        return float(session.scalar(select(extract("epoch", func.clock_timestamp()))))
+        seconds = session.scalar(select(extract("epoch", func.clock_timestamp())))
+        assert seconds is not None  # a select without a table: one row, the server's clock
+        return float(seconds)
     return time.time()
 
 
@@ -662,7 +664,7 @@ class ResultsStore:
         evaluations: int,
         tuning_seconds: float,
         space_hash: str,
-        costs: dict[str, float] | None = None,
+        costs: Mapping[str, object] | None = None,
     ) -> None:
         """Close a run and, when it found one, make its winner the key's stored winner.
         ``costs``: what the run spent besides its evaluations (starting workers, messaging)."""
@@ -788,8 +790,10 @@ class ResultsStore:
         skipped = 0
         try:
             with self._session(write=True) as session:
-                held = {_TrialRow: set(session.execute(select(*(getattr(_TrialRow, c) for c in _TRIAL_IDENTITY)))),
-                        _WinnerRow: set(session.execute(select(*(getattr(_WinnerRow, c) for c in _WINNER_KEY))))}
+                # rows compare and hash as the tuples of their values
+                held: dict[type[_Base], set[Row[Any] | tuple[Any, ...]]] = {
+                    _TrialRow: set(session.execute(select(*(getattr(_TrialRow, c) for c in _TRIAL_IDENTITY)))),
+                    _WinnerRow: set(session.execute(select(*(getattr(_WinnerRow, c) for c in _WINNER_KEY))))}
                 for table, values in parsed:
                     identity = tuple(values[c] for c in (_TRIAL_IDENTITY if table is _TrialRow else _WINNER_KEY))
                     if identity in held[table]:
@@ -828,15 +832,16 @@ class ResultsStore:
         least one filter; ``dry_run`` counts and deletes nothing."""
         if run_id is None and kernel is None and key is None and status is None:
             raise ValueError("delete needs at least one of run_id, kernel, key, status; nothing was deleted.")
-        filters = {_TrialRow: [(_TrialRow.run_id, run_id), (_TrialRow.kernel_name, kernel), (_TrialRow.key, key),
-                               (_TrialRow.status, status)]}
+        filters: dict[type[_Base], list[tuple[InstrumentedAttribute[str], str | None]]] = {
+            _TrialRow: [(_TrialRow.run_id, run_id), (_TrialRow.kernel_name, kernel), (_TrialRow.key, key),
+                        (_TrialRow.status, status)]}
         if status is None:
             filters[_RunRow] = [(_RunRow.run_id, run_id), (_RunRow.kernel_name, kernel), (_RunRow.key, key)]
             filters[_WinnerRow] = [(_WinnerRow.run_id, run_id), (_WinnerRow.kernel_name, kernel),
                                    (_WinnerRow.key, key)]
             if run_id is None:
                 filters[_ClaimRow] = [(_ClaimRow.kernel_name, kernel), (_ClaimRow.key, key)]
-        counts = {_TrialRow: 0, _RunRow: 0, _WinnerRow: 0, _ClaimRow: 0}
+        counts: dict[type[_Base], int] = {_TrialRow: 0, _RunRow: 0, _WinnerRow: 0, _ClaimRow: 0}
         with self._session(write=not dry_run) as session:
             if not inspect(session.connection()).has_table(_ClaimRow.__tablename__):
                 filters.pop(_ClaimRow, None)  # a store read-only here, from before tunekit tune
@@ -852,7 +857,8 @@ class ResultsStore:
 
     # -- reading --------------------------------------------------------------------------
 
-    def _identity_filter(self, statement, identity: KernelIdentity, row: type = _TrialRow):
+    def _identity_filter(self, statement, identity: KernelIdentity,
+                         row: type[_TrialRow | _InFlightRow] = _TrialRow):
         """``statement`` narrowed to the rows (of ``row``'s table) of this kernel identity."""
         return statement.where(
             row.source_hash == identity.source_hash,

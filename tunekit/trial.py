@@ -32,11 +32,12 @@ CRASHED = "crashed:"
 
 @dataclass(frozen=True)
 class Timing:
-    """Time statistics of one config, in milliseconds: median and 20/80 % quantiles."""
+    """Time statistics of one config, in milliseconds: median and 20/80 % quantiles (None where
+    a stored row has none: the store's columns are nullable, and an imported export may leave them out)."""
 
     median_ms: float
-    p20_ms: float
-    p80_ms: float
+    p20_ms: float | None
+    p80_ms: float | None
 
     @classmethod
     def from_bench(cls, result: Any) -> "Timing":
@@ -99,7 +100,7 @@ class Trial:
     @property
     def time_ms(self) -> float:
         """The median time, or +inf for a failed trial (so failures sort last)."""
-        return self.timing.median_ms if self.ok else math.inf
+        return self.timing.median_ms if self.ok and self.timing is not None else math.inf
 
     @property
     def config_id(self) -> str:

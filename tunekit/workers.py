@@ -345,7 +345,8 @@ def _interpreter(call: str, connection: socket.socket) -> subprocess.Popen:
 def ready(workers: Sequence[Worker], timeout: float | None) -> list[Worker]:
     """The workers with a message (or an end of file) waiting, within ``timeout`` seconds."""
     by_connection = {worker.connection: worker for worker in workers}
-    return [by_connection[c] for c in wait(list(by_connection), timeout)]
+    # wait() returns some of the objects it was given, these Connections: typeshed types them as any it accepts
+    return [by_connection[c] for c in wait(list(by_connection), timeout)]  # type: ignore[index]  # typeshed
 
 
 class Zygote:
