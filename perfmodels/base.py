@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from tunekit.config import Config, config_from_dict
-from tunekit.keys import TuningKey
+from tunekit.config import Config
 from tunekit.space import Space
-from tunekit.trial import Status, Timing, Trial
+from tunekit.store import trial_from_row
+from tunekit.trial import Source, Trial
 
 Key = Mapping[str, Any]  # {"args": {name: value}, "dtypes": [...]}, as SearchContext.key
 
@@ -77,16 +77,9 @@ def key_feature_names(keys: Sequence[Key | None]) -> tuple[str, ...]:
 
 
 def trials_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Trial]:
-    """Trials from ``ResultsStore.rows`` (or an export), each knowing its key."""
-    trials = []
-    for row in rows:
-        if row.get("source") == "retimed":
-            continue
-        status = Status(row["status"])
-        timing = Timing(row["median_ms"], row.get("p20_ms"), row.get("p80_ms")) if row.get("median_ms") else None
-        trials.append(Trial(config_from_dict(json.loads(row["config"])), status, timing, row.get("compile_seconds"),
-                            key=TuningKey.from_json(row["key"]), shared_bytes=row.get("shared_bytes")))
-    return trials
+    """Trials from ``ResultsStore.rows`` (or an export), each knowing its key; re-timings left out
+    (each repeats a measured trial of the same config)."""
+    return [trial_from_row(row) for row in rows if row.get("source") != Source.RETIMED]
 
 
 class PerfModel(BaseEstimator):

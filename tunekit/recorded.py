@@ -28,7 +28,7 @@ import numpy as np
 from .config import Config, config_from_dict, config_json, config_to_dict
 from .keys import TuningKey
 from .space import Space
-from .trial import Status, Timing, Trial
+from .trial import Source, Status, Timing, Trial
 
 _KT_FAILURES = {
     "CompilationFailedConfig": Status.COMPILE_ERROR,
@@ -138,7 +138,7 @@ class RecordedSpace:
         key = TuningKey.from_dict(self.key())
         return [Trial(self.config(r), r.status,
                       Timing(r.time_ms, r.time_ms, r.time_ms) if r.ok and r.time_ms is not None else None,
-                      r.compile_ms / 1e3, key=key, source="store") for r in self.records]
+                      r.compile_ms / 1e3, key=key, source=Source.STORE) for r in self.records]
 
     def lookup(self, config: Config | Mapping[str, Any]) -> Record | None:
         flat = config_to_dict(config) if isinstance(config, Config) else config_to_dict(config_from_dict(config))

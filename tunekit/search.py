@@ -14,12 +14,13 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from . import settings
 from .config import Config, config_json
 from .deadline import Clock, Deadline
 from .strategy import SearchContext, Strategy
-from .trial import Trial
+from .trial import Source, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +38,24 @@ class Step:
     best_ms: float
 
 
+class StopReason(str, Enum):
+    """Why a search ended: its budget ran out, the strategy said so, or it proposed nothing new."""
+
+    BUDGET = "budget"
+    STRATEGY = "strategy"
+    NO_NEW_PROPOSALS = "no new proposals"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass
 class SearchResult:
     trials: list[Trial] = field(default_factory=list)  # measured and store-answered, in order
     steps: list[Step] = field(default_factory=list)  # the measured ones: the tuning curve
     evaluations: int = 0
     seconds: float = 0.0
-    stopped_because: str = ""
+    stopped_because: StopReason | None = None  # None while it runs
 
 
 def run_search(
@@ -98,7 +110,7 @@ class Search:
 
     @property
     def done(self) -> bool:
-        return bool(self.result.stopped_because)
+        return self.result.stopped_because is not None
 
     def _timed(self, call: Callable, *args):
         begin = time.perf_counter()
@@ -117,7 +129,7 @@ class Search:
         measured_now = 0
         while not self.done:
             if budget.evals_left(result.evaluations) == 0 or deadline.expired():
-                result.stopped_because = "budget"
+                result.stopped_because = StopReason.BUDGET
                 break
             if evaluations is not None and measured_now >= evaluations:
                 break
@@ -150,14 +162,14 @@ class Search:
         left = budget.evals_left(result.evaluations)
         proposals = self._timed(self.strategy.ask, self.batch if left is None else min(self.batch, left))
         if not proposals:
-            result.stopped_because = "strategy"
+            result.stopped_because = StopReason.STRATEGY
             return False
         self._enqueue(proposals)
         if not self._queued:
             self._fruitless += len(proposals)
             if self._fruitless >= settings.DEFAULTS.max_fruitless_proposals:
                 logger.info("the strategy proposed nothing new %d times; stopping", self._fruitless)
-                result.stopped_because = "no new proposals"
+                result.stopped_because = StopReason.NO_NEW_PROPOSALS
             return False
         self._fruitless = 0
         return True
@@ -175,7 +187,7 @@ class Search:
                 continue
             self._seen.add(cid)
             if cid in self.known:
-                answered.append(replace(self.known[cid], config=config, source="store"))
+                answered.append(replace(self.known[cid], config=config, source=Source.STORE))
             else:
                 self._queued.append(config)
         result.trials.extend(answered)

@@ -30,12 +30,12 @@ from .isolation import IsolatedRunner, IsolationError, kernel_address
 from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
-from .search import Search, SearchResult
+from .search import Search, SearchResult, StopReason
 from .service import service
 from .space import Space
 from .store import KernelIdentity, ResultsStore, new_run_id
 from .strategy import SearchContext, Strategy, derive_seed
-from .trial import Status, Timing, Trial
+from .trial import Source, Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class TuningReport:
     winner: Config
     evaluations: int
     seconds: float
-    stopped_because: str
+    stopped_because: StopReason | None
     #: Compile workers and benchmark workers started for this tuning, the seconds it waited for a
     #: benchmark worker to be ready (compiles go on in threads while compile workers start: no
     #: waiting there), and the seconds spent messaging the benchmark worker: what workers cost.
@@ -267,7 +267,7 @@ class TuningSession:
             logger.info("%s %s: %s", self.launch.kernel_name, text, trial)
             if self._bar is not None:
                 self._bar.update(1)
-            if trial.source == "store":  # a stored crash, answered without a launch: the store has it
+            if trial.source is Source.STORE:  # a stored crash, answered without a launch: the store has it
                 return
             if self._held is not None:  # no config has run correctly yet
                 if trial.status in (Status.RUNTIME_ERROR, Status.WRONG):
@@ -305,7 +305,7 @@ class TuningSession:
         ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
         if not ok:
             budget = self.options.budget
-            if result.stopped_because == "budget" and (budget.evals is None or result.evaluations < budget.evals):
+            if result.stopped_because is StopReason.BUDGET and (budget.evals is None or result.evaluations < budget.evals):
                 return None  # not every config failed: the seconds ran out before one was measured
             counts: dict[str, int] = {}
             for t in trials:
@@ -327,7 +327,7 @@ class TuningSession:
         assert self._runner is not None  # the step that ended the search made it
         # a finalist timed in this tuning with the short timing has its first round already
         rounds: dict[str, list[float]] = {t.config_id: [] for t in finalists}
-        if self._short_screening() and all(t.source == "measured" for t in finalists):
+        if self._short_screening() and all(t.source is Source.MEASURED for t in finalists):
             rounds = {t.config_id: [t.time_ms] for t in finalists}
         for _ in range(settings.DEFAULTS.finalist_rounds - len(rounds[finalists[0].config_id])):
             for t in finalists:  # interleaved: every finalist once per round
@@ -346,11 +346,11 @@ class TuningSession:
             median = times[len(times) // 2]
             timing = Timing(median, times[0], times[-1])
             self.store.record(self.identity, self.key.json, Trial(t.config, Status.OK, timing, key=t.key,
-                                                                  source="retimed"),
+                                                                  source=Source.RETIMED),
                               strategy="finalists", run_id=self.run_id)
             if median < best_ms:
                 best, best_ms = Trial(t.config, Status.OK, timing, t.compile_seconds, key=t.key,
-                                      source="retimed"), median
+                                      source=Source.RETIMED), median
         return best
 
     def _short_screening(self) -> bool:
@@ -464,7 +464,7 @@ class TuningSession:
                 isolated.close()
                 self._add_costs(isolated)
         if config_id in self._crashed:  # never launched here again; answered with its stored crash, not stored anew
-            return replace(self._crashed[config_id], config=config, key=self.key, source="store")
+            return replace(self._crashed[config_id], config=config, key=self.key, source=Source.STORE)
         short = self._short_screening()
         if config_id in self._proven:
             return self._runner.measure(config, self.key, short=short)

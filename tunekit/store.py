@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Column, Float, Index, Integer, Row, String, Text, extract, func, inspect, select
 from sqlalchemy import delete as sql_delete
@@ -45,7 +45,7 @@ from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Sessi
 
 from . import settings
 from .config import config_from_dict
-from .database import (
+from .database import (  # MissingStoreError, ReadOnlyStoreError, StoreError: raised by the store, so imported from it
     MissingStoreError,
     ReadOnlyStoreError,
     StoreError,
@@ -58,7 +58,7 @@ from .database import (
     sqlite_file,
 )
 from .keys import TuningKey
-from .trial import CRASHED, Status, Timing, Trial
+from .trial import CRASHED, Source, Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,14 @@ class Deleted:
     runs: int
     winners: int
     claims: int = 0
+
+
+class StoredWinner(NamedTuple):
+    """A key's stored winner: its config (JSON), median time, and the hash of the Space it won in."""
+
+    config: str
+    median_ms: float | None
+    space_hash: str
 
 
 @dataclass(frozen=True)
@@ -431,19 +439,25 @@ def _process_alive(pid: int, started: str) -> bool:
     return not started or _process_start(pid) == started
 
 
-def _trial_from_row(row: _TrialRow) -> Trial:
-    timing = Timing(row.median_ms, row.p20_ms, row.p80_ms) if row.median_ms is not None else None
+def trial_from_row(row: Mapping[str, Any]) -> Trial:
+    """A stored trial as a ``Trial`` answered by the store: from a row of ``ResultsStore.rows``,
+    an export read back, or the trials table. The one place a row becomes a trial: its crash
+    (an error text beginning with ``CRASHED``) becomes the ``crashed`` field here."""
+    median = row.get("median_ms")
+    status = Status(row["status"])
+    error = row.get("error")
     return Trial(
-        config=config_from_dict(json.loads(row.config)),
-        status=Status(row.status),
-        timing=timing,
-        compile_seconds=row.compile_seconds,
-        error=row.error,
-        key=TuningKey.from_json(row.key),
-        source="store",
-        shared_bytes=row.shared_bytes,
-        bench_seconds=row.bench_seconds,
-        relative_error=row.relative_error,
+        config=config_from_dict(json.loads(row["config"])),
+        status=status,
+        timing=Timing(median, row.get("p20_ms"), row.get("p80_ms")) if median is not None else None,
+        compile_seconds=row.get("compile_seconds"),
+        error=error,
+        key=TuningKey.from_json(row["key"]),
+        source=Source.STORE,
+        crashed=status is Status.RUNTIME_ERROR and (error or "").startswith(CRASHED),
+        shared_bytes=row.get("shared_bytes"),
+        bench_seconds=row.get("bench_seconds"),
+        relative_error=row.get("relative_error"),
     )
 
 
@@ -632,7 +646,7 @@ class ResultsStore:
                 trial = Trial(config_from_dict(json.loads(mark.config)), Status.RUNTIME_ERROR,
                               error=f"{CRASHED} process {mark.pid} on {host} died while launching it in-process "
                                     "(a fault no exception reports, such as a segfault)",
-                              key=TuningKey.from_json(mark.key))
+                              key=TuningKey.from_json(mark.key), crashed=True)
                 session.add(_trial_row(identity, mark.key, trial, strategy="crash", run_id=mark.run_id))
                 session.delete(mark)
                 crashed.append(trial)
@@ -872,10 +886,11 @@ class ResultsStore:
         statement = self._identity_filter(select(_TrialRow), identity).where(_TrialRow.source != "retimed")
         with self._session() as session:
             rows = session.scalars(statement.order_by(_TrialRow.id)).all()
-            return [_trial_from_row(row) for row in rows]
+            columns = [c.key for c in inspect(_TrialRow).columns]
+            return [trial_from_row({name: getattr(row, name) for name in columns}) for row in rows]
 
-    def winners(self, identity: KernelIdentity) -> dict[str, tuple[str, float | None, str]]:
-        """Stored winners of this kernel identity: key JSON -> (config JSON, median ms, space hash)."""
+    def winners(self, identity: KernelIdentity) -> dict[str, StoredWinner]:
+        """Stored winners of this kernel identity, by key JSON."""
         statement = select(_WinnerRow).where(
             _WinnerRow.source_hash == identity.source_hash,
             _WinnerRow.triton_version == identity.triton_version,
@@ -883,7 +898,8 @@ class ResultsStore:
             _WinnerRow.timing_method == identity.timing_method,
         )
         with self._session() as session:
-            return {row.key: (row.config, row.median_ms, row.space_hash) for row in session.scalars(statement)}
+            return {row.key: StoredWinner(row.config, row.median_ms, row.space_hash)
+                    for row in session.scalars(statement)}
 
     def rows(
         self,

@@ -25,6 +25,18 @@ class Status(str, Enum):
         return self.value
 
 
+class Source(str, Enum):
+    """Where a trial came from: measured in this tuning, answered by the store (an earlier tuning
+    measured it), or the interleaved re-timing of a finalist."""
+
+    MEASURED = "measured"
+    STORE = "store"
+    RETIMED = "retimed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 #: How the error of a config that killed the tuning process in-process begins: the process died,
 #: so no exception described it (``ResultsStore.record_crashes`` records it afterwards).
 CRASHED = "crashed:"
@@ -57,11 +69,10 @@ class Timing:
 class Trial:
     """One measured config for one key.
 
-    ``source`` says where it came from: ``"measured"`` in this tuning, ``"store"`` when an
-    earlier tuning measured it and the store answered, ``"retimed"`` for the interleaved
-    re-measurement of a finalist. The fields after it are what the measurement cost and found,
-    where known: compiled shared memory, seconds of the check and of check plus benchmark, and
-    the output check's largest relative error.
+    ``source`` says where it came from (``Source``). ``crashed``: it killed the process that
+    launched it in-process (stored as an error text beginning with ``CRASHED``). The fields after
+    it are what the measurement cost and found, where known: compiled shared memory, seconds of
+    the check and of check plus benchmark, and the output check's largest relative error.
     """
 
     config: Config
@@ -70,7 +81,8 @@ class Trial:
     compile_seconds: float | None = None
     error: str | None = None
     key: TuningKey | None = None
-    source: str = "measured"
+    source: Source = Source.MEASURED
+    crashed: bool = False
     shared_bytes: int | None = field(default=None, compare=False)
     bench_seconds: float | None = field(default=None, compare=False)
     check_seconds: float | None = field(default=None, compare=False)
@@ -91,11 +103,6 @@ class Trial:
     @property
     def ok(self) -> bool:
         return self.status is Status.OK and self.timing is not None
-
-    @property
-    def crashed(self) -> bool:
-        """It killed the process that launched it in-process (see ``CRASHED``)."""
-        return self.status is Status.RUNTIME_ERROR and (self.error or "").startswith(CRASHED)
 
     @property
     def time_ms(self) -> float:
