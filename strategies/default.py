@@ -43,19 +43,11 @@ import math
 import numpy as np
 
 from tunekit.config import Config, config_json
-from tunekit.keys import TuningKey, value_distance
+from tunekit.keys import TuningKey, alike, nearest_key
 from tunekit.perfmodels import RandomForest
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
-
-
-def _key_distance(a: TuningKey, b: TuningKey) -> float:
-    """How far apart two keys are: the sum over their arguments of ``keys.value_distance`` (log2
-    sizes); infinite for keys of other arguments or dtypes."""
-    if a.names != b.names or a.dtypes != b.dtypes:
-        return math.inf
-    return sum(value_distance(x, y) for x, y in zip(a.values, b.values))
 
 
 def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
@@ -129,8 +121,8 @@ class DefaultSearch(ForestSearch):
                 by_key.setdefault(trial.key, []).append(trial)
         if not by_key:
             return predicted
-        nearest = min(by_key, key=lambda other: _key_distance(here, other))  # ties: the first stored
-        if not math.isfinite(_key_distance(here, nearest)):
+        nearest = nearest_key(here, by_key)  # ties: the first stored
+        if nearest is None or not alike(here, nearest):
             return predicted  # no key of the same arguments and dtypes: the prior alone, which models them
         stored = [self._index.get(config_json(t.config)) for t in sorted(by_key[nearest], key=lambda t: t.time_ms)]
         measured = [i for i in stored if i is not None and not self._prior_failing[i] and not self._too_large[i]]

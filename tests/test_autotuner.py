@@ -373,6 +373,27 @@ def test_offline_mode_never_tunes_and_falls_back_to_the_nearest_key(store_path, 
     assert len(ResultsStore(store_path).runs()) == 1
 
 
+def test_the_runtime_fallback_and_a_heuristics_module_choose_the_same_nearest_key():
+    """Three distance rules disagreed: the runtime fallback skipped keys of other dtypes (and fell
+    to the default config), a heuristics module took them at 100 per difference. One rule now."""
+    from tunekit.config_rules import Rule
+    from tunekit.keys import TuningKey, key_distance, nearest_key
+
+    def key(n, dtype):
+        return TuningKey(("n",), (n,), (dtype,))
+
+    tuned = [key(4096, "torch.bfloat16"), key(1 << 20, "torch.float32"), key(64, "torch.float32")]
+    for target in (key(5000, "torch.float16"), key(5000, "torch.float32"), key(100, "torch.bfloat16")):
+        runtime = nearest_key(target, tuned)
+        rule = Rule("nearest", tuple({"BLOCK": i} for i in range(len(tuned))),
+                          points=tuple((k.as_dict(), i) for i, k in enumerate(tuned)))
+        assert tuned[rule.config_for(target.as_dict())["BLOCK"]] == runtime
+        assert runtime == min(tuned, key=lambda other: key_distance(target, other))
+    # a key of other dtypes is taken only where none has these
+    assert nearest_key(key(5000, "torch.float32"), tuned) == key(64, "torch.float32")
+    assert nearest_key(key(5000, "torch.float16"), tuned) == key(4096, "torch.bfloat16")
+
+
 @pytest.mark.parametrize("launch", ["kernel[grid]", "kernel.run", "heuristics_over_autotune",
                                     "shipped_launch"])
 def test_the_offline_warning_points_at_the_users_call(store_path, monkeypatch, launch):

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .keys import value_distance
+from .keys import TuningKey, key_distance
 from .store import ResultsStore, StoreError
 
 __all__ = ["KeyTimes", "TunedKeys", "Rule", "Assessment", "fit_rule", "key_times_from_store", "leave_one_out",
@@ -152,18 +152,9 @@ class Rule:
                 assert node.feature is not None and node.left is not None and node.right is not None  # a decision
                 node = node.left if node.feature.of(args, dtypes) <= node.threshold else node.right
             return dict(self.configs[node.config])
-        _, index = min(self.points, key=lambda point: _distance(args, dtypes, point[0]))
+        here = TuningKey.from_dict({"args": args, "dtypes": dtypes})
+        _, index = min(self.points, key=lambda point: key_distance(here, TuningKey.from_dict(point[0])))
         return dict(self.configs[index])
-
-
-def _distance(args: Mapping[str, Any], dtypes: Sequence[str], other: Mapping[str, Any]) -> float:
-    """Sum over the key's arguments of ``value_distance`` (log2 apart for sizes), 100 per other
-    difference (different dtypes among them): a key of other dtypes is chosen only if no key has these."""
-    distance = 0.0 if list(other.get("dtypes", [])) == list(dtypes) else 100.0
-    for name in set(args) | set(other["args"]):
-        apart = value_distance(args.get(name), other["args"].get(name))
-        distance += apart if math.isfinite(apart) else 100.0
-    return distance
 
 
 def _log_slowdowns(data: Sequence[KeyTimes], candidates: Sequence[str]) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -135,16 +135,28 @@ def value_distance(a: Any, b: Any) -> float:
     return math.inf
 
 
-def nearest_key(target: str, candidates: Sequence[str]) -> str | None:
-    """The candidate key closest to ``target`` in log2 space, with the same dtypes and
-    argument names; None if none is comparable."""
-    wanted = json.loads(target)
-    best, best_distance = None, math.inf
-    for candidate in candidates:
-        other = json.loads(candidate)
-        if other["dtypes"] != wanted["dtypes"] or other["args"].keys() != wanted["args"].keys():
-            continue
-        distance = sum(value_distance(wanted["args"][n], other["args"][n]) for n in wanted["args"])
-        if distance < best_distance:
-            best, best_distance = candidate, distance
-    return best
+#: What a difference in kind adds to a key distance (other dtypes, an argument only one key has,
+#: values that are not both positive sizes): more than any gap between sizes.
+UNLIKE = 100.0
+
+
+def key_distance(a: TuningKey, b: TuningKey) -> float:
+    """How far apart two keys are, the one rule of the runtime fallback, the default strategy
+    and ``tunekit store heuristics``: |log2 x - log2 y| summed over the sizes, ``UNLIKE`` for
+    each other difference (so a key of other dtypes is nearest only where none has these)."""
+    distance = 0.0 if list(a.dtypes) == list(b.dtypes) else UNLIKE
+    ours, theirs = dict(zip(a.names, a.values)), dict(zip(b.names, b.values))
+    for name in set(ours) | set(theirs):
+        apart = value_distance(ours.get(name), theirs.get(name))
+        distance += apart if math.isfinite(apart) else UNLIKE
+    return distance
+
+
+def alike(a: TuningKey, b: TuningKey) -> bool:
+    """Keys of the same arguments and dtypes whose values differ at most in size."""
+    return key_distance(a, b) < UNLIKE
+
+
+def nearest_key(target: TuningKey, candidates: Iterable[TuningKey]) -> TuningKey | None:
+    """The candidate nearest ``target`` by ``key_distance`` (ties: the first); None without any."""
+    return min(candidates, key=lambda candidate: key_distance(target, candidate), default=None)

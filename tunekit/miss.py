@@ -32,7 +32,8 @@ from .ranks import agree
 from .session import TuningOptions, TuningReport, TuningSession, stored_winner
 from .shipping import is_winners_file, serve_winners
 from .space import Space
-from .store import KernelIdentity, MissingStoreError, ReadOnlyStoreError, ResultsStore, memory_store_from, open_store
+from .store import (KernelIdentity, MissingStoreError, ReadOnlyStoreError, ResultsStore, StoredWinner,
+                    memory_store_from, open_store)
 from .trial import Trial
 
 logger = logging.getLogger(__name__)
@@ -223,7 +224,7 @@ class KernelTuning:
         return TuningSession(self.launch, space, options, store if store is not None else self.store, self.identity,
                              key, self.space_hash, first=first, clock=clock)
 
-    def fallback_config(self, text: str, winners: Mapping[str, tuple]) -> tuple[Config, str]:
+    def fallback_config(self, text: str, winners: Mapping[str, StoredWinner]) -> tuple[Config, str]:
         """The config for key ``text`` when it is not tuned now, and what it is: the stored winner
         (of another Space), the ``fallback`` rule's config, the nearest tuned key's winner, or
         ``default_config`` (else the Space's first config)."""
@@ -239,11 +240,12 @@ class KernelTuning:
                 return config, "the fallback rule's config"
             logger.warning("%s: fallback gave %r for key %s, which is not a config of the Space; ignored",
                            self.kernel_name, given, text)
-        near = nearest_key(text, list(winners))
-        if near:
-            params = json.loads(winners[near][0])
+        tuned = [TuningKey.from_json(other) for other in winners]
+        near = nearest_key(TuningKey.from_json(text), tuned)
+        if near is not None:
+            params = json.loads(winners[near.json].config)
             return (self.space.canonical(params) or config_from_dict(params),
-                    f"the winner of the nearest tuned key {near}")
+                    f"the winner of the nearest tuned key {near.json}")
         return self.options.default_config or self.space.configs()[0], "the default config"
 
     # -- off the first call --------------------------------------------------------------------
