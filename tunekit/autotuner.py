@@ -307,46 +307,23 @@ def _kernel_arg_names(fn: Any) -> list[str]:
 
 
 def autotune(
-    configs: Sequence[Config] | None = None,
-    key: Sequence[str] = (),
-    prune_configs_by: Mapping[str, Any] | None = None,
-    reset_to_zero: Sequence[str] | None = None,
-    restore_value: Sequence[str] | None = None,
-    pre_hook: Callable | None = None,
-    post_hook: Callable | None = None,
-    warmup: float | None = None,
-    rep: float | None = None,
-    use_cuda_graph: bool = False,
-    do_bench: Callable | None = None,
+    configs: Sequence[Config] | None = None, key: Sequence[str] = (), prune_configs_by: Mapping[str, Any] | None = None,
+    reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
+    pre_hook: Callable | None = None, post_hook: Callable | None = None, warmup: float | None = None,
+    rep: float | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
     cache_results: bool = False,
     *,
-    space: Space | None = None,
-    strategy: str | Strategy | None = None,
-    budget: Budget | None = None,
-    store: Any = True,
-    seed: int | None = 0,
-    finalists: int | None = None,
-    compile_workers: int | None = None,
-    compile_timeout: float | None = None,
-    key_buckets: Mapping[str, Bucket | str] | str | None = None,
-    default_config: Config | None = None,
-    progress: bool | None = None,
-    check: bool = True,
-    check_outputs: Sequence[str] | None = None,
-    reference: Callable[..., Any] | None = None,
-    tolerance: float | Mapping[str, float] | None = None,
-    writes_padding: bool = False,
-    isolate: bool | None = None,
-    run_timeout: float | None = None,
-    ranks: str = "first",
-    fallback: Callable[..., Mapping[str, Any] | Config] | None = None,
-    background: bool = False,
+    space: Space | None = None, strategy: str | Strategy | None = None, budget: Budget | None = None,
+    store: Any = True, seed: int | None = 0, finalists: int | None = None, compile_workers: int | None = None,
+    compile_timeout: float | None = None, key_buckets: Mapping[str, Bucket | str] | str | None = None,
+    default_config: Config | None = None, progress: bool | None = None, check: bool = True,
+    check_outputs: Sequence[str] | None = None, reference: Callable[..., Any] | None = None,
+    tolerance: float | Mapping[str, float] | None = None, writes_padding: bool = False,
+    isolate: bool | None = None, run_timeout: float | None = None, ranks: str = "first",
+    fallback: Callable[..., Mapping[str, Any] | Config] | None = None, background: bool = False,
 ) -> Callable[[Any], Autotuner]:
-    """Decorator for tuning a ``@triton.jit`` function; ``triton.autotune``'s arguments keep their meaning.
-
-    ``configs``, ``key``, ``prune_configs_by``, ``reset_to_zero``, ``restore_value``, ``pre_hook``,
-    ``post_hook``, ``warmup``, ``rep``, ``use_cuda_graph``, ``do_bench`` and ``cache_results`` are
-    as in ``triton.autotune``.
+    """Decorator for tuning a ``@triton.jit`` function; ``triton.autotune``'s arguments (the
+    positional ones, ``configs`` to ``cache_results``) keep their meaning.
 
     Args:
         space: a ``tunekit.Space`` to search, instead of or beside ``configs``.
@@ -359,8 +336,7 @@ def autotune(
         seed: makes strategies reproducible.
         finalists: how many of the best are re-timed in interleaved rounds before a winner is
             chosen (default 3 with a store, 1 without).
-        compile_workers: processes compiling configs in parallel (default: the usable CPUs, at
-            most 16).
+        compile_workers: processes compiling configs in parallel (default: the CPUs, at most 16).
         compile_timeout: seconds a config may take to compile (default: adaptive).
         key_buckets: ``"pow2"`` or ``{key argument: "pow2" or a function}``: key values that
             share a bucket share a tuning (decode-like shapes that change on every call).
