@@ -128,5 +128,6 @@ def test_without_matplotlib_the_tables_are_written_and_the_missing_figures_said(
                         find_spec(name, *a))
     assert main(["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "random", "--seeds", "1",
                  "--out", str(tmp_path / "out")]) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["curves.csv", "report.md", "summary.csv"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".tunekit-outputs", "curves.csv", "report.md",
+                                                                  "summary.csv"]
     assert "pip install 'tunekit[plots]'" in caplog.text

@@ -249,6 +249,10 @@ def test_a_store_missing_a_column_is_refused_by_name_before_tuning(store_path):
     with pytest.raises(StoreError, match=r"lacks the column trials\.relative_error of its schema"):
         kernel[vector_add.grid(256)](x, y, out, 256)
     assert store_path.read_bytes() == before
+    # what the message recommends works: the reading commands read it through a copy (they crashed)
+    assert main(["store", "ls", "--store", str(store_path)]) == 0
+    assert main(["store", "export", str(store_path.parent / "saved.jsonl"), "--store", str(store_path)]) == 0
+    assert store_path.read_bytes() == before
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0.9", "1", "fast"])
@@ -279,3 +283,116 @@ def test_a_tensor_as_a_key_is_stored_by_shape_and_dtype_not_by_its_printed_value
     keys = {json.loads(row["key"])["args"]["x_ptr"] for row in ResultsStore(store_path).rows()}
     assert keys == {"tensor(shape=[256], dtype=torch.float32)", "tensor(shape=[512], dtype=torch.float32)"}
     assert caplog.text.count("a tensor: stored by its shape and dtype") == 1
+
+
+# -- the second hostile pass (issue 28's closing one) -------------------------------------------
+
+
+def test_a_default_store_whose_directory_cannot_be_created_keeps_results_in_memory(tmp_path, monkeypatch, caplog):
+    """A read-only home (a container's root, say): the default store's directory could not be made,
+    and a stock-compatible call ended in a raw ``OSError``. Now it tunes with a store in memory."""
+    blocker = tmp_path / "home"
+    blocker.write_text("a file where the cache directory would go")
+    monkeypatch.setenv("TUNEKIT_STORE", str(blocker / "cache" / "tunekit.db"))
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
+                              key=["n"])(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    assert torch.equal(out, x + y) and kernel.tuning_report.evaluations == 2
+    assert "cannot be created" in caplog.text and "reading it into memory" in caplog.text
+    assert blocker.read_text() == "a file where the cache directory would go"
+
+
+def test_a_stores_own_export_of_an_infinite_relative_error_imports_back(store_path, tmp_path):
+    """A wrong output of infinity is stored with relative_error inf; its export was refused on import."""
+    store = ResultsStore(store_path)
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(store_path))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    kernel[vector_add.grid(256)](x, y, out, 256)
+    rows = store.rows()
+    rows[0]["relative_error"] = math.inf
+    source = tmp_path / "inf.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["store", "import", str(source), "--store", str(tmp_path / "new.db")]) == 0
+    assert ResultsStore(tmp_path / "new.db").rows()[0]["relative_error"] == math.inf
+
+
+def test_a_config_outside_the_space_is_never_launched_offline(store_path, tmp_path, monkeypatch, exported_trial,
+                                                              caplog):
+    """An imported winner of BLOCK 10**40 is refused; one of another Space (BLOCK 999) used to be
+    launched offline and fail there. It is ignored with a warning and the default config runs."""
+    winner = {"kernel_name": "add_kernel", "source_hash": exported_trial["source_hash"],
+              "triton_version": exported_trial["triton_version"], "device": exported_trial["device"],
+              "timing_method": exported_trial["timing_method"], "key": exported_trial["key"], "median_ms": 1.0,
+              "space_hash": "another", "run_id": "r", "created_at": 1.0}
+    huge = write_rows(tmp_path / "huge.jsonl", [dict(winner, config=json.dumps({"BLOCK": 10 ** 40}))])
+    assert main(["store", "import", huge, "--store", str(tmp_path / "new.db")]) == 2
+    odd = write_rows(tmp_path / "odd.jsonl", [dict(winner, config=json.dumps({"BLOCK": 999, "num_warps": 4}))])
+    assert main(["store", "import", odd, "--store", str(tmp_path / "odd.db")]) == 0
+    monkeypatch.setenv("TUNEKIT_MODE", "offline")
+    kernel = tunekit.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"],
+                              store=str(tmp_path / "odd.db"))(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(256)
+    with pytest.warns(RuntimeWarning, match="using the default config"):
+        kernel[vector_add.grid(256)](x, y, out, 256)
+    assert torch.equal(out, x + y) and kernel.best_config.kwargs == {"BLOCK": 64}
+    assert "is not a config of the Space; ignored" in caplog.text
+
+
+def test_a_claim_of_a_dead_process_of_this_host_is_taken_over_at_once(store_path):
+    """``tunekit tune`` run again after a kill waited out the dead run's 60 s lease on every key it held."""
+    import socket
+
+    from tunekit.store import Claim, KernelIdentity
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store = ResultsStore(store_path)
+    identity = KernelIdentity("k", "hash", "3.x", "interpreter", "host_clock")
+    assert store.claim(identity, "space", "{}", owner=f"{socket.gethostname()}:{dead.pid}:cpu",
+                       lease=60) is Claim.CLAIMED
+    assert store.claim(identity, "space", "{}", owner=f"{socket.gethostname()}:{os.getpid()}:cpu",
+                       lease=60) is Claim.CLAIMED
+    assert store.claim(identity, "space", "{}", owner="otherhost:1:cpu", lease=60) is Claim.TAKEN  # alive: mine
+
+
+@pytest.mark.parametrize("name", ["q?mode=ro.db", "a%20b.db", "hash#1.db"])
+def test_a_store_path_is_taken_literally(tmp_path, name):
+    """'?' began a URL query (a file q was created) and '%20' became a space."""
+    path = tmp_path / name
+    ResultsStore(str(path)).close()
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [name]
+
+
+@pytest.mark.parametrize("name", ["def.py", "json.py", "tunekit.py"])
+def test_a_heuristics_module_that_could_not_be_imported_or_would_hide_another_is_refused(tmp_path, name,
+                                                                                          monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["store", "heuristics", name, "--kernel", "add_kernel", "--store", str(tmp_path / "s.db")])
+    expected = "cannot be imported" if name == "def.py" else "would hide the module"
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / name).exists()
+
+
+def test_comparison_outputs_never_overwrite_a_users_files_named_as_tunekits(tmp_path):
+    """``--out`` holding the user's own report.md and summary.csv: both were replaced."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my notes")
+    from tunekit.compare import output_directory
+
+    with pytest.raises(FileExistsError, match="files tunekit did not write"):
+        output_directory(out)
+    assert (out / "report.md").read_text() == "my notes"
+    fresh = output_directory(tmp_path / "fresh")
+    (fresh / "report.md").write_text("tunekit's")
+    assert output_directory(fresh) == fresh  # a directory tunekit marked is its own to rewrite
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_a_number_of_processes_below_one_is_a_usage_error(jobs, capsys):
+    with pytest.raises(SystemExit) as exit_status:
+        main(["compare", "--space", "x.json", "--strategy", "random", "--jobs", jobs])
+    assert exit_status.value.code == 2 and "int >= 1 (worker processes)" in capsys.readouterr().err

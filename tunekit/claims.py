@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .store import Claim, KernelIdentity, ResultsStore
+from .store import Claim, KernelIdentity, ResultsStore, owner_died_on_this_host
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class KeyClaim:
                                                  LEASE_SECONDS)
                 return True
             self.holder = store.claims(identity, self.space_hash).get(self.key, {}).get("owner") or ""
-            if not _died_on_this_host(self.holder):
+            if not owner_died_on_this_host(self.holder):
                 return False
             logger.info("%s %s: %s, which claimed this key, is gone; tuning it here", identity.name, self.key,
                         self.holder)
@@ -152,16 +152,3 @@ def tune_once(store: ResultsStore, identity: KernelIdentity, space_hash: str, ke
         claim.release(won)
 
 
-def _died_on_this_host(owner: str) -> bool:
-    """Whether ``owner`` (``owner_name``'s host:pid:...) was a process of this host that is gone."""
-    host, _, rest = owner.partition(":")
-    pid = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # another user's live process
-        return False
-    return False

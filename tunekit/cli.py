@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import json
+import keyword
 import os
 import sys
 import time
@@ -160,9 +162,14 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
 
     if Path(args.out).exists():
         raise SystemExit(f"tunekit: {args.out} exists; tunekit does not overwrite files. Choose another name.")
-    if Path(args.out).suffix != ".py" or not Path(args.out).stem.isidentifier():
+    stem = Path(args.out).stem
+    if Path(args.out).suffix != ".py" or not stem.isidentifier() or keyword.iskeyword(stem):
         args.parser.error(f"{args.out} cannot be imported as a module (fallback=module.config_for): give a file "
-                          "name such as my_rule.py (letters, digits and underscores, ending in .py)")
+                          "name such as my_rule.py (letters, digits and underscores, ending in .py; not a Python "
+                          "keyword)")
+    if stem in sys.stdlib_module_names or stem in sys.builtin_module_names or importlib.util.find_spec(stem):
+        args.parser.error(f"{args.out} would hide the module {stem} that Python imports already (a script run "
+                          "beside it would import the rule instead); choose another name, such as my_rule.py")
     source = args.store or settings.store_url()
     store = winners_store(source) if is_winners_file(source) else _store(args)
     try:
@@ -215,6 +222,17 @@ def _counted(deleted: Deleted) -> str:
     trials, runs = plural(deleted.trials, "trial"), plural(deleted.runs, "run")
     claims = f" and {plural(deleted.claims, 'claim')}" if deleted.claims else ""
     return f"{trials}, {runs}{',' if claims else ' and'} {plural(deleted.winners, 'winner')}{claims}"
+
+
+def _processes(text: str) -> int:
+    """``--jobs``: worker processes, an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1 (worker processes). Got {text!r} instead.")
+    return value
 
 
 def _budget(text: str) -> int:
@@ -456,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="evaluations per tuning (default: per space, where calculated random search "
                               "reaches the end of the score range, over evaluations and over seconds)")
     compare.add_argument("--seconds", type=float, default=None, help="simulated seconds per tuning, besides --budget")
-    compare.add_argument("--jobs", type=int, default=1, help="worker processes")
+    compare.add_argument("--jobs", type=_processes, default=1, help="worker processes")
     compare.add_argument("--threshold", type=_ratio, action="append",
                          help="another target, as a ratio to the optimum (1.02 and 1.05 are always reported); repeat")
     compare.add_argument("--transfer", action="store_true",
@@ -471,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
     demo.add_argument("--seeds", type=int, default=3, help="replay: seeds per strategy and space")
     demo.add_argument("--budget", type=_budget, default=50, help="replay: evaluations per tuning")
-    demo.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="replay: processes")
+    demo.add_argument("--jobs", type=_processes, default=min(4, os.cpu_count() or 1), help="replay: processes")
     demo.add_argument("--out", default="tunekit-demo", help="replay: where the tables and PNGs go")
     demo.add_argument("--seconds", type=float, default=60.0, help="live: tunekit's tuning budget")
     demo.set_defaults(handler=cmd_demo)

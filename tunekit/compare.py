@@ -261,6 +261,10 @@ def _censored_median(values: Sequence[float | None]) -> float:
 # -- writing ------------------------------------------------------------------------------------
 
 
+#: Written into a directory of comparison outputs: files there named as tunekit's are tunekit's.
+OUTPUTS_MARKER = ".tunekit-outputs"
+
+
 def check_output_directory(out: str | os.PathLike) -> None:
     """Raise ``FileExistsError`` when ``out`` is a file, before a comparison runs, so that such a
     ``--out`` costs no replay; a directory holding files tunekit did not write is refused when the
@@ -280,11 +284,15 @@ def output_directory(out: str | os.PathLike) -> Path:
     except OSError as error:
         raise ValueError(f"cannot create the output directory {out}: {(error.strerror or str(error)).lower()}; "
                          "choose another path") from None
-    ours = {"summary.csv", "curves.csv", "report.md", "curves.png", "run.json"}
-    foreign = [p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith("curves-")]
+    ours = {"summary.csv", "curves.csv", "report.md", "curves.png", "run.json", OUTPUTS_MARKER}
+    held = [p.name for p in out.iterdir()]
+    # files named as ours are ours only where tunekit marked the directory as its outputs'
+    foreign = [name for name in held if not (name in ours or name.startswith("curves-"))
+               or OUTPUTS_MARKER not in held]
     if foreign:
         raise FileExistsError(f"{out} holds files tunekit did not write ({', '.join(sorted(foreign)[:5])}); "
                               "choose an empty or new directory")
+    (out / OUTPUTS_MARKER).write_text("the outputs of tunekit compare or tunekit demo: rewritten by the next run\n")
     return out
 
 

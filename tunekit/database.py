@@ -125,8 +125,10 @@ def location_url(location: str | os.PathLike, *, read_only: bool = False, create
     if not path.parent.exists():
         raise StoreError(f"Store path {path}: directory {path.parent} does not exist.")
     if not read_only and not _writable(path):
-        raise ReadOnlyStoreError(f"Store path {path} is not writable by this user.")
-    return text if "://" in text else f"sqlite:///{path.resolve()}"
+        raise ReadOnlyStoreError(f"Store path {path} is not writable here (a read-only file system, or permissions).")
+    # a path is taken literally: '?' and '%' in it are not a URL's query and escapes
+    literal = str(path.resolve()).replace("%", "%25").replace("?", "%3F").replace("#", "%23")
+    return text if "://" in text else f"sqlite:///{literal}"
 
 
 def _writable(path: Path) -> bool:

@@ -24,7 +24,7 @@ from .caller import warn_at_caller
 from .claims import KeyClaim, tune_once
 from .compat import triton_build_key
 from .compiler import source_hash
-from .config import Config, config_from_dict, config_json
+from .config import Config, config_json
 from .deadline import Clock, Stopwatch
 from .keys import TuningKey, nearest_key
 from .launch import Launch
@@ -229,9 +229,8 @@ class KernelTuning:
         (of another Space), the ``fallback`` rule's config, the nearest tuned key's winner, or
         ``default_config`` (else the Space's first config)."""
         exact = winners.get(text)
-        if exact:
-            params = json.loads(exact[0])
-            return self.space.canonical(params) or config_from_dict(params), "the stored winner"
+        if exact and (config := self._in_space(exact.config, f"the stored winner of key {text}")) is not None:
+            return config, "the stored winner"
         if self.fallback is not None:
             key = json.loads(text)
             given = self.fallback(**key["args"], dtypes=list(key["dtypes"]))
@@ -242,11 +241,18 @@ class KernelTuning:
                            self.kernel_name, given, text)
         tuned = [TuningKey.from_json(other) for other in winners]
         near = nearest_key(TuningKey.from_json(text), tuned)
-        if near is not None:
-            params = json.loads(winners[near.json].config)
-            return (self.space.canonical(params) or config_from_dict(params),
-                    f"the winner of the nearest tuned key {near.json}")
+        if near is not None and (config := self._in_space(winners[near.json].config,
+                                                          f"the winner of key {near.json}")) is not None:
+            return config, f"the winner of the nearest tuned key {near.json}"
         return self.options.default_config or self.space.configs()[0], "the default config"
+
+    def _in_space(self, config_text: str, what: str) -> Config | None:
+        """The stored config ``config_text`` as the Space has it; None, said, for one the Space
+        lacks (tuned over another Space, or imported): it is not launched untested."""
+        config = self.space.canonical(json.loads(config_text))
+        if config is None:
+            logger.warning("%s: %s, %s, is not a config of the Space; ignored", self.kernel_name, what, config_text)
+        return config
 
     # -- off the first call --------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sqlalchemy import Column, Float, Index, Integer, Row, String, Text, extract, func, inspect, select
+from sqlalchemy import Column, Float, Index, Integer, Row, String, Text, extract, func, inspect, select, text
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import DatabaseError, DataError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Session, mapped_column
@@ -332,6 +332,8 @@ def checked_export_rows(rows: Sequence[dict[str, Any]], source: str) -> list[tup
             raise StoreError(f"{where}: missing {', '.join(missing)}.")
         values = {name: _typed(row.get(name), column, where) for name, column in columns.items()}
         for name, value in values.items():
+            if name == "relative_error" and value == math.inf:
+                continue  # a wrong output of NaN or infinity: what the check stores, and export writes
             if isinstance(value, float) and (not math.isfinite(value) or (name in _POSITIVE and value <= 0)):
                 raise StoreError(f"{where}: {name} {value!r} is not a {'time > 0' if name in _POSITIVE else 'finite number'}.")
         if table is _TrialRow and values["status"] not in {status.value for status in Status}:
@@ -355,6 +357,8 @@ def _check_config(config: dict[str, Any], where: str) -> None:
         if name in _LAUNCH_OPTIONS:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise StoreError(f"{where}: config's {name} {value!r} is not a whole number >= 1.")
+        elif isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+            raise StoreError(f"{where}: config's {name} {value!r} is out of range for a kernel's integer.")
         elif not (value is None or isinstance(value, (bool, int, str))
                   or (isinstance(value, float) and math.isfinite(value))):
             raise StoreError(f"{where}: config's {name} {value!r} is not a parameter value (a number, a string or "
@@ -437,6 +441,29 @@ def _process_alive(pid: int, started: str) -> bool:
     except PermissionError:  # another user's process has this id now
         pass
     return not started or _process_start(pid) == started
+
+
+def _missing_columns(session: Session) -> list[Column[Any]]:
+    """The columns of this schema that the store's tables lack."""
+    inspector = inspect(session.connection())
+    return [column for table in _Base.metadata.sorted_tables for column in table.columns
+            if column.name not in {c["name"] for c in inspector.get_columns(table.name)}]
+
+
+def owner_died_on_this_host(owner: str) -> bool:
+    """Whether a claim's ``owner`` (host:pid:...) was a process of this host that is gone: its
+    claim is taken over at once, not when its lease ends."""
+    host, _, rest = owner.partition(":")
+    pid = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
 
 
 def trial_from_row(row: Mapping[str, Any]) -> Trial:
@@ -527,14 +554,12 @@ class ResultsStore:
     def _refuse_missing_columns(self, session: Session) -> None:
         """A store whose tables lack columns of this schema (changed by hand or by another
         program): a StoreError naming them, before a tuning fails on them part way."""
-        inspector = inspect(session.connection())
-        missing = [f"{table.name}.{column.name}" for table in _Base.metadata.sorted_tables
-                   for column in table.columns
-                   if column.name not in {c["name"] for c in inspector.get_columns(table.name)}]
+        missing = _missing_columns(session)
         if missing:
             raise StoreError(f"Store {self.shown_url} lacks the column{'s' if len(missing) > 1 else ''} "
-                             f"{', '.join(missing)} of its schema: it was changed by something other than tunekit. "
-                             "Export what it holds (tunekit store export) into a new store, or give another store.")
+                             f"{', '.join(f'{c.table.name}.{c.name}' for c in missing)} of its schema: it was changed "
+                             "by something other than tunekit. Export what it holds (tunekit store export) into a new "
+                             "store, or give another store.")
 
     def _unreadable(self, error: DatabaseError) -> StoreError:
         return StoreError(f"Store {self.shown_url} could not be opened ({error.orig}); if it is a file, it is "
@@ -554,6 +579,20 @@ class ResultsStore:
             raise self._unreadable(error) from error
         self._refuse_newer(version)
         if version == SCHEMA_VERSION:
+            with self._session() as session:
+                missing = _missing_columns(session)
+                if not missing:
+                    return
+                if sqlite_file(self.url) is None:
+                    self._refuse_missing_columns(session)
+            # read through a copy with the missing columns added (empty), so that what it holds can be exported
+            self._engine = memory_copy(self._engine)
+            with Session(self._engine) as session, session.begin():
+                for column in missing:
+                    session.execute(text(f'ALTER TABLE "{column.table.name}" ADD COLUMN "{column.name}" '
+                                         f"{column.type.compile(dialect=self._engine.dialect)}"))
+            logger.warning("store %s lacks %s of its schema: read through a copy where they are empty",
+                           self.shown_url, ", ".join(f"{c.table.name}.{c.name}" for c in missing))
             return
         if sqlite_file(self.url) is None:
             raise StoreError(f"Store {self.shown_url} has schema version {version}, older than this tunekit's "
@@ -739,11 +778,15 @@ class ResultsStore:
                     return Claim.FAILED
                 # failed in an earlier run, or its winner deleted or replaced by another Space's: tune again
                 row.finished_at, row.outcome = None, None
-            elif row.owner not in ("", owner) and row.expires_at > now:
+            elif row.owner not in ("", owner) and row.expires_at > now and not owner_died_on_this_host(row.owner):
                 return Claim.TAKEN
             elif row.owner not in ("", owner):
-                logger.warning("%s %s: the claim of %s expired %.0f s ago; %s takes it over", identity.name,
-                               key_json, row.owner, now - row.expires_at, owner)
+                if row.expires_at > now:
+                    logger.info("%s %s: %s, which claimed this key, is gone; %s takes it over", identity.name,
+                                key_json, row.owner, owner)
+                else:
+                    logger.warning("%s %s: the claim of %s expired %.0f s ago; %s takes it over", identity.name,
+                                   key_json, row.owner, now - row.expires_at, owner)
                 row.takeovers += 1
             row.owner, row.claimed_at, row.expires_at = owner, now, now + lease
             return Claim.CLAIMED
@@ -1003,18 +1046,29 @@ def open_store(
     if store is True:
         url = settings.store_url()
         if "://" not in url and create and not read_only:
-            Path(url).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            directory = Path(url).expanduser().parent
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as error:  # a read-only home in a container, say
+                raise ReadOnlyStoreError(f"Store path {url}: its directory {directory} cannot be created "
+                                         f"({(error.strerror or str(error)).lower()}).") from None
         return ResultsStore(url, read_only=read_only, create=create)
     if isinstance(store, (str, os.PathLike)):
         return ResultsStore(store, read_only=read_only, create=create)
     raise TypeError(f"store must be a path, an SQLAlchemy URL, a ResultsStore, True or None. Got {store!r} instead.")
 
 
-def memory_store_from(location: str | os.PathLike) -> ResultsStore:
+def memory_store_from(location: str | os.PathLike | bool) -> ResultsStore:
     """An in-memory store holding the trials (with their runs) and winners of the store at
     ``location``, which is only read: what a kernel tunes with when its store cannot be written
-    here. What it tunes is kept in memory only."""
-    with ResultsStore(location, read_only=True) as source:
+    here (one that does not exist: an empty one). What it tunes is kept in memory only."""
+    if isinstance(location, bool):  # store=True: the default store
+        location = settings.store_url()
+    try:
+        source = ResultsStore(location, read_only=True)
+    except MissingStoreError:
+        return ResultsStore("sqlite://")
+    with source:
         rows = [*source.rows(), *source.winner_rows()]
         shown = source.shown_url
     store = ResultsStore("sqlite://")
