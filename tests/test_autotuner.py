@@ -476,10 +476,13 @@ def test_a_space_whose_constraints_reject_every_config_is_refused_at_decoration(
         tunekit.autotune(space=space, key=["n"], store=tmp_path / "store.db")(vector_add.add_kernel)
 
 
-def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_path):
-    """Injected: SIGKILL to a process tuning vector addition exhaustively (20 configs, 0.2 s per
-    benchmark) once the store holds 5 trials. Survives: every committed trial; the next tuning
-    measures only the configs the store lacks and finishes; the one in flight is recorded as crashed."""
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
+def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_path, stop):
+    """Injected: SIGKILL (or SIGTERM, a job scheduler's timeout) to a process tuning vector addition
+    exhaustively (20 configs, 0.2 s per benchmark) once the store holds 5 trials. Survives: every
+    committed trial; the next tuning measures only the configs the store lacks and finishes. The
+    one in flight at a SIGKILL is recorded as crashed; at a SIGTERM (default action) it is not,
+    and is measured again."""
     import os
     import signal
     import sqlite3
@@ -517,9 +520,10 @@ def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_pa
                     (in_flight,) = connection.execute("SELECT COUNT(*) FROM in_flight").fetchone()
             except Exception:  # noqa: BLE001 - any failure to read here means: not yet
                 continue
-        process.send_signal(signal.SIGKILL)
+        process.send_signal(getattr(signal, stop))
     finally:
         process.wait()
+    assert process.returncode == -getattr(signal, stop)  # ended by the signal, as without tunekit
     before = [r for r in ResultsStore(store_path).rows() if r["source"] == "measured"]
     assert 5 <= len(before) < len(vector_add.space())
     assert len({r["config"] for r in before}) == len(before)
@@ -531,6 +535,11 @@ def test_a_tuning_killed_mid_way_resumes_without_measuring_anything_twice(tmp_pa
     torch.testing.assert_close(out, x + y)
     measured = [t for t in kernel.trials if t.source == "measured"]
     answered = [t for t in kernel.trials if t.source == "store"]
+    if stop == "SIGTERM":  # its mark cleared before the process ended: nothing crashed, all measured
+        assert not [t for t in answered if t.crashed] and len(answered) == len(before)
+        assert {t.config_id for t in measured} | {r["config"] for r in before} == {
+            config_json(c) for c in vector_add.space().configs()}
+        return
     # the config in flight at the kill is recorded as crashed (nothing tells a kill from outside from
     # a segfault); this tuning runs in-process (its do_bench cannot go to a worker), so it is not
     # launched again: the crash is its answer

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import signal
 import sys
+import threading
 import weakref
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
@@ -468,7 +472,8 @@ class TuningSession:
         short = self._short_screening()
         if config_id in self._proven:
             return self._runner.measure(config, self.key, short=short)
-        with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id):
+        with self.store.in_flight(self.identity, self.key.json, config_id, run_id=self.run_id) as clear, \
+                _cleared_on_sigterm(clear):
             trial = self._runner.measure(config, self.key, short=short)
         if trial.ok:
             self._proven.add(config_id)
@@ -539,6 +544,30 @@ class TuningSession:
 
 #: Kernels already said to be tuned in this process after all (said once per kernel and process).
 _told_not_isolated: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+@contextmanager
+def _cleared_on_sigterm(clear: Callable[[], None]) -> Iterator[None]:
+    """While a config is in flight in-process: a SIGTERM (a job scheduler's timeout, a preemption)
+    would end the process as a crash does, and the config would be recorded as having crashed it.
+    Where SIGTERM has Python's default action and this is the main thread, the mark is cleared
+    first and the signal then ends the process as it would have; a handler of the user's is left
+    as it is (one that raises ends the block, which clears the mark)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def stopped(signum: int, frame: Any) -> None:
+        clear()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _unresolved_crashes(history: Sequence[Trial]) -> set[tuple[str, str]]:

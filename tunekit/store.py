@@ -31,7 +31,7 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -650,10 +650,12 @@ class ResultsStore:
             session.add(_trial_row(identity, key_json, trial, strategy=strategy, run_id=run_id))
 
     @contextmanager
-    def in_flight(self, identity: KernelIdentity, key_json: str, config_id: str, *, run_id: str) -> Iterator[None]:
+    def in_flight(self, identity: KernelIdentity, key_json: str, config_id: str, *,
+                  run_id: str) -> Iterator[Callable[[], None]]:
         """Mark ``config_id`` as being launched by this process while the block runs. Should the
         process die in it, ``record_crashes`` finds the mark; a block that ends in any other way
-        (an exception included) removes it."""
+        (an exception included) removes it. Yields what removes it sooner (a process stopped from
+        outside, which the config did not crash)."""
         row = _InFlightRow(kernel_name=identity.name, source_hash=identity.source_hash,
                            triton_version=identity.triton_version, device=identity.device,
                            timing_method=identity.timing_method, key=key_json, config=config_id, run_id=run_id,
@@ -663,11 +665,15 @@ class ResultsStore:
             session.add(row)
             session.flush()
             row_id = row.id
-        try:
-            yield
-        finally:
+
+        def clear() -> None:
             with self._session(write=True) as session:
                 session.execute(sql_delete(_InFlightRow).where(_InFlightRow.id == row_id))
+
+        try:
+            yield clear
+        finally:
+            clear()
 
     def record_crashes(self, identity: KernelIdentity) -> list[Trial]:
         """Configs of this kernel identity left in flight by a process of this host that is gone:
