@@ -260,6 +260,8 @@ def test_every_config_failing_raises_with_kernel_key_and_counts(store_path):
         launch_add(kernel)
     (run,) = ResultsStore(store_path).runs()
     assert run["evaluations"] == 2 and run["winner"] is None and run["finished_at"] is not None
+    # what was tried stays on the kernel, as after a tuning that found a winner
+    assert kernel.run_id == run["run_id"] and [t.status for t in kernel.trials] == [tunekit.Status.RUNTIME_ERROR] * 2
 
 
 def test_bad_arguments_are_refused_before_anything_runs():

@@ -58,6 +58,7 @@ def test_a_foreign_file_is_refused_with_a_message(tmp_path, capsys):
     assert "not a tunekit store" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 50-63 s on 2 cores
 def test_demo_replays_the_shipped_h200_spaces_without_a_gpu(tmp_path, capsys):
     from tunekit.kernels import shipped
 

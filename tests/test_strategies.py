@@ -204,6 +204,7 @@ def test_entry_point_plugin_is_discovered(tmp_path, monkeypatch):
     sys.modules.pop("my_plugin", None)
 
 
+@pytest.mark.slow  # 37 s on 2 cores
 def test_default_trusts_other_keys_only_as_far_as_this_keys_trials_agree():
     """The store holds another key whose ranking is the reverse of this key's (the toy optimum is
     that key's slowest config). ``default`` proposes that key's best configs first, then learns

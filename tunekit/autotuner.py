@@ -218,7 +218,12 @@ class Autotuner(_TritonAutotuner):
             if key in self._tuned:
                 return self._tuned[key]
             tuning_key = self._checked_key(key, args, kwargs)
-            decision = self.tuning.decide(key, tuning_key, args, kwargs)
+            try:
+                decision = self.tuning.decide(key, tuning_key, args, kwargs)
+            except TuningError as error:
+                if error.trials:
+                    self.trials, self.run_id = list(error.trials), error.run_id
+                raise
             self._took(decision, tuning_key, args, kwargs)
             if not decision.final:
                 return decision.config, decision.config.all_kwargs()

@@ -29,7 +29,7 @@ from .deadline import Clock, Stopwatch
 from .keys import TuningKey, nearest_key
 from .launch import Launch
 from .ranks import agree
-from .session import TuningOptions, TuningReport, TuningSession, stored_winner
+from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
 from .shipping import is_winners_file, serve_winners
 from .space import Space
 from .store import (KernelIdentity, MissingStoreError, ReadOnlyStoreError, ResultsStore, StoredWinner,
@@ -213,7 +213,11 @@ class KernelTuning:
         if len(space) == 1:
             return Decision(space.configs()[0])
         session = self.session(key, space, first=first)
-        winner, report = session.run(args, kwargs)
+        try:
+            winner, report = session.run(args, kwargs)
+        except TuningError as error:  # the caller still sees what was tried
+            error.trials, error.run_id = list(session.trials), session.run_id
+            raise
         return Decision(winner, trials=session.trials, run_id=session.run_id, report=report)
 
     def session(self, key: TuningKey, space: Space, *, store: ResultsStore | None = None,

@@ -45,7 +45,11 @@ logger = logging.getLogger(__name__)
 
 
 class TuningError(RuntimeError):
-    """Every config failed: the message names the kernel, the key and the failure counts."""
+    """Every config failed: the message names the kernel, the key and the failure counts.
+    ``trials`` and ``run_id``: the failed tuning's, where one ran."""
+
+    trials: Sequence[Trial] = ()
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
