@@ -30,16 +30,22 @@ def test_offline_mode_creates_no_store_where_none_exists(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_offline_mode_serves_winners_from_a_read_only_store(tmp_path, monkeypatch, make_read_only):
+def tuned_then_read_only(tmp_path, make_read_only):
+    """A store tuned at N in a directory then made read-only: (directory, store path, the kernel that tuned)."""
     directory = tmp_path / "shipped"
     directory.mkdir()
     store = directory / "tunekit.db"
-    x, y, out = vector_add.inputs(N)
     online = make(store)
-    vector_add.launch(online, x, y, out)
+    vector_add.launch(online, *vector_add.inputs(N))
     online.store.close()
-    listing = sorted(p.name for p in directory.iterdir())
     make_read_only(directory)
+    return directory, store, online
+
+
+def test_offline_mode_serves_winners_from_a_read_only_store(tmp_path, monkeypatch, make_read_only):
+    directory, store, online = tuned_then_read_only(tmp_path, make_read_only)
+    listing = sorted(p.name for p in directory.iterdir())
+    x, y, out = vector_add.inputs(N)
 
     monkeypatch.setenv("TUNEKIT_MODE", "offline")
     offline = make(store)
@@ -57,15 +63,9 @@ def test_online_a_read_only_tuned_store_serves_its_winners_and_tunes_new_keys_in
     """A fully tuned store on read-only media, in the normal (online) mode: every call raised
     ``StoreError: ... not writable``. Now its winners are served without measuring anything, a key it
     lacks is tuned with what it holds, and the directory is left as it was."""
-    directory = tmp_path / "shipped"
-    directory.mkdir()
-    store = directory / "tunekit.db"
-    x, y, out = vector_add.inputs(N)
-    online = make(store)
-    vector_add.launch(online, x, y, out)
-    online.store.close()
+    directory, store, online = tuned_then_read_only(tmp_path, make_read_only)
     listing = sorted(p.name for p in directory.iterdir())
-    make_read_only(directory)
+    x, y, out = vector_add.inputs(N)
 
     served = make(store)
     out.zero_()

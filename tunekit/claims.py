@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .store import Claim, KernelIdentity, ResultsStore, owner_died_on_this_host
+from .store import Claim, KernelIdentity, ResultsStore
 
 logger = logging.getLogger(__name__)
 
@@ -75,27 +75,20 @@ class KeyClaim:
         self._held = False
 
     def take(self, renewed_by_calls: bool = False) -> bool:
-        """Claim the key; False while another process holds it (``holder``) or it is done. A
-        claim of a process of this host that died is given back and taken at once. A thread
+        """Claim the key; False while another process holds it (``holder``) or it is done (a claim
+        of a process of this host that died is taken at once: ``ResultsStore.claim``). A thread
         renews it while held, unless ``renewed_by_calls`` (a tuning spread over calls): then each
         ``renew`` does, and a tuning whose calls stop lets it expire for another process."""
         store, identity = self.store, self.identity
-        for _ in range(2):
-            state = store.claim(identity, self.space_hash, self.key, owner=self.owner, lease=LEASE_SECONDS,
-                                retry_failed_before=math.inf)
-            if state is Claim.CLAIMED:
-                self._held = True
-                if not renewed_by_calls:
-                    self._renewal = ClaimRenewal(store, identity, self.space_hash, self.key, self.owner,
-                                                 LEASE_SECONDS)
-                return True
+        state = store.claim(identity, self.space_hash, self.key, owner=self.owner, lease=LEASE_SECONDS,
+                            retry_failed_before=math.inf)
+        if state is not Claim.CLAIMED:
             self.holder = store.claims(identity, self.space_hash).get(self.key, {}).get("owner") or ""
-            if not owner_died_on_this_host(self.holder):
-                return False
-            logger.info("%s %s: %s, which claimed this key, is gone; tuning it here", identity.name, self.key,
-                        self.holder)
-            store.release_claim(identity, self.space_hash, self.key, owner=self.holder)
-        return False
+            return False
+        self._held = True
+        if not renewed_by_calls:
+            self._renewal = ClaimRenewal(store, identity, self.space_hash, self.key, self.owner, LEASE_SECONDS)
+        return True
 
     def renew(self) -> None:
         """Extend a claim held by this process by its lease from now."""

@@ -22,7 +22,7 @@ import keyword
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,26 +224,23 @@ def _counted(deleted: Deleted) -> str:
     return f"{trials}, {runs}{',' if claims else ' and'} {plural(deleted.winners, 'winner')}{claims}"
 
 
-def _processes(text: str) -> int:
-    """``--jobs``: worker processes, an int >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1 (worker processes). Got {text!r} instead.")
-    return value
+def _at_least_one(what: str) -> Callable[[str], int]:
+    """An argparse type: an int >= 1 (0 used to mean the default of ``--budget``, silently)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be an int >= 1 ({what}). Got {text!r} instead.")
+        return value
+
+    return parse
 
 
-def _budget(text: str) -> int:
-    """``--budget``: evaluations per tuning, an int >= 1 (0 used to mean the default, silently)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1 (evaluations per tuning). Got {text!r} instead.")
-    return value
+_processes = _at_least_one("worker processes")
+_budget = _at_least_one("evaluations per tuning")
 
 
 def _tuning_key(text: str) -> str:
