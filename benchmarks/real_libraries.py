@@ -34,6 +34,7 @@ if __name__ == "__main__" and "--one" in sys.argv:
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -87,6 +88,7 @@ def _forward_backward(forward: Callable[..., Any], inputs: list[Any], seed: int 
         grads = torch.autograd.grad(out, inputs, out_grad)
         return torch.cat([out.flatten().float(), *(g.flatten().float() for g in grads)])
 
+    call.parts = [math.prod(inputs[0].shape), *(t.numel() for t in inputs)]  # type: ignore[attr-defined]
     return call
 
 
@@ -140,6 +142,8 @@ def flag_gems_inputs(op: str) -> tuple[Callable[[], Any], str]:
         with flag_gems.use_gems():
             return call()
 
+    with_gems.native = call  # type: ignore[attr-defined]  # PyTorch's own kernels: a reference for both variants
+    with_gems.parts = call.parts  # type: ignore[attr-defined]
     return with_gems, "flag_gems.ops"
 
 
@@ -147,8 +151,11 @@ LIBRARIES: dict[str, Callable[[str], tuple[Callable[[], Any], str]]] = {
     "fla": fla_inputs, "liger": liger_inputs, "flag_gems": flag_gems_inputs}
 
 
-def measure(library: str, op: str, variant: str, store: str, save: str) -> dict[str, Any]:
-    """One measured process: swap, import, first call, steady state, outputs saved."""
+def measure(library: str, op: str, variant: str, store: str, save: str, profile: str | None = None) -> dict[str, Any]:
+    """One measured process: swap, import, first call, steady state, outputs saved: the first
+    call's, a steady-state call's and, where the library's op has one, the op of PyTorch's own
+    (``flag_gems`` outside ``use_gems()``) on the same inputs, each as its parts (output, then the
+    gradient of each input)."""
     import torch
     import triton
 
@@ -160,13 +167,41 @@ def measure(library: str, op: str, variant: str, store: str, save: str) -> dict[
     torch.zeros(1, device="cuda")  # the device is up before the library is imported (lazy imports)
     call, _ = LIBRARIES[library](op)
     torch.cuda.synchronize()
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     out = call()
     torch.cuda.synchronize()
     first = time.perf_counter() - start
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
     steady_ms = triton.testing.do_bench(call, warmup=25, rep=200)
-    torch.save(out.detach().cpu(), save)
-    return {"first_call_s": first, "op_ms": steady_ms, **tuned_by()}
+    steady = call()
+    native = getattr(call, "native", None)
+    torch.save({"first": out.detach().cpu(), "steady": steady.detach().cpu(),
+                "native": native().detach().cpu() if native is not None else None,
+                "parts": getattr(call, "parts", None)}, save)
+    return {"first_call_s": first, "op_ms": steady_ms, **tuned_by(), "tunings": tunings()}
+
+
+def tunings() -> list[dict[str, Any]]:
+    """What each tunekit autotuner of this process did: its kernel, key, winner, seconds, evaluations, workers."""
+    import dataclasses
+    import gc
+
+    found = []
+    for obj in gc.get_objects():
+        report = getattr(obj, "tuning_report", None) if type(obj).__module__.startswith("tunekit") else None
+        if report is not None and dataclasses.is_dataclass(report):
+            found.append({"kernel": getattr(getattr(obj, "fn", None), "__name__", str(obj)),
+                          **{k: str(v) if not isinstance(v, (int, float)) else v
+                             for k, v in dataclasses.asdict(report).items()}})
+    return found
 
 
 def tuned_by() -> dict[str, int]:
@@ -184,10 +219,11 @@ def tuned_by() -> dict[str, int]:
     return counts
 
 
-def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeout: float) -> dict[str, Any]:
+def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeout: float,
+            profile: str | None = None) -> dict[str, Any]:
     save = os.path.join(scratch, f"{op}-{variant}-{time.monotonic_ns()}.pt")
     command = [sys.executable, __file__, "--one", f"{library}:{op}:{'tk' if variant == 'tk_second' else variant}",
-               "--store", store, "--save", save]
+               "--store", store, "--save", save, *(["--profile", profile] if profile else [])]
     started = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -203,11 +239,37 @@ def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeo
     return record
 
 
+def _difference(x: Any, y: Any) -> float:
+    """max |x - y| / max |y|."""
+    x, y = x.float(), y.float()
+    return float((x - y).abs().max() / y.abs().max().clamp_min(1e-12))
+
+
 def largest_difference(a: str, b: str) -> float:
+    """The largest difference between the first calls' outputs saved at ``a`` and ``b``."""
     import torch
 
-    x, y = torch.load(a).float(), torch.load(b).float()
-    return float((x - y).abs().max() / y.abs().max().clamp_min(1e-12))
+    return _difference(torch.load(a)["first"], torch.load(b)["first"])
+
+
+def differences_by_part(saved: str, stock_saved: str) -> dict[str, list[float]]:
+    """Per part (output, then each input's gradient): this process's first call against stock's,
+    its steady-state call against its first, and both variants' first calls against PyTorch's own op."""
+    import torch
+
+    mine, stock = torch.load(saved), torch.load(stock_saved)
+    bounds = [0]
+    for size in mine["parts"] or [mine["first"].numel()]:
+        bounds.append(bounds[-1] + size)
+
+    def by_part(x: Any, y: Any) -> list[float]:
+        return [round(_difference(x[a:b], y[a:b]), 6) for a, b in zip(bounds, bounds[1:])]
+
+    found = {"vs_stock": by_part(mine["first"], stock["first"]), "steady_vs_first": by_part(mine["steady"], mine["first"])}
+    if mine["native"] is not None:
+        found["vs_native"] = by_part(mine["first"], mine["native"])
+        found["stock_vs_native"] = by_part(stock["first"], stock["native"])
+    return found
 
 
 def summarize(records: list[dict[str, Any]], ops: list[str]) -> list[dict[str, Any]]:
@@ -231,6 +293,8 @@ def summarize(records: list[dict[str, Any]], ops: list[str]) -> list[dict[str, A
             row["tk_op_spread"] = max(r["op_ms"] for r in tk) / min(r["op_ms"] for r in tk)
             row["stock_op_spread"] = max(r["op_ms"] for r in stock) / min(r["op_ms"] for r in stock)
             row["largest_difference"] = max(largest_difference(t["saved"], s["saved"]) for s, t in pairs)
+            row["differences_by_part"] = [differences_by_part(t["saved"], s["saved"]) for s, t in pairs]
+            row["tunings"] = tk[0].get("tunings")
             row["kernels_tuned_by_tunekit"] = tk[0].get("tuned_by_tunekit")
             row["kernels_tuned_by_others"] = tk[0].get("tuned_by_others")
             stock_lines = {line for r in stock for line in r["stderr"]}
@@ -255,7 +319,9 @@ def drive(args: argparse.Namespace) -> None:
                 if time.monotonic() > deadline:
                     break
                 store = os.path.join(tempfile.mkdtemp(dir=scratch), "store.db")
-                record = run_one(library, op, variant, store, scratch, args.timeout)
+                profile = (os.path.join(args.profile_dir, f"{op}-{variant}.prof")
+                           if args.profile_dir and round_index == 0 else None)
+                record = run_one(library, op, variant, store, scratch, args.timeout, profile)
                 record["round"] = round_index
                 records.append(record)
                 if variant == "tk":
@@ -289,10 +355,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per measured process")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for all rounds (the rest is skipped)")
     parser.add_argument("--json", help="write the records and the summary here")
+    parser.add_argument("--profile", help="with --one: write a cProfile of the first call here")
+    parser.add_argument("--profile-dir", help="profile the first round's first calls into OP-VARIANT.prof here")
     args = parser.parse_args()
     if args.one:
         library, op, variant = args.one.split(":")
-        print(json.dumps(measure(library, op, variant, args.store, args.save)), flush=True)
+        print(json.dumps(measure(library, op, variant, args.store, args.save, args.profile)), flush=True)
         return
     drive(args)
 

@@ -4,6 +4,8 @@
 #   PART=first: benchmarks/first_call.py, vector add decorated before and after CUDA is up
 #               (2 configs) and the bf16 GEMM's 8- and 16-config lists, RUNS rounds (default 5)
 #   PART=libs:  benchmarks/real_libraries.py, OPS (default both fla ops), ROUNDS rounds (default 3)
+#   PART=diagnose: cProfiles of vadd's and vadd_late's first calls, then one round of OPS (default liger:dyt
+#               flag_gems:layer_norm) with cProfiles of the first calls, outputs compared part by part
 #   PART=anatomy_libs: first a cProfile of one vadd_late first call, tunekit's and stock's, then PART=libs
 #   PART=suite: PART=first with KINDS (default vadd vadd_late gemm16), then PART=libs with OPS (default
 #               liger:dyt flag_gems:layer_norm flag_gems:softmax), each within its share of TIMEOUT
@@ -22,6 +24,20 @@ case "${PART:-first}" in
   first)
     timeout "${TIMEOUT:-560}" python3 benchmarks/first_call.py --kinds ${KINDS-vadd vadd_late gemm8 gemm16} \
         --runs "${RUNS:-5}" --json "$OUT/first_call.json" 2>&1 | tee "$OUT/first_call.log" ;;
+  diagnose)
+    for kind in vadd vadd_late; do
+      for variant in tk stock; do
+        python3 benchmarks/first_call.py --one "$kind:$variant" --profile "$OUT/$kind-$variant.prof" \
+            2> "$OUT/$kind-$variant.profile.txt" | tee -a "$OUT/anatomy.log"
+      done
+    done
+    timeout "${TIMEOUT:-400}" python3 benchmarks/real_libraries.py --ops ${OPS-liger:dyt flag_gems:layer_norm} \
+        --rounds "${ROUNDS:-1}" --budget "${BUDGET:-350}" --profile-dir "$OUT" --json "$OUT/real_libraries.json" 2>&1 \
+        | tee "$OUT/real_libraries.log"
+    for prof in "$OUT"/*-tk.prof "$OUT"/*-stock.prof; do
+      python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative').print_stats(60); s.sort_stats('tottime').print_stats(25)" \
+          "$prof" > "${prof%.prof}.stats.txt" 2>&1
+    done ;;
   anatomy_libs)
     for variant in tk stock; do
       python3 benchmarks/first_call.py --one "vadd_late:$variant" --profile "$OUT/vadd_late-$variant.prof" \
