@@ -732,3 +732,36 @@ def test_partial_sums_in_a_layout_the_config_sets_are_judged_by_their_total():
     assert statuses == {32: Status.OK, 128: Status.OK, 256: Status.OK, 64: Status.WRONG}
     assert kernel.best_config.kwargs["BLOCK"] == 256
     torch.testing.assert_close(workspace.sum(), x.sum())
+
+
+@triton.jit
+def inner_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask), mask=mask)
+
+
+def test_a_kernel_launched_while_another_is_measured_is_not_tuned_inside_that_measurement(store_path):
+    """Injected: kernel A's reference function launches kernel B, both tuned by tunekit (as tunekit's
+    own comparisons launch a library's kernels when it replaces PyTorch's with autotuned Triton
+    kernels). B is not tuned inside A's measurement: its first config runs for that call only,
+    nothing of B is stored; A is tuned; B's first call from outside tunes it."""
+    inner = tunekit.autotune([tunekit.Config({"BLOCK": 64}), tunekit.Config({"BLOCK": 128})], key=["n"],
+                             store=store_path, isolate=False)(inner_add)
+
+    def reference(x_ptr, y_ptr, out_ptr, n, **_):
+        vector_add.launch(inner, x_ptr, y_ptr, out_ptr)
+
+    outer = tunekit.autotune([tunekit.Config({"BLOCK": 256}), tunekit.Config({"BLOCK": 512})], key=["n"],
+                             store=store_path, reference=reference, isolate=False)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(N)
+    vector_add.launch(outer, x, y, out)
+    assert [t.status for t in outer.trials] == [Status.OK, Status.OK]
+    torch.testing.assert_close(out, x + y)
+    assert inner.cache == {} and inner.trials == []
+    assert {json.loads(r["config"])["BLOCK"] for r in ResultsStore(store_path).rows()} == {256, 512}
+
+    out.zero_()
+    vector_add.launch(inner, x, y, out)
+    assert [t.status for t in inner.trials] == [Status.OK, Status.OK] and len(inner.cache) == 1
+    torch.testing.assert_close(out, x + y)

@@ -29,6 +29,7 @@ from .deadline import Clock, Stopwatch
 from .keys import TuningKey, nearest_key
 from .launch import Launch
 from .ranks import agree
+from .runner import measuring_in_this_thread
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
 from .shipping import is_winners_file, serve_winners
 from .space import Space
@@ -159,6 +160,8 @@ class KernelTuning:
             return pending.result or Decision(pending.entry[0], at_this_call=False)
         if len(self.space) == 1:
             return Decision(self.space.configs()[0])
+        if measuring_in_this_thread():
+            return self._while_measuring(tuning_key)
         if self.background and (decision := self._in_background(key, tuning_key, args, kwargs)):
             return decision
         if self.options.budget.per_call and (decision := self._over_calls(key, tuning_key, args, kwargs)):
@@ -192,6 +195,21 @@ class KernelTuning:
         warn_at_caller(f"tunekit did not tune {self.kernel_name} for key {key.json} because {reason}; using {what}: "
                        f"{config}", RuntimeWarning)
         return Decision(config)
+
+    def _while_measuring(self, key: TuningKey) -> Decision:
+        """A miss while this thread checks or times a config of another kernel (whose check, hooks
+        or reference launch this one): the stored winner, else the fallback config for this call
+        only, untuned. A tuning inside another's measurement would time this kernel while that one
+        waits, and check its configs with the operations being tuned; the next call from outside
+        tunes it."""
+        winners = self.store.winners(self.identity)
+        config = stored_winner(key.json, winners, self.space, self.space_hash)
+        if config is not None:
+            return Decision(config)
+        config, what = self.fallback_config(key.json, winners)
+        logger.info("%s %s: launched while another kernel's config is checked or timed; not tuned at this call, "
+                    "using %s: %s", self.kernel_name, key.json, what, config)
+        return Decision(config, final=False)
 
     def stored(self, key: TuningKey) -> Config | None:
         """The key's stored winner, if the store holds one of this Space."""

@@ -15,10 +15,12 @@ the same runner in a worker process, on copies landed there.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -30,6 +32,29 @@ from .guarded import GuardedTensors, out_of_memory, with_tensors
 from .keys import TuningKey
 from .launch import Launch
 from .trial import Status, Timing, Trial
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+_measuring = threading.local()
+
+
+def measuring_in_this_thread() -> bool:
+    """Whether this thread is checking or timing a config: tunekit's copies and comparisons, a
+    reference function and the config's hooks run then. A kernel that misses meanwhile is one
+    those launch (a library that replaces PyTorch's kernels with autotuned Triton kernels, a
+    reference built from tuned kernels), not one the caller asked for."""
+    return getattr(_measuring, "depth", 0) > 0
+
+
+def _measuring_here(method: _Method) -> _Method:
+    @functools.wraps(method)
+    def measuring(*args: Any, **kwargs: Any) -> Any:
+        _measuring.depth = getattr(_measuring, "depth", 0) + 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _measuring.depth -= 1
+
+    return measuring  # type: ignore[return-value]
 
 
 class LocalRunner:
@@ -53,6 +78,7 @@ class LocalRunner:
     kwargs: dict[str, Any]
     nargs: dict[str, Any]
 
+    @_measuring_here
     def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None,
                  copies: GuardedTensors | None = None, time_left: Callable[[], float | None] | None = None) -> None:
         self.launch = launch
@@ -91,6 +117,7 @@ class LocalRunner:
             pristine = _unwritable(copies.originals, (*args, *kwargs.values())) if copies is not None else None
             self.check.snapshot(self.nargs, pristine=pristine)
 
+    @_measuring_here
     def measure(self, config: Config, key: TuningKey, *, check: bool = True, short: bool = False) -> Trial:
         """One config: checked (unless ``check`` is False, for a config checked before, or the
         runner has no check), then timed; ``short``: with the benchmarker's shorter timing."""
@@ -168,6 +195,7 @@ class LocalRunner:
         except Exception:  # a broken device context fails here too; the trial's error says why
             pass
 
+    @_measuring_here
     def finish(self) -> None:
         """Give the caller's tensors their pristine values back (in-place kernels, partial writes)
         when the runner ran on them; copies leave the caller's tensors as they were."""
