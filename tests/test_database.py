@@ -9,7 +9,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from tunekit import settings
+from tunekit import database, settings
 from tunekit.store import ResultsStore, StoreError
 from tunekit.testing.stores import IDENTITY, KEY, ok_trial
 
@@ -173,6 +173,27 @@ def test_a_file_that_is_not_a_tunekit_store_is_refused_and_nothing_beside_it_cha
     with pytest.raises(StoreError, match=f"{path}.*{expected}.*left untouched"):
         ResultsStore(path, read_only=read_only)
     assert snapshot(tmp_path) == before
+
+
+def test_a_reading_torn_by_another_processs_checkpoint_does_not_call_a_sound_store_damaged(tmp_path, monkeypatch):
+    """Injected: the first reading of a sound WAL store (read immutable: no write-ahead log beside
+    it) fails as SQLite fails when another process checkpoints into the file meanwhile (error 522,
+    "unable to get the page"). Survives: the store is read again and opens with its trials; a store
+    damaged for good is still refused (the test above)."""
+    path = tmp_path / "shared.db"
+    write_store(path)
+    readings = []
+    real_inspect = database._inspect
+
+    def torn_once(at: Path, *, immutable: bool) -> tuple[set[str], list[str]]:
+        readings.append(immutable)
+        if len(readings) == 1:
+            return set(), ["unable to get the page. (522)"]
+        return real_inspect(at, immutable=immutable)
+
+    monkeypatch.setattr(database, "_inspect", torn_once)
+    assert len(ResultsStore(path).rows()) == 3
+    assert readings == [True, True]
 
 
 def test_an_empty_file_becomes_a_store(tmp_path):

@@ -195,18 +195,31 @@ def refuse_foreign_sqlite(url: str) -> None:
     # instead. A store that tunekit is creating right now is never seen half-made: it becomes a WAL
     # database only after its tables are committed (make_engine).
     path = _readable_copy(path)
-    before = path.stat()
-    log = Path(f"{path}-wal")
-    tables, problems = _inspect(path, immutable=_in_wal_mode(path) and (not log.exists() or _nobody_writes(path)))
-    after = path.stat()
-    if problems != ["ok"] and (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
-        tables, problems = _inspect(path, immutable=False)  # written while it was read: read it again, locked
+    tables, problems = _inspect_settled(path)
     if problems != ["ok"]:
         raise StoreError(f"{path} is damaged (SQLite says: {'; '.join(problems)}); it was left untouched. "
                          "Restore it from a copy, or give tunekit another path.")
     if "tunekit_meta" not in tables:
         held = f"tables: {', '.join(sorted(tables))}" if tables else "it holds no tables"
         raise StoreError(f"{path} is an SQLite database but not a tunekit store ({held}); it was left untouched.")
+
+
+#: Pauses (seconds) before each reading of a file by ``_inspect_settled``.
+_INSPECTION_PAUSES = (0.0, 0.02, 0.1, 0.3)
+
+
+def _inspect_settled(path: Path) -> tuple[set[str], list[str]]:
+    """``_inspect``, read again after a pause while SQLite finds problems. A WAL store with no
+    write-ahead log beside it is read immutable (without locks), and a process that opens it
+    meanwhile and checkpoints at its close rewrites pages under that reading: SQLite then cannot
+    get a page of a sound store. A damaged file says the same at every reading."""
+    log = Path(f"{path}-wal")
+    for pause in _INSPECTION_PAUSES:
+        time.sleep(pause)
+        tables, problems = _inspect(path, immutable=_in_wal_mode(path) and (not log.exists() or _nobody_writes(path)))
+        if problems == ["ok"]:
+            break
+    return tables, problems
 
 
 def _inspect(path: Path, *, immutable: bool) -> tuple[set[str], list[str]]:
