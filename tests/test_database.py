@@ -2,7 +2,10 @@
 tunekit stores refused without a byte or a file changed beside them."""
 
 import importlib.util
+import os
 import shutil
+import subprocess
+import sys
 import sqlite3
 from pathlib import Path
 
@@ -194,6 +197,41 @@ def test_a_reading_torn_by_another_processs_checkpoint_does_not_call_a_sound_sto
     monkeypatch.setattr(database, "_inspect", torn_once)
     assert len(ResultsStore(path).rows()) == 3
     assert readings == [True, True]
+
+
+#: One process: commits trials into the store argv[1] for argv[2] seconds, opening a second store
+#: object on it between commits (as a poll loop does), and prints how many it committed.
+WRITER = """
+import sys, time
+from tunekit.store import ResultsStore
+from tunekit.testing.stores import IDENTITY, KEY, ok_trial
+path, seconds, first = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+store, committed, end = ResultsStore(path), 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    store.record(IDENTITY, KEY, ok_trial(first + committed, 1.0), strategy="s", run_id="r")
+    committed += 1
+    ResultsStore(path).rows()
+print(committed)
+"""
+
+
+def test_processes_that_open_a_store_again_while_others_write_it_keep_it_whole(tmp_path):
+    """Injected: two processes commit trials into one SQLite store and each opens another store
+    object on it between its commits. Opening it read its header through a plain file handle, whose
+    close dropped the SQLite locks of the process's open connection; the other process's checkpoint
+    then overwrote pages under it, and the store became "not a database" within seconds. Survives:
+    every trial both committed is in the store."""
+    path = tmp_path / "shared.db"
+    write_store(path, trials=0)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "8", str(first)], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for first in (0, 10**6)]
+    committed = 0
+    for writer in writers:
+        out, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err[-2000:]
+        committed += int(out.split()[-1])
+    assert len(ResultsStore(path, read_only=True).rows()) == committed > 0
 
 
 def test_an_empty_file_becomes_a_store(tmp_path):

@@ -180,12 +180,26 @@ def _readable_copy(path: Path) -> Path:
 _READABLE_COPIES: dict[tuple[Path, int, int, int], Path] = {}
 
 
+#: The SQLite files (device, inode) this process has opened a store engine on.
+_OPENED_HERE: set[tuple[int, int]] = set()
+
+
+def _opened_here(path: Path) -> bool:
+    """Whether this process has opened a store engine on the file ``path``: it passed
+    ``refuse_foreign_sqlite`` then, and must not be opened again with a plain file handle. SQLite's
+    locks are POSIX advisory locks, which belong to the process and the file: closing any handle on
+    the file drops every lock of the process's connections to it, and another process's checkpoint
+    then overwrites pages under them (a store became "not a database" that way)."""
+    status = path.stat()
+    return (status.st_dev, status.st_ino) in _OPENED_HERE
+
+
 def refuse_foreign_sqlite(url: str) -> None:
     """Refuse a file that exists and is not a tunekit store, without changing it or creating any
     file beside it. A new path or a 0-byte file may become a store; any other file must hold
     tunekit's tables, so another program's empty SQLite database is never taken over."""
     path = sqlite_file(url)
-    if path is None or not path.exists() or path.stat().st_size == 0:
+    if path is None or not path.exists() or path.stat().st_size == 0 or _opened_here(path):
         return
     with open(path, "rb") as handle:
         header = handle.read(len(_SQLITE_MAGIC))
@@ -267,6 +281,9 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
+        if path is not None:
+            status = path.stat()  # the file exists once connected
+            _OPENED_HERE.add((status.st_dev, status.st_ino))
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout=120000")
         if path is not None and not read_only and cursor.execute("PRAGMA page_count").fetchone()[0] > 0:
