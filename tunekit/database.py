@@ -18,7 +18,9 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
@@ -180,18 +182,45 @@ def _readable_copy(path: Path) -> Path:
 _READABLE_COPIES: dict[tuple[Path, int, int, int], Path] = {}
 
 
-#: The SQLite files (device, inode) this process has opened a store engine on.
-_OPENED_HERE: set[tuple[int, int]] = set()
+#: Open store connections of this process, by SQLite file (device, inode).
+_CONNECTED_HERE: Counter[tuple[int, int]] = Counter()
+_CONNECTED_LOCK = threading.Lock()
 
 
-def _opened_here(path: Path) -> bool:
-    """Whether this process has opened a store engine on the file ``path``: it passed
-    ``refuse_foreign_sqlite`` then, and must not be opened again with a plain file handle. SQLite's
-    locks are POSIX advisory locks, which belong to the process and the file: closing any handle on
-    the file drops every lock of the process's connections to it, and another process's checkpoint
-    then overwrites pages under them (a store became "not a database" that way)."""
+def _file_id(path: Path) -> tuple[int, int]:
     status = path.stat()
-    return (status.st_dev, status.st_ino) in _OPENED_HERE
+    return status.st_dev, status.st_ino
+
+
+def _connected_here(path: Path) -> bool:
+    """Whether this process holds store connections to the file ``path``: it passed
+    ``refuse_foreign_sqlite`` when they were opened, and must not be opened again with a plain file
+    handle meanwhile. SQLite's locks are POSIX advisory locks, which belong to the process and the
+    file: closing any handle on the file drops every lock of the process's connections to it, and
+    another process's checkpoint then overwrites pages under them (a store became "not a database"
+    that way)."""
+    with _CONNECTED_LOCK:
+        return _CONNECTED_HERE[_file_id(path)] > 0
+
+
+def _count_connections(engine: Engine, path: Path) -> None:
+    """Keep ``_CONNECTED_HERE`` as ``engine`` opens and closes connections to ``path``."""
+    opened: dict[int, tuple[int, int]] = {}  # by id of the DBAPI connection
+
+    @event.listens_for(engine, "connect")
+    def _connected(dbapi_connection, _record):  # pragma: no cover - exercised by every test
+        with _CONNECTED_LOCK:
+            opened[id(dbapi_connection)] = file_id = _file_id(path)  # the file exists once connected
+            _CONNECTED_HERE[file_id] += 1
+
+    @event.listens_for(engine, "close")
+    def _closed(dbapi_connection, _record):  # pragma: no cover
+        with _CONNECTED_LOCK:
+            file_id = opened.pop(id(dbapi_connection), None)
+            if file_id is not None:
+                _CONNECTED_HERE[file_id] -= 1
+
+    event.listen(engine, "close_detached", lambda dbapi_connection: _closed(dbapi_connection, None))
 
 
 def refuse_foreign_sqlite(url: str) -> None:
@@ -199,7 +228,7 @@ def refuse_foreign_sqlite(url: str) -> None:
     file beside it. A new path or a 0-byte file may become a store; any other file must hold
     tunekit's tables, so another program's empty SQLite database is never taken over."""
     path = sqlite_file(url)
-    if path is None or not path.exists() or path.stat().st_size == 0 or _opened_here(path):
+    if path is None or not path.exists() or path.stat().st_size == 0 or _connected_here(path):
         return
     with open(path, "rb") as handle:
         header = handle.read(len(_SQLITE_MAGIC))
@@ -278,12 +307,12 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
     else:
         engine = create_engine(url, connect_args={"timeout": 120, "check_same_thread": False})
 
+    if path is not None:
+        _count_connections(engine, path)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
-        if path is not None:
-            status = path.stat()  # the file exists once connected
-            _OPENED_HERE.add((status.st_dev, status.st_ino))
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout=120000")
         if path is not None and not read_only and cursor.execute("PRAGMA page_count").fetchone()[0] > 0:
