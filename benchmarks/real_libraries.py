@@ -196,7 +196,8 @@ def tunings() -> list[dict[str, Any]]:
 
     found = []
     for obj in gc.get_objects():
-        report = getattr(obj, "tuning_report", None) if type(obj).__module__.startswith("tunekit") else None
+        module = getattr(type(obj), "__module__", None)
+        report = getattr(obj, "tuning_report", None) if isinstance(module, str) and module.startswith("tunekit") else None
         if report is not None and dataclasses.is_dataclass(report):
             found.append({"kernel": getattr(getattr(obj, "fn", None), "__name__", str(obj)),
                           **{k: str(v) if not isinstance(v, (int, float)) else v

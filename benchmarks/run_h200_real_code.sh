@@ -37,7 +37,8 @@ case "${PART:-first}" in
     for prof in "$OUT"/*-tk.prof "$OUT"/*-stock.prof; do
       python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative').print_stats(60); s.sort_stats('tottime').print_stats(25)" \
           "$prof" > "${prof%.prof}.stats.txt" 2>&1
-    done ;;
+    done
+    (cd "$OUT" && tar czf profiles.tar.gz *.prof *.stats.txt *.profile.txt && rm -f *.prof *.stats.txt *.profile.txt) ;;
   anatomy_libs)
     for variant in tk stock; do
       python3 benchmarks/first_call.py --one "vadd_late:$variant" --profile "$OUT/vadd_late-$variant.prof" \

@@ -765,3 +765,27 @@ def test_a_kernel_launched_while_another_is_measured_is_not_tuned_inside_that_me
     vector_add.launch(inner, x, y, out)
     assert [t.status for t in inner.trials] == [Status.OK, Status.OK] and len(inner.cache) == 1
     torch.testing.assert_close(out, x + y)
+
+
+@triton.jit
+def add_block_size(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + BLOCK, mask=mask)
+
+
+def test_outputs_that_change_with_the_config_are_said_at_info_not_warned_about(store_path, caplog):
+    """Injected: every config writes other values (x + BLOCK), as a random-number kernel whose
+    streams follow the block size does (FlagGems' randn). Survives: the configs that differ from the
+    reference are wrong, as before, but the doubt about the reference, a warning on stderr that
+    stock Triton never prints, is an info line saying the outputs depend on the config; a wrong
+    reference that the others agree against is still warned about (test_per_call.py)."""
+    kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}) for b in (32, 64, 128, 256, 512)], key=["n"],
+                              store=store_path, strategy="exhaustive", isolate=False)(add_block_size)
+    caplog.set_level("INFO", logger="tunekit")
+    x = torch.randn(N)
+    out = torch.empty_like(x)
+    kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, out, N)
+    assert [t.status for t in kernel.trials] == [Status.OK] + [Status.WRONG] * 4
+    doubts = [r for r in caplog.records if "differ from the reference config" in r.getMessage()]
+    assert [r.levelname for r in doubts] == ["INFO"] and "depend on its config" in doubts[0].getMessage()

@@ -48,31 +48,38 @@ def default_tolerance(dtype: torch.dtype) -> float:
 
 
 def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
-    """max |output - expected| / (|expected| + rms(expected)), elementwise, in float64.
+    """max |output - expected| / (|expected| + rms(expected)), elementwise.
 
     Relative per element, so a single wrong tile shows even in a large output; the
     root-mean-square term keeps elements near zero from dominating. NaN or infinity where the
     reference has none (or at other positions) is infinite error; integers compare exactly.
+    Computed in float64 for float64 outputs, else in float32 (exact for the narrower dtypes),
+    with elementwise operations and reductions only: each distinct operation is a kernel that
+    loads at its first use, and a library that replaces PyTorch's kernels compiles each.
     """
     if output.shape != expected.shape:
         return math.inf
     if not (output.dtype.is_floating_point or output.dtype.is_complex):
         return 0.0 if torch.equal(output, expected) else math.inf
-    out, ref = output.to(torch.float64), expected.to(torch.float64)
-    out_finite, ref_finite = torch.isfinite(out), torch.isfinite(ref)
-    same_special = (out.isnan() & ref.isnan()) | (~out_finite & ~out.isnan() & (out == ref))
-    if bool((~out_finite & ~same_special).any()) or bool((~ref_finite & ~same_special).any()):
-        return math.inf
-    both = out_finite & ref_finite
-    if not bool(both.any()):
+    if output.dtype.is_complex or expected.dtype.is_complex:
+        work = torch.complex128
+    else:
+        work = torch.float64 if torch.float64 in (output.dtype, expected.dtype) else torch.float32
+    out, ref = output.to(work), expected.to(work)
+    finite = torch.isfinite(out) & torch.isfinite(ref)
+    count = int(finite.sum())
+    if count < out.numel():  # NaN and infinity must match in place and kind; then they are left out
+        same = (out == ref) | (torch.isnan(out) & torch.isnan(ref))
+        if not bool((finite | same).all()):
+            return math.inf
+        out, ref = torch.where(finite, out, 0.0), torch.where(finite, ref, 0.0)
+    if count == 0:
         return 0.0
-    out, ref = out[both], ref[both]
-    scale = ref.abs() + ref.square().mean().sqrt()
     difference = (out - ref).abs()
-    nonzero = scale > 0
-    if not bool(nonzero.all()) and bool((difference[~nonzero] > 0).any()):
-        return math.inf  # the reference is all zeros there and the output is not
-    return float((difference[nonzero] / scale[nonzero]).max()) if bool(nonzero.any()) else 0.0
+    rms = math.sqrt(float(ref.abs().square().sum()) / count)
+    if rms == 0.0:  # the reference is all zeros where finite
+        return 0.0 if float(difference.max()) == 0.0 else math.inf
+    return float((difference / (ref.abs() + rms)).max())
 
 
 def norm_relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
@@ -103,6 +110,8 @@ class CheckCounts:
     wrong: set[str] = field(default_factory=set)
     warned: bool = False
     workspaces: set[str] = field(default_factory=set)  # reset_to_zero outputs found to hold partial sums
+    #: Two configs that differ from the reference differ from one another too (on one call's inputs).
+    differing_disagree: bool = False
 
 
 #: ``reference(**kernel_arguments)`` writes what the kernel should write into its output
@@ -144,6 +153,8 @@ class OutputCheck:
         self.counts = counts if counts is not None else CheckCounts()
         #: Before a reference: the outputs of configs that held NaN or infinity (wrong unless another agrees).
         self._special: list[tuple[str, dict[str, torch.Tensor]]] = []
+        #: The outputs of the first config found to differ from the reference, by output name.
+        self._differing: dict[str, torch.Tensor] | None = None
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -259,16 +270,34 @@ class OutputCheck:
         if not failing:
             return Verdict(True, worst)
         counts.wrong.add(config)
+        self._note_differing(nargs, [name for name in failing if name in self.expected])
         judged, wrong = len(counts.judged), len(counts.wrong)
         if wrong * 2 > judged and judged >= 4 and self.reference is None and not counts.warned:
             counts.warned = True
-            logger.warning("%d of %d configs differ from the reference config %s; if that one is wrong, pass "
-                           "reference= to the autotuner", wrong, judged, self.reference_config)
+            if counts.differing_disagree:  # not one wrong reference: outputs that change with the config
+                logger.info("%d of %d configs differ from the reference config %s and from one another: this "
+                            "kernel's outputs depend on its config (random numbers, the order of atomic additions), "
+                            "and those configs count as wrong; pass check=False to time them all, as Triton does",
+                            wrong, judged, self.reference_config)
+            else:
+                logger.warning("%d of %d configs differ from the reference config %s; if that one is wrong, pass "
+                               "reference= to the autotuner", wrong, judged, self.reference_config)
         name = max(failing, key=errors.__getitem__)
         if name not in self.expected:
             return Verdict(False, worst, f"it wrote {name}, which {self.reference_config} leaves unchanged")
         return Verdict(False, worst, f"output {name} differs from {self.reference_config}: relative error "
                                      f"{errors[name]:.3g} > tolerance {self._tolerance(name, nargs[name].dtype):.3g}")
+
+    def _note_differing(self, nargs: Mapping[str, Any], names: Sequence[str]) -> None:
+        """Keep the outputs ``names`` of the first config found to differ from the reference; for a
+        later one, note whether it differs from those too (``CheckCounts.differing_disagree``)."""
+        if not names or self.counts.differing_disagree:
+            return
+        if self._differing is None:
+            self._differing = {name: nargs[name].detach().clone() for name in names}
+        elif not self._agree(nargs, {name: t for name, t in self._differing.items() if name in names}):
+            self.counts.differing_disagree = True
+            self._differing = None
 
     def _agree(self, nargs: Mapping[str, Any], held: Mapping[str, torch.Tensor]) -> bool:
         """Whether the outputs in ``nargs`` equal ``held`` within tolerance (NaN and infinity at the same places)."""
