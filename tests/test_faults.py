@@ -789,3 +789,32 @@ def test_outputs_that_change_with_the_config_are_said_at_info_not_warned_about(s
     assert [t.status for t in kernel.trials] == [Status.OK] + [Status.WRONG] * 4
     doubts = [r for r in caplog.records if "differ from the reference config" in r.getMessage()]
     assert [r.levelname for r in doubts] == ["INFO"] and "depend on its config" in doubts[0].getMessage()
+
+
+def test_a_library_that_replaces_pytorchs_kernels_is_not_run_by_tunekits_own_checks(store_path, caplog):
+    """Injected: PyTorch's ``equal`` kernel for the tensors' device is replaced from Python
+    (torch.library), as FlagGems' use_gems() replaces nearly every ATen kernel with a Triton kernel
+    of its own, which tunekit's comparisons would compile, run and even tune. Survives: tuning runs
+    no replaced kernel (configs are timed on the call's tensors without checks or guard bands, as
+    Triton times them), says why once at info level, and the winner's output is right."""
+    import numpy as np
+
+    calls = []
+
+    def equal(a, b):
+        calls.append("equal")
+        return bool(np.array_equal(a.numpy(), b.numpy()))
+
+    library = torch.library.Library("aten", "IMPL")
+    library.impl("equal", equal, "CPU")
+    try:
+        caplog.set_level("INFO", logger="tunekit")
+        kernel = tunekit.autotune([tunekit.Config({"BLOCK": b}) for b in (64, 128)], key=["n"],
+                                  store=store_path, isolate=False)(inner_add)
+        x, y, out = vector_add.inputs(N)
+        vector_add.launch(kernel, x, y, out)
+        assert calls == []
+    finally:
+        library._destroy()
+    assert [t.status for t in kernel.trials] == [Status.OK, Status.OK] and torch.equal(out, x + y)
+    assert any("replaced from Python" in r.getMessage() and r.levelname == "INFO" for r in caplog.records)

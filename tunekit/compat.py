@@ -4,6 +4,9 @@ Checked on Triton 3.4.0 (the floor: its interpreter, in CI's lowest-versions run
 H200: compiles and launches) and 3.9.0 (CPU: the interpreter, and compiles for an sm_90 target).
 A release that lays these out otherwise fails here, by name, not deep inside a tuning.
 
+PyTorch's one private attribute, ``torch.library._impls`` (the operators given kernels from Python,
+as ``"namespace/operator/dispatch key"``), is read by ``aten_replaced``: checked on torch 2.11 and 2.13.
+
 Optuna's one private hook, ``GPSampler._optimize_acqf`` with ``SearchSpace.get_normalized_params``
 taking the trial's parameters, is overridden here (``finite_candidates_gp_sampler``): checked on
 Optuna 4.8 (the floor, in CI's lowest-versions run: the second argument appeared there) and 5.1.
@@ -14,6 +17,23 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Any
+
+
+#: ATen operators that tunekit's output checks and guard bands launch on the tuned tensors' device.
+CHECK_OPERATORS = ("abs", "sub.Tensor", "isfinite", "equal", "eq.Tensor", "max", "sum", "count_nonzero",
+                   "ne.Scalar", "fill_.Scalar", "copy_", "stack", "where.self")
+
+
+def aten_replaced(device_type: str) -> list[str]:
+    """The operators of ``CHECK_OPERATORS`` whose kernels for ``device_type`` ("cuda", "cpu")
+    were replaced from Python (``torch.library``, as FlagGems' ``use_gems()`` replaces nearly all
+    of them with Triton kernels of its own): tunekit's comparisons would run, compile and tune
+    those kernels. Empty where ``torch.library`` does not say."""
+    import torch.library
+
+    replaced = getattr(torch.library, "_impls", set())
+    key = {"cuda": "CUDA", "cpu": "CPU", "xpu": "XPU", "mps": "MPS"}.get(device_type, device_type.upper())
+    return [op for op in CHECK_OPERATORS if f"aten/{op}/{key}" in replaced]
 
 
 class NoDeviceError(RuntimeError):

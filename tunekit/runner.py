@@ -66,6 +66,8 @@ class LocalRunner:
             there; ``args``/``kwargs`` may hold anything in their places); by default the runner
             copies the tensors of ``args``/``kwargs``, or, when the copies or the check's snapshot
             run out of memory, warns and runs on the caller's tensors.
+        copy: False to run on the caller's tensors without copies (and without a check: tunekit's
+            own operations on the device are then none), as Triton's autotuner does.
     """
 
     #: What isolation cost (``IsolatedRunner`` has the same): nothing here.
@@ -80,11 +82,16 @@ class LocalRunner:
 
     @_measuring_here
     def __init__(self, launch: Launch, args: tuple, kwargs: dict, check: OutputCheck | None,
-                 copies: GuardedTensors | None = None, time_left: Callable[[], float | None] | None = None) -> None:
+                 copies: GuardedTensors | None = None, time_left: Callable[[], float | None] | None = None,
+                 copy: bool = True) -> None:
         self.launch = launch
         self.check = check
         self.time_left = time_left
         self.copies: GuardedTensors | None = None
+        if not copy:
+            assert check is None and copies is None, "a check needs copies or clones of the caller's tensors"
+            self._run_on(None, args, kwargs)
+            return
         try:
             if copies is None:
                 tensors = _tensor_arguments(launch, args, kwargs)

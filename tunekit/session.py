@@ -22,11 +22,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
+import torch
+
 from . import settings
 from .budget import Budget
 from .caller import warn_at_caller
 from .check import CheckCounts
-from .compat import active_target
+from .compat import active_target, aten_replaced
 from .compiler import CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json
 from .deadline import Clock, Deadline, Stopwatch
@@ -400,9 +402,16 @@ class TuningSession:
         return self._local_runner(args, kwargs)
 
     def _local_runner(self, args: tuple, kwargs: dict) -> LocalRunner:
-        return LocalRunner(self.launch, args, kwargs,
-                           self.launch.output_check(self._check_counts) if self.options.check else None,
-                           time_left=lambda: self._active_deadline.remaining())
+        replaced = _aten_replaced_for(args, kwargs) if self.options.check else []
+        if replaced and not _told_aten_replaced:
+            _told_aten_replaced.append(True)
+            logger.info("PyTorch's kernels of %s are replaced from Python here (torch.library, as FlagGems does): "
+                        "configs are timed on the call's own tensors without output checks or guard bands, as "
+                        "Triton's autotuner times them, since tunekit's own operations would compile and run "
+                        "those kernels", ", ".join(replaced))
+        check = self.launch.output_check(self._check_counts) if self.options.check and not replaced else None
+        return LocalRunner(self.launch, args, kwargs, check, time_left=lambda: self._active_deadline.remaining(),
+                           copy=not replaced)
 
     def _not_isolated(self, error: IsolationError) -> None:
         """A benchmark worker cannot check and time this kernel: an error if the user asked for one
@@ -590,6 +599,17 @@ def _same_failure(trial: Trial, other: Trial) -> bool:
         return re.sub(r"\d+", "#", error or "")
 
     return trial.status is other.status and shape(trial.error) == shape(other.error)
+
+
+#: Whether the replaced kernels (``_aten_replaced_for``) were said in this process.
+_told_aten_replaced: list[bool] = []
+
+
+def _aten_replaced_for(args: tuple, kwargs: dict) -> list[str]:
+    """The operators tunekit's checks use whose kernels for the call's tensors' device are replaced
+    from Python (``compat.aten_replaced``)."""
+    device = next((v.device.type for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)), None)
+    return aten_replaced(device) if device is not None else []
 
 
 def _multiple_of_median(seen: Sequence[float], after: int, before: float | None, factor: float,
