@@ -24,7 +24,7 @@ from . import settings
 from .background import may_switch
 from .benchmark import Benchmarker
 from .budget import Budget
-from .compat import active_driver
+from .compat import active_driver, prefetch_triton_build_key
 from .compiler import unwrap_jit
 from .config import Config
 from .keys import Bucket, TuningKey, call_key, resolve_buckets
@@ -110,6 +110,8 @@ class Autotuner(_TritonAutotuner):
         settings.configure_logging()
         if settings.mode() == "online" and isolate:
             service().prepare()  # a zygote for benchmark workers, forked now while that is cheap and safe
+        if not settings.interpreting():
+            prefetch_triton_build_key()  # after the zygote's fork: the first miss's identity needs it
 
     @property
     def space_hash(self) -> str:

@@ -15,6 +15,7 @@ Optuna 4.8 (the floor, in CI's lowest-versions run: the second argument appeared
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,7 @@ def aten_replaced(device_type: str) -> list[str]:
     those kernels. Empty where ``torch.library`` does not say."""
     import torch.library
 
-    replaced = getattr(torch.library, "_impls", set())
+    replaced: set[str] = getattr(torch.library, "_impls", set())
     key = {"cuda": "CUDA", "cpu": "CPU", "xpu": "XPU", "mps": "MPS"}.get(device_type, device_type.upper())
     return [op for op in CHECK_OPERATORS if f"aten/{op}/{key}" in replaced]
 
@@ -42,12 +43,49 @@ class NoDeviceError(RuntimeError):
 
 def triton_build_key() -> str:
     """Triton's key of its own build (a hash of its files): what its cache is keyed by.
-    ``triton.runtime.cache`` from 3.5, ``triton.compiler.compiler`` before."""
+    ``triton.runtime.cache`` from 3.5, ``triton.compiler.compiler`` before. Triton keeps it once
+    computed; one computing in ``prefetch_triton_build_key``'s thread is waited for."""
+    finish_prefetch()
     try:
         from triton.runtime.cache import triton_key
     except ImportError:  # Triton 3.4
         from triton.compiler.compiler import triton_key
     return triton_key()
+
+
+#: The thread of ``prefetch_triton_build_key``, once started.
+_prefetch: list[threading.Thread] = []
+_prefetch_lock = threading.Lock()
+
+
+def prefetch_triton_build_key() -> None:
+    """Compute ``triton_build_key`` in a thread of this process, once: it reads and hashes
+    Triton's files (0.3-0.5 s on the H200), which a kernel's first miss needs for its store
+    identity, and which then overlaps the caller's work and the driver's start instead of adding
+    to them. Join it (``triton_build_key`` does) before this process forks."""
+    with _prefetch_lock:
+        if not _prefetch:
+            thread = threading.Thread(target=_quietly(triton_build_key), name="tunekit-triton-key", daemon=True)
+            _prefetch.append(thread)
+            thread.start()
+
+
+def finish_prefetch() -> None:
+    """Wait for ``prefetch_triton_build_key``'s thread, if it runs: before a fork, which copies
+    only the forking thread (a lock that thread holds, an import's, would stay held in the child)."""
+    prefetching = _prefetch[0] if _prefetch else None
+    if prefetching is not None and prefetching is not threading.current_thread():
+        prefetching.join()
+
+
+def _quietly(function: Callable[[], Any]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            function()
+        except Exception:  # noqa: BLE001 - the miss computes it again and says what failed
+            pass
+
+    return run
 
 
 def active_driver() -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import settings
+from .compat import finish_prefetch
 from .compiler import CompilePool
 from .workers import IN_WORKER, Worker, Zygote
 
@@ -54,6 +55,7 @@ class WorkerService:
         with self._lock:
             if self._zygote is not None:
                 return
+            finish_prefetch()  # its thread would make this process one that may not fork
             refusal = fork_refusal()
             if refusal is not None:
                 logger.debug("no worker zygote forked at decoration: %s", refusal)

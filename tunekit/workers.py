@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings
-from .compat import has_triton_allocator
+from .compat import finish_prefetch, has_triton_allocator
 
 logger = logging.getLogger(__name__)
 
@@ -239,6 +239,7 @@ def _fork_here(entry: str, connection: socket.socket) -> int:
     """Fork a worker from this process that serves ``entry`` over ``connection``; its pid. Only
     the forking thread lives on in the child, which never touches the GPU (a CUDA context here
     cannot be used there) and lets go of every other file this process has open."""
+    finish_prefetch()
     parent = os.getpid()
     sys.stdout.flush()  # else what the caller printed and had not flushed is printed again by the copy
     sys.stderr.flush()
