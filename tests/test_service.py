@@ -439,3 +439,29 @@ def test_the_zygote_lets_go_of_the_users_open_files(tmp_path):
     script.write_text(INHERITED_PIPE_CHILD)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "helper finished", (done.stdout, done.stderr[-2000:])
+
+
+def test_triton_build_key_computed_ahead_in_a_thread_is_the_key_a_miss_gets():
+    """The build key a kernel's first miss needs (its store identity) is computed in one thread at
+    decoration, outside the interpreter, while the caller goes on; the miss, and any fork (which
+    copies only the forking thread), wait for that thread. Run in a fresh process: the thread is
+    started once per process."""
+    script = textwrap.dedent("""
+        import threading
+        from tunekit import compat
+        compat.prefetch_triton_build_key()
+        compat.prefetch_triton_build_key()
+        threads = [t for t in threading.enumerate() if t.name == "tunekit-triton-key"]
+        key = compat.triton_build_key()
+        assert len(compat._prefetch) == 1 and len(threads) <= 1
+        assert not compat._prefetch[0].is_alive()
+        try:
+            from triton.runtime.cache import triton_key
+        except ImportError:
+            from triton.compiler.compiler import triton_key
+        assert key == triton_key() and len(key) > 16
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
