@@ -73,18 +73,18 @@ ROWS = (8192, 4096)
 
 
 def _forward_backward(forward: Callable[..., Any], inputs: list[Any], seed: int = 1) -> Callable[[], Any]:
-    """A call of ``forward(*inputs)`` and its backward to every input, all outputs flattened into one
-    float32 tensor: both directions' autotuned kernels are tuned by the first call."""
+    """A call of ``forward(*inputs)`` (an output shaped as ``inputs[0]``) and its backward to every
+    input, all outputs flattened into one float32 tensor: both directions' autotuned kernels are
+    tuned by the first call."""
     import torch
 
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    out_grad = None
+    # made here, outside any library's replacement of PyTorch's kernels: FlagGems' randn is autotuned
+    # and its numbers depend on its config, so each autotuner's winner would draw other gradients
+    out_grad = torch.randn(inputs[0].shape, device="cuda", dtype=inputs[0].dtype, generator=generator)
 
     def call() -> Any:
-        nonlocal out_grad
         out = forward(*inputs)
-        if out_grad is None:
-            out_grad = torch.randn(out.shape, device="cuda", dtype=out.dtype, generator=generator)
         grads = torch.autograd.grad(out, inputs, out_grad)
         return torch.cat([out.flatten().float(), *(g.flatten().float() for g in grads)])
 
@@ -231,7 +231,7 @@ def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeo
     except subprocess.TimeoutExpired:
         return {"op": op, "variant": variant, "error": f"timed out after {timeout:.0f} s"}
     record: dict[str, Any] = {"op": op, "variant": variant, "process_s": time.perf_counter() - started,
-                              "stderr": done.stderr.splitlines()[-40:], "returncode": done.returncode}
+                              "stderr": done.stderr.splitlines()[-400:], "returncode": done.returncode}
     if done.returncode == 0:
         record.update(json.loads(done.stdout.strip().splitlines()[-1]))
         record["saved"] = save
