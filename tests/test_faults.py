@@ -818,3 +818,32 @@ def test_a_library_that_replaces_pytorchs_kernels_is_not_run_by_tunekits_own_che
         library._destroy()
     assert [t.status for t in kernel.trials] == [Status.OK, Status.OK] and torch.equal(out, x + y)
     assert any("replaced from Python" in r.getMessage() and r.levelname == "INFO" for r in caplog.records)
+
+
+def test_the_relative_error_neither_overflows_nor_underflows_in_float32():
+    """Injected: float32 outputs near the ends of its range, whose squares overflow to infinity
+    (1e19) or underflow to zero (1e-23) when the root mean square is summed in float32. Survives:
+    the errors are what float64 gives (0.5 for twice the reference; 1e-6 for a relative change of
+    1e-6); an output that overflows in the difference is infinitely wrong, not NaN (which no
+    tolerance comparison would catch)."""
+    big = torch.full((1000,), 1e19)
+    assert relative_error(2 * big, big) == pytest.approx(0.5, rel=1e-4)
+    tiny = torch.full((1000,), 1e-23)
+    assert relative_error(tiny * (1 + 1e-6), tiny) == pytest.approx(5e-7, rel=0.2)
+    huge = torch.full((10,), 3e38)
+    assert relative_error(-huge, huge) == math.inf or relative_error(-huge, huge) > 0.9
+
+
+def test_a_wrong_reference_is_still_warned_about_when_two_of_the_others_disagree(caplog):
+    """Injected: the reference config (the first) is wrong, the second wrong in another way, and the
+    next three right, agreeing with one another. Survives: two configs that differ from the
+    reference agree, so the reference is doubted with a warning (not the info line of outputs that
+    depend on the config)."""
+    caplog.set_level("INFO", logger="tunekit")
+    check = OutputCheck()
+    x = torch.arange(8.0)
+    check.snapshot({"x": x, "out": torch.zeros(8)})
+    for config, value in (("A", x * 0 + 5), ("B", x * 0 - 3), ("C", x), ("D", x), ("E", x)):
+        check.judge({"x": x, "out": value}, config)
+    doubts = [r for r in caplog.records if "differ from the reference config" in r.getMessage()]
+    assert [r.levelname for r in doubts] == ["WARNING"]

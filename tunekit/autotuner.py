@@ -12,6 +12,7 @@ winner is cached here for the hot path.
 from __future__ import annotations
 
 import functools
+import os
 import logging
 import threading
 import time
@@ -33,6 +34,7 @@ from .miss import Decision, KernelTuning
 from .options import background_and_isolation, check_options, search_space, tuning_options
 from .ranks import check_mode
 from .service import service
+from .workers import IN_WORKER
 from .session import TuningError, TuningReport
 from .space import Space
 from .store import KernelIdentity, ResultsStore
@@ -110,7 +112,7 @@ class Autotuner(_TritonAutotuner):
         settings.configure_logging()
         if settings.mode() == "online" and isolate:
             service().prepare()  # a zygote for benchmark workers, forked now while that is cheap and safe
-        if not settings.interpreting():
+        if not settings.interpreting() and not os.environ.get(IN_WORKER):
             prefetch_triton_build_key()  # after the zygote's fork: the first miss's identity needs it
 
     @property

@@ -33,6 +33,9 @@ TOLERANCES: dict[torch.dtype, float] = {
 }
 #: Configs whose outputs hold NaN or infinity kept, before there is a reference, for a later one to agree with.
 _SPECIAL_CANDIDATES = 2
+#: Outputs kept of configs that differ from the reference, to tell a wrong reference (they agree
+#: with one another) from outputs that depend on the config.
+_DIFFERING_KEPT = 3
 #: Other floating dtypes (float8 ...): this many units of their precision, at most ``_MAX_TOLERANCE``.
 _EPS_MULTIPLE = 4
 _MAX_TOLERANCE = 0.25
@@ -76,10 +79,14 @@ def relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
     if count == 0:
         return 0.0
     difference = (out - ref).abs()
-    rms = math.sqrt(float(ref.abs().square().sum()) / count)
-    if rms == 0.0:  # the reference is all zeros where finite
+    magnitude = ref.abs()
+    peak = float(magnitude.max())
+    if peak == 0.0:  # the reference is all zeros where finite
         return 0.0 if float(difference.max()) == 0.0 else math.inf
-    return float((difference / (ref.abs() + rms)).max())
+    # the root mean square of ref / peak, whose squares neither overflow nor all underflow in float32
+    rms = peak * math.sqrt(float((magnitude / peak).square().sum()) / count)
+    error = float((difference / (magnitude + rms)).max())
+    return error if not math.isnan(error) else math.inf
 
 
 def norm_relative_error(output: torch.Tensor, expected: torch.Tensor) -> float:
@@ -110,8 +117,10 @@ class CheckCounts:
     wrong: set[str] = field(default_factory=set)
     warned: bool = False
     workspaces: set[str] = field(default_factory=set)  # reset_to_zero outputs found to hold partial sums
-    #: Two configs that differ from the reference differ from one another too (on one call's inputs).
-    differing_disagree: bool = False
+    #: Of the configs that differ from the reference, some were compared with one another (on one
+    #: call's inputs), and no two agreed: outputs that depend on the config, not one wrong reference.
+    differing_compared: bool = False
+    differing_agreed: bool = False
 
 
 #: ``reference(**kernel_arguments)`` writes what the kernel should write into its output
@@ -153,8 +162,8 @@ class OutputCheck:
         self.counts = counts if counts is not None else CheckCounts()
         #: Before a reference: the outputs of configs that held NaN or infinity (wrong unless another agrees).
         self._special: list[tuple[str, dict[str, torch.Tensor]]] = []
-        #: The outputs of the first config found to differ from the reference, by output name.
-        self._differing: dict[str, torch.Tensor] | None = None
+        #: The outputs of the first few configs found to differ from the reference, by output name.
+        self._differing: list[dict[str, torch.Tensor]] = []
 
     # -- inputs --------------------------------------------------------------------------------
 
@@ -274,7 +283,7 @@ class OutputCheck:
         judged, wrong = len(counts.judged), len(counts.wrong)
         if wrong * 2 > judged and judged >= 4 and self.reference is None and not counts.warned:
             counts.warned = True
-            if counts.differing_disagree:  # not one wrong reference: outputs that change with the config
+            if counts.differing_compared and not counts.differing_agreed:  # outputs that change with the config
                 logger.info("%d of %d configs differ from the reference config %s and from one another: this "
                             "kernel's outputs depend on its config (random numbers, the order of atomic additions), "
                             "and those configs count as wrong; pass check=False to time them all, as Triton does",
@@ -289,15 +298,20 @@ class OutputCheck:
                                      f"{errors[name]:.3g} > tolerance {self._tolerance(name, nargs[name].dtype):.3g}")
 
     def _note_differing(self, nargs: Mapping[str, Any], names: Sequence[str]) -> None:
-        """Keep the outputs ``names`` of the first config found to differ from the reference; for a
-        later one, note whether it differs from those too (``CheckCounts.differing_disagree``)."""
-        if not names or self.counts.differing_disagree:
+        """Compare the outputs ``names`` of a config that differs from the reference with those of
+        the earlier such configs (up to ``_DIFFERING_KEPT`` kept): two that agree point at a wrong
+        reference (``CheckCounts.differing_agreed``)."""
+        counts = self.counts
+        if not names or counts.differing_agreed:
             return
-        if self._differing is None:
-            self._differing = {name: nargs[name].detach().clone() for name in names}
-        elif not self._agree(nargs, {name: t for name, t in self._differing.items() if name in names}):
-            self.counts.differing_disagree = True
-            self._differing = None
+        for held in self._differing:
+            counts.differing_compared = True
+            if self._agree(nargs, {name: t for name, t in held.items() if name in names}):
+                counts.differing_agreed = True
+                self._differing = []
+                return
+        if len(self._differing) < _DIFFERING_KEPT:
+            self._differing.append({name: nargs[name].detach().clone() for name in names})
 
     def _agree(self, nargs: Mapping[str, Any], held: Mapping[str, torch.Tensor]) -> bool:
         """Whether the outputs in ``nargs`` equal ``held`` within tolerance (NaN and infinity at the same places)."""

@@ -14,6 +14,7 @@ Optuna 4.8 (the floor, in CI's lowest-versions run: the second argument appeared
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -21,8 +22,9 @@ from typing import Any
 
 
 #: ATen operators that tunekit's output checks and guard bands launch on the tuned tensors' device.
-CHECK_OPERATORS = ("abs", "sub.Tensor", "isfinite", "equal", "eq.Tensor", "max", "sum", "count_nonzero",
-                   "ne.Scalar", "fill_.Scalar", "copy_", "stack", "where.self")
+CHECK_OPERATORS = ("_to_copy", "abs", "add.Tensor", "sub.Tensor", "div.Tensor", "pow.Tensor_Scalar", "isfinite",
+                   "isnan", "equal", "eq.Tensor", "ne.Scalar", "bitwise_and.Tensor", "bitwise_or.Tensor", "all",
+                   "max", "sum", "count_nonzero", "argmax", "flip", "fill_.Scalar", "copy_", "stack", "where.self")
 
 
 def aten_replaced(device_type: str) -> list[str]:
@@ -66,14 +68,17 @@ def prefetch_triton_build_key() -> None:
     with _prefetch_lock:
         if not _prefetch:
             thread = threading.Thread(target=_quietly(triton_build_key), name="tunekit-triton-key", daemon=True)
-            _prefetch.append(thread)
             thread.start()
+            _prefetch.append(thread)
+            if hasattr(os, "register_at_fork"):  # forks of the caller's own (a data loader's workers) too
+                os.register_at_fork(before=finish_prefetch)
 
 
 def finish_prefetch() -> None:
     """Wait for ``prefetch_triton_build_key``'s thread, if it runs: before a fork, which copies
     only the forking thread (a lock that thread holds, an import's, would stay held in the child)."""
-    prefetching = _prefetch[0] if _prefetch else None
+    with _prefetch_lock:
+        prefetching = _prefetch[0] if _prefetch else None
     if prefetching is not None and prefetching is not threading.current_thread():
         prefetching.join()
 

@@ -93,6 +93,8 @@ class KernelTuning:
         #: Keys whose tuning is spread over calls (``Budget(per_call=k)``).
         self._spreading: dict[tuple, tuple[TuningSession, Config, KeyClaim]] = {}
         self._stored_winners: list[Config] | None = None
+        #: What ``_while_measuring`` decided, by key: asked again at each launch while measuring.
+        self._while_measuring_decisions: dict[str, Decision] = {}
 
     @property
     def kernel_name(self) -> str:
@@ -202,14 +204,18 @@ class KernelTuning:
         only, untuned. A tuning inside another's measurement would time this kernel while that one
         waits, and check its configs with the operations being tuned; the next call from outside
         tunes it."""
+        decided = self._while_measuring_decisions.get(key.json)
+        if decided is not None:
+            return decided
         winners = self.store.winners(self.identity)
         config = stored_winner(key.json, winners, self.space, self.space_hash)
         if config is not None:
             return Decision(config)
         config, what = self.fallback_config(key.json, winners)
-        logger.info("%s %s: launched while another kernel's config is checked or timed; not tuned at this call, "
-                    "using %s: %s", self.kernel_name, key.json, what, config)
-        return Decision(config, final=False)
+        logger.info("%s %s: launched while another kernel's config is checked or timed; not tuned then, using %s: "
+                    "%s", self.kernel_name, key.json, what, config)
+        decided = self._while_measuring_decisions[key.json] = Decision(config, final=False)
+        return decided
 
     def stored(self, key: TuningKey) -> Config | None:
         """The key's stored winner, if the store holds one of this Space."""

@@ -402,7 +402,9 @@ class TuningSession:
         return self._local_runner(args, kwargs)
 
     def _local_runner(self, args: tuple, kwargs: dict) -> LocalRunner:
-        replaced = _aten_replaced_for(args, kwargs) if self.options.check else []
+        # a tuning spread over calls keeps its copies: the calls between its steps launch a config
+        # without the reset of reset_to_zero outputs that follows a tuning on the call's tensors
+        replaced = [] if self.options.budget.per_call else _aten_replaced_for(args, kwargs)
         if replaced and not _told_aten_replaced:
             _told_aten_replaced.append(True)
             logger.info("PyTorch's kernels of %s are replaced from Python here (torch.library, as FlagGems does): "

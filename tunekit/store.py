@@ -505,6 +505,8 @@ class ResultsStore:
         self.read_only = read_only
         refuse_foreign_sqlite(self.url)
         self._engine = make_engine(self.url, read_only=read_only)
+        # a store dropped without close() lets go of its connections too (database.py counts them)
+        weakref.finalize(self, self._engine.dispose)
         if read_only:
             self._open_for_reading()
             return
