@@ -170,4 +170,3 @@ def test_a_fork_that_fails_leaves_the_compiles_to_threads(monkeypatch):
         pool.close()
     assert sorted(results) == [0, 1, 2] and {r.status for r in results.values()} == {Status.OK}
     assert pool.started == 0
-

@@ -405,8 +405,8 @@ class TuningSession:
         # a tuning spread over calls keeps its copies: the calls between its steps launch a config
         # without the reset of reset_to_zero outputs that follows a tuning on the call's tensors
         replaced = [] if self.options.budget.per_call else _aten_replaced_for(args, kwargs)
-        if replaced and not _told_aten_replaced:
-            _told_aten_replaced.append(True)
+        if replaced and tuple(replaced) not in _told_aten_replaced:
+            _told_aten_replaced.add(tuple(replaced))
             logger.info("PyTorch's kernels of %s are replaced from Python here (torch.library, as FlagGems does): "
                         "configs are timed on the call's own tensors without output checks or guard bands, as "
                         "Triton's autotuner times them, since tunekit's own operations would compile and run "
@@ -603,8 +603,8 @@ def _same_failure(trial: Trial, other: Trial) -> bool:
     return trial.status is other.status and shape(trial.error) == shape(other.error)
 
 
-#: Whether the replaced kernels (``_aten_replaced_for``) were said in this process.
-_told_aten_replaced: list[bool] = []
+#: The replaced kernels (``_aten_replaced_for``) said in this process.
+_told_aten_replaced: set[tuple[str, ...]] = set()
 
 
 def _aten_replaced_for(args: tuple, kwargs: dict) -> list[str]:
