@@ -118,9 +118,9 @@ def test_the_background_thread_sees_the_callers_triton_allocator():
     seen = []
     triton.set_allocator(allocator)
     try:
-        pending = Pending(Config({}), "the default config")
-        pending.start("allocator-check", lambda: seen.append(_allocation._allocator.get()) or Config({}))
-        assert pending.done.wait(30)
+        pending = Pending.start("allocator-check", Config({}), "the default config",
+                                lambda: seen.append(_allocation._allocator.get()) or Config({}))
+        pending.future.result(30)
     finally:
         triton.set_allocator(_allocation.NullAllocator())
     assert seen == [allocator]

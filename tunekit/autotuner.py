@@ -12,11 +12,11 @@ winner is cached here for the hot path.
 from __future__ import annotations
 
 import functools
-import os
 import logging
+import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent import futures
 from typing import Any
 
 from triton.runtime.autotuner import Autotuner as _TritonAutotuner
@@ -216,7 +216,7 @@ class Autotuner(_TritonAutotuner):
         if not settings.interpreting():
             active_driver()  # a CPU machine without the interpreter: say so before anything is stored
         pending = self.tuning.pending.get(key)
-        if pending is not None and not (pending.done.is_set() and may_switch()):
+        if pending is not None and not (pending.done() and may_switch()):
             return pending.entry
         with self._lock:
             if key in self._tuned:
@@ -263,12 +263,8 @@ class Autotuner(_TritonAutotuner):
     def wait_for_tuning(self, timeout: float | None = None) -> bool:
         """Wait until the background tunings started so far have ended (``background=True``);
         False if ``timeout`` seconds passed first. The next call of each key then switches."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for pending in list(self.tuning.pending.values()):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not pending.done.wait(left):
-                return False
-        return True
+        _, not_done = futures.wait([pending.future for pending in list(self.tuning.pending.values())], timeout)
+        return not not_done
 
     def tuning_key(self, args: tuple, kwargs: dict) -> TuningKey:
         """The key a call with these arguments is tuned and stored under (``kwargs`` as ``run``

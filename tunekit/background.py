@@ -10,13 +10,14 @@ captured graph or a traced program holds one config throughout.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from .config import Config
+from .service import service
 
 logger = logging.getLogger(__name__)
 
@@ -26,33 +27,40 @@ _one_at_a_time = threading.Lock()
 
 
 class Pending:
-    """One key's tuning in a background thread: the fallback ``entry`` to launch meanwhile, and
-    what the tuning returned once ``done`` (``result``; None if it failed, and the fallback stays
-    the answer)."""
+    """One key's tuning in a background thread (the worker service's ``threads``): the fallback
+    ``entry`` to launch meanwhile, and the tuning's ``future``."""
 
-    def __init__(self, fallback: Config, what: str) -> None:
+    def __init__(self, fallback: Config, what: str, future: Future[Any]) -> None:
         self.entry = (fallback, fallback.all_kwargs())
         self.what = what
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.done = threading.Event()
+        self.future = future
 
-    def start(self, name: str, tune: Callable[[], Any]) -> None:
-        """Run ``tune()`` in a daemon thread named ``name``, in a copy of the caller's context: a
-        thread starts with none, and Triton keeps the allocator that kernels building tensor
-        descriptors on the device need in a context variable (``triton.set_allocator``)."""
-        def run() -> None:
+    @classmethod
+    def start(cls, name: str, fallback: Config, what: str, tune: Callable[[], Any]) -> Pending:
+        """Run ``tune()`` in a thread named ``name``, after the background tunings started before
+        it (tunings of several keys would time each other on one GPU)."""
+        def run() -> Any:
+            while not _one_at_a_time.acquire(timeout=0.1):  # a wait a stop at exit can interrupt
+                pass
             try:
-                with _one_at_a_time:  # tunings of several keys would time each other on one GPU
-                    self.result = tune()
-            except BaseException as error:  # noqa: BLE001 - kept, and the fallback stays in use
-                self.error = error
-                logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, self.what,
+                return tune()
+            except Exception as error:
+                logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, what,
                                type(error).__name__, error)
+                raise
             finally:
-                self.done.set()
+                _one_at_a_time.release()
 
-        threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
+        return cls(fallback, what, service().threads.start(name, run))
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self) -> Any:
+        """What the tuning returned once done; None if it failed or was stopped (the fallback stays the answer)."""
+        if not self.future.done() or self.future.cancelled() or self.future.exception() is not None:
+            return None
+        return self.future.result()
 
 
 def may_switch() -> bool:

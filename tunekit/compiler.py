@@ -12,7 +12,8 @@ prints there is kept with the result, not written to the user's terminal. Worker
 killable: a compile that outlives its timeout is cut off by killing its worker, and the config
 becomes a ``timeout`` trial. A thread of the caller compiles a single config, a launch whose
 arguments a worker cannot take, and everything when no process can be forked; a compile there
-shares the caller's interpreter lock and cannot be killed, only left behind.
+shares the caller's interpreter lock and cannot be killed: one past its timeout is stopped when it
+next runs Python (``tunekit.threads``), its ``ptxas`` killed at once.
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .benchmark import classify, describe
 from .compat import set_active_driver
+from .threads import TaskThreads
 from .trial import Status
-from .workers import CapturedOutput, Worker, exit_reason, kill_thread_children, ready, receive, send
+from .workers import CapturedOutput, Worker, exit_reason, ready, receive, send
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +223,7 @@ _first_local_compile = threading.Event()
 _compiling_here: set[threading.Thread] = set()
 #: Workers that die while starting, in a row, before the pool stops starting them.
 MAX_FAILED_STARTS = 3
-#: Seconds ``close`` waits for compile threads left behind (their ptxas killed) to end.
+#: Seconds ``close(wait=True)`` waits for the compile threads it stopped to end.
 LEFT_BEHIND_SECONDS = 10.0
 
 
@@ -234,9 +238,10 @@ class CompilePool:
     Args:
         workers: at most this many compiles at once (workers and threads together).
         timeout: seconds one compile may take; None for no limit.
+        threads: where compiles in this process run (the worker service's); a new executor if None.
     """
 
-    def __init__(self, workers: int, timeout: float | None = None) -> None:
+    def __init__(self, workers: int, timeout: float | None = None, threads: TaskThreads | None = None) -> None:
         if workers < 1:
             raise ValueError(f"The 'workers' parameter of CompilePool must be an int >= 1. Got {workers} instead.")
         self.workers = workers
@@ -247,7 +252,8 @@ class CompilePool:
         #: Workers started so far.
         self.started = 0
         self._failed_starts = 0  # in a row: after a few, no more are started
-        self._compiling_threads: set[threading.Thread] = set()  # this process's threads compiling now
+        self._threads = threads if threads is not None else TaskThreads()
+        self._compiling: set[Future[None]] = set()  # this pool's compiles in threads here, not yet ended
 
     def _start(self) -> None:
         known = tokens_issued()  # before the fork: a kernel named meanwhile is not in the copy
@@ -299,9 +305,8 @@ class CompilePool:
         None (a kernel a worker cannot find), and every job when no worker can be forked;
         ``start_workers=False`` uses only the workers already running and ``local``. A job still
         compiling ``timeout`` seconds after it started is a ``timeout`` result: its worker (and the
-        compiler it runs) is killed, the only way to stop a compile in flight, or its thread is
-        abandoned. ``timeout`` may be a
-        callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
+        compiler it runs) is killed, or its thread stopped (``TaskThreads.stop``). ``timeout`` may
+        be a callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
         (``time.time()`` seconds) the compiles in flight are stopped and the jobs not yet yielded
         are left out: they were not measured, they did not fail. A worker that dies (a crashing
         compiler) fails its own job only.
@@ -310,120 +315,156 @@ class CompilePool:
         needed = max((job.kernel for job in jobs if job is not None), default=-1)
         for worker in [w for w in [*self._idle, *self._starting] if self._knows.get(w, 0) <= needed]:
             self._forget(worker)  # forked before this kernel was named: it cannot find it
-        pending = deque(range(len(jobs)))
-        running: dict[Worker, tuple[int, float]] = {}
-        threads: dict[int, float] = {}  # job index -> start, compiling in this process
-        thread_ids: dict[int, int] = {}  # job index -> native id of the thread compiling it
-        finished: queue.SimpleQueue[tuple[int, CompileResult]] = queue.SimpleQueue()
-
-        def compile_here(index: int) -> None:
-            thread_ids[index] = threading.get_native_id()
-            self._compiling_threads.add(threading.current_thread())
-            _compiling_here.add(threading.current_thread())
-            try:
-                finished.put((index, local(index)))  # type: ignore[misc]
-            finally:
-                thread_ids.pop(index, None)
-                self._compiling_threads.discard(threading.current_thread())
-                _compiling_here.discard(threading.current_thread())
-                _first_local_compile.set()
-
-        def leave_behind(index: int) -> None:
-            """A thread's compile that will not be waited for: stop what it runs outside Python."""
-            del threads[index]
-            if index in thread_ids:
-                kill_thread_children(thread_ids[index])
-
+        round_ = _CompileRound(self, jobs, local)
         try:
-            while pending or running or threads:
-                poolable = sum(1 for i in pending if jobs[i] is not None)
-                wanted = min(self.workers, poolable) - len(self._idle) - len(self._starting) - len(running)
-                # a worker is forked only while no thread here compiles: a fork copies the locks such a
-                # thread holds inside the compiler, and the child would wait on them forever
-                can_start = start_workers and self._failed_starts < MAX_FAILED_STARTS and not _compiling_here
-                for _ in range(max(0, wanted) if can_start else 0):
-                    self._start()
-                for _ in range(len(pending)):  # idle workers take what they can
-                    if not self._idle:
-                        break
-                    index = pending.popleft()
-                    if jobs[index] is None:
-                        pending.append(index)
-                        continue
-                    worker = self._idle.pop()
-                    worker.send((index, jobs[index]))
-                    running[worker] = (index, time.time())
-                # threads here compile what no worker can: jobs a worker cannot find the kernel of, and every
-                # job when no worker can be forked. A forked worker is ready in milliseconds and compiles
-                # beside the others, where threads here would share this process's interpreter lock
-                workers_coming = bool(self._idle or self._starting or running)
-                # the first compile in this process runs alone: Triton imports parts of itself lazily on
-                # its first compile, and threads doing that at once race (seen: AssertionError, KeyError)
-                local_limit = self.workers if _first_local_compile.is_set() else 1
-                for index in [i for i in pending if jobs[i] is None or not workers_coming]:
-                    if local is None or len(running) + len(threads) >= self.workers or len(threads) >= local_limit:
-                        break
-                    pending.remove(index)
-                    threads[index] = time.time()
-                    threading.Thread(target=compile_here, args=(index,), name="tunekit-compile", daemon=True).start()
-                if pending and not threads and not running and not self._idle and not self._starting:
-                    for index in list(pending):  # nothing is left that could compile these
-                        pending.remove(index)
-                        yield index, CompileResult(Status.COMPILE_ERROR, 0.0, "no compile worker could be started")
-                while not finished.empty():
-                    index, result = finished.get()
-                    if threads.pop(index, None) is not None:
-                        yield index, result
-                for worker in ready([*running, *self._starting], 0.01 if threads else 0.05):
-                    if worker in self._starting:  # a worker finished starting
-                        self._take_ready(worker)
-                        continue
-                    index, started = running.pop(worker)
-                    try:
-                        _, result = worker.receive()
-                        self._idle.append(worker)
-                    except (EOFError, OSError):
-                        reason = exit_reason(worker.wait())
-                        worker.kill()
-                        result = CompileResult(Status.COMPILE_ERROR, time.time() - started,
-                                               f"the compile worker died compiling it ({reason})")
-                    yield index, result
-                now = time.time()
-                if deadline is not None and now >= deadline:
-                    logger.info("compile deadline reached with %d compiles unfinished: stopping them",
-                                len(running) + len(threads) + len(pending))
+            while round_.busy():
+                round_.start_workers(start_workers)
+                round_.send_to_idle_workers()
+                round_.start_threads()
+                yield from round_.uncompilable()
+                yield from round_.finished()
+                if deadline is not None and time.time() >= deadline:
+                    logger.info("compile deadline reached with %d compiles unfinished: stopping them", round_.left())
                     return
                 limit = timeout() if callable(timeout) else timeout
-                if limit is None:
-                    continue
-                for worker, (index, started) in list(running.items()):
-                    if now - started <= limit or worker.poll(0):
-                        continue  # in time, or it finished just now: its result is taken next round
-                    del running[worker]
-                    worker.kill()
-                    logger.info("a compile exceeded %.1f s: its worker was killed", limit)
-                    yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
-                for index, started in list(threads.items()):
-                    if now - started > limit:
-                        leave_behind(index)  # the thread runs on; its result is dropped
-                        logger.info("a compile exceeded %.1f s in this process: left behind", limit)
-                        yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
+                if limit is not None:
+                    yield from round_.past(limit)
         finally:  # the deadline, or a caller that stopped early: the compiles in flight are abandoned
-            for worker in running:
-                worker.kill()
-            for index in list(threads):
-                leave_behind(index)
+            round_.abandon()
 
     def close(self, wait: bool = False) -> None:
-        """Stop every worker, and what this process's compile threads run outside Python (ptxas);
-        ``wait`` (at exit): give those threads up to ``LEFT_BEHIND_SECONDS`` to end, since one
-        still inside Triton when the interpreter shuts down aborts the process."""
+        """Stop every worker, and this pool's compile threads (``TaskThreads.stop``); ``wait``
+        (at exit): give those threads up to ``LEFT_BEHIND_SECONDS`` to end, since one still
+        inside Triton when the interpreter shuts down aborts the process."""
         for worker in [*self._idle, *self._starting]:
             worker.kill()
         self._idle, self._starting, self._knows = [], [], {}
-        end = time.monotonic() + LEFT_BEHIND_SECONDS
-        for thread in list(self._compiling_threads):
-            if thread.native_id is not None:
-                kill_thread_children(thread.native_id)
-            if wait:
-                thread.join(max(0.0, end - time.monotonic()))
+        compiling = list(self._compiling)
+        for future in compiling:
+            self._threads.stop(future)
+        if wait:
+            futures.wait(compiling, LEFT_BEHIND_SECONDS)
+
+
+class _CompileRound:
+    """One ``as_completed`` call under way: the jobs waiting, those running in the pool's workers
+    and those compiling in threads here (started at, by job index)."""
+
+    def __init__(self, pool: CompilePool, jobs: Sequence[CompileJob | None], local: LocalCompile | None) -> None:
+        self.pool, self.jobs, self.local = pool, jobs, local
+        self.pending = deque(range(len(jobs)))
+        self.running: dict[Worker, tuple[int, float]] = {}
+        self.threads: dict[int, tuple[Future[None], float]] = {}
+        self.results: queue.SimpleQueue[tuple[int, CompileResult]] = queue.SimpleQueue()
+
+    def busy(self) -> bool:
+        return bool(self.pending or self.running or self.threads)
+
+    def left(self) -> int:
+        return len(self.pending) + len(self.running) + len(self.threads)
+
+    def start_workers(self, allowed: bool) -> None:
+        """Fork the workers the jobs waiting need, beyond those idle, starting or busy."""
+        pool = self.pool
+        poolable = sum(1 for i in self.pending if self.jobs[i] is not None)
+        wanted = min(pool.workers, poolable) - len(pool._idle) - len(pool._starting) - len(self.running)
+        # a worker is forked only while no thread here compiles: a fork copies the locks such a
+        # thread holds inside the compiler, and the child would wait on them forever
+        if allowed and pool._failed_starts < MAX_FAILED_STARTS and not _compiling_here:
+            for _ in range(max(0, wanted)):
+                pool._start()
+
+    def send_to_idle_workers(self) -> None:
+        pool = self.pool
+        for _ in range(len(self.pending)):
+            if not pool._idle:
+                break
+            index = self.pending.popleft()
+            job = self.jobs[index]
+            if job is None:
+                self.pending.append(index)
+                continue
+            worker = pool._idle.pop()
+            worker.send((index, job))
+            self.running[worker] = (index, time.time())
+
+    def start_threads(self) -> None:
+        """Threads here compile what no worker can: jobs a worker cannot find the kernel of, and
+        every job when no worker can be forked. A forked worker is ready in milliseconds and
+        compiles beside the others, where threads here would share this process's interpreter lock."""
+        pool = self.pool
+        workers_coming = bool(pool._idle or pool._starting or self.running)
+        # the first compile in this process runs alone: Triton imports parts of itself lazily on
+        # its first compile, and threads doing that at once race (seen: AssertionError, KeyError)
+        local_limit = pool.workers if _first_local_compile.is_set() else 1
+        for index in [i for i in self.pending if self.jobs[i] is None or not workers_coming]:
+            if self.local is None or len(self.running) + len(self.threads) >= pool.workers or len(self.threads) >= local_limit:
+                break
+            self.pending.remove(index)
+            future = pool._threads.start("tunekit-compile", self._compile_here, index)
+            pool._compiling.add(future)
+            future.add_done_callback(pool._compiling.discard)
+            self.threads[index] = (future, time.time())
+
+    def _compile_here(self, index: int) -> None:
+        _compiling_here.add(threading.current_thread())
+        try:
+            assert self.local is not None  # threads are started only with a local compile
+            self.results.put((index, self.local(index)))
+        finally:
+            _compiling_here.discard(threading.current_thread())
+            _first_local_compile.set()
+
+    def uncompilable(self) -> Iterator[tuple[int, CompileResult]]:
+        """Compile errors for the jobs waiting when nothing is left that could compile them."""
+        pool = self.pool
+        if self.pending and not self.threads and not self.running and not pool._idle and not pool._starting:
+            while self.pending:
+                yield self.pending.popleft(), CompileResult(Status.COMPILE_ERROR, 0.0,
+                                                            "no compile worker could be started")
+
+    def finished(self) -> Iterator[tuple[int, CompileResult]]:
+        """The results of threads here and of workers, taken as they come, and workers that finished starting."""
+        while not self.results.empty():
+            index, result = self.results.get()
+            if self.threads.pop(index, None) is not None:  # else stopped: its result is dropped
+                yield index, result
+        pool = self.pool
+        for worker in ready([*self.running, *pool._starting], 0.01 if self.threads else 0.05):
+            if worker in pool._starting:
+                pool._take_ready(worker)
+                continue
+            index, started = self.running.pop(worker)
+            try:
+                _, result = worker.receive()
+                pool._idle.append(worker)
+            except (EOFError, OSError):
+                reason = exit_reason(worker.wait())
+                worker.kill()
+                result = CompileResult(Status.COMPILE_ERROR, time.time() - started,
+                                       f"the compile worker died compiling it ({reason})")
+            yield index, result
+
+    def past(self, limit: float) -> Iterator[tuple[int, CompileResult]]:
+        """Timeouts for the compiles running longer than ``limit`` seconds, which are stopped."""
+        now = time.time()
+        for worker, (index, started) in list(self.running.items()):
+            if now - started <= limit or worker.poll(0):
+                continue  # in time, or it finished just now: its result is taken next round
+            del self.running[worker]
+            worker.kill()
+            logger.info("a compile exceeded %.1f s: its worker was killed", limit)
+            yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
+        for index, (future, started) in list(self.threads.items()):
+            if now - started > limit:
+                del self.threads[index]
+                self.pool._threads.stop(future)
+                logger.info("a compile exceeded %.1f s in this process: its thread was stopped", limit)
+                yield index, CompileResult(Status.TIMEOUT, now - started, f"compile exceeded {limit:.1f} s")
+
+    def abandon(self) -> None:
+        """Stop the compiles in flight: nothing will take their results."""
+        for worker in self.running:
+            worker.kill()
+        for future, _ in self.threads.values():
+            self.pool._threads.stop(future)

@@ -156,10 +156,10 @@ class KernelTuning:
         """The config for a call at ``key`` (the hot path's cache key) with no cached winner."""
         pending = self.pending.get(key)
         if pending is not None:  # once done, its winner (or, if it failed, the fallback) from now on
-            if not (pending.done.is_set() and may_switch()):
+            if not (pending.done() and may_switch()):
                 return Decision(pending.entry[0], final=False)
             del self.pending[key]
-            return pending.result or Decision(pending.entry[0], at_this_call=False)
+            return pending.result() or Decision(pending.entry[0], at_this_call=False)
         if len(self.space) == 1:
             return Decision(self.space.configs()[0])
         if measuring_in_this_thread():
@@ -307,15 +307,13 @@ class KernelTuning:
             logger.warning("%s %s: the inputs could not be copied for a background tuning (%s); launching %s, a later "
                            "call tries again", self.kernel_name, tuning_key.json, error, what)
             return Decision(config, final=False)
-        pending = Pending(config, what)
-        self.pending[key] = pending
         logger.info("%s %s: tuning in the background; launching %s meanwhile: %s", self.kernel_name,
                     tuning_key.json, what, config)
 
         def tune() -> Decision:
             return replace(self.tune_once(tuning_key, *copies, first=(config,)), at_this_call=False)
 
-        pending.start(f"tunekit-{self.kernel_name}", tune)
+        self.pending[key] = Pending.start(f"tunekit-{self.kernel_name}", config, what, tune)
         return Decision(config, final=False)
 
     def _over_calls(self, key: tuple, tuning_key: TuningKey, args: tuple, kwargs: dict) -> Decision | None:

@@ -1,6 +1,7 @@
 """The worker service: one per process, shared by every tunekit kernel and every key.
 
-It owns the compile pool and an idle benchmark worker per device, starts them lazily, keeps
+It owns the compile pool, an idle benchmark worker per device and the threads tunekit runs in
+this process (``threads``: background tunings, compiles no worker can take), starts them lazily, keeps
 them warm between tunings, stops them when they have been idle a while and when the process
 exits. Compile workers are forked from this process at the tuning (``tunekit.compiler``).
 Benchmark workers (``isolate=True``, or after a config crashed a process) need a device of
@@ -22,7 +23,8 @@ from contextlib import contextmanager
 
 from . import settings
 from .compat import finish_prefetch
-from .compiler import CompilePool
+from .compiler import LEFT_BEHIND_SECONDS, CompilePool
+from .threads import TaskThreads
 from .workers import IN_WORKER, Worker, Zygote
 
 logger = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ class WorkerService:
         self._benchmark_workers: dict[int | None, Worker] = {}  # idle, by device index
         self._last_used = time.monotonic()
         self._reaper: threading.Timer | None = None
+        #: Where background tunings and compiles in this process run; stopped at exit.
+        self.threads = TaskThreads()
 
     # -- the zygote ------------------------------------------------------------------------
 
@@ -92,7 +96,7 @@ class WorkerService:
         with self._lock:
             self._touch()
             if not self._free_pools:
-                self._pools.append(CompilePool(workers))
+                self._pools.append(CompilePool(workers, threads=self.threads))
                 self._free_pools.append(self._pools[-1])
             pool = self._free_pools.pop()
         pool.workers = workers
@@ -160,14 +164,17 @@ class WorkerService:
             self._zygote = None
 
     def shutdown(self, keep_zygote: bool = False) -> None:
-        """Stop every worker, also those of tunings under way (at exit), and the zygote unless
-        ``keep_zygote``."""
+        """Stop every worker and thread, also those of tunings under way (at exit: a thread still
+        inside Triton or CUDA when the interpreter finalises can abort the process), and the
+        zygote unless ``keep_zygote``. Measurements already stored stay: a tuning stopped here
+        goes on from them in the next process."""
         if os.getpid() != self._owner:
             return
         with self._lock:
             self._stop_idle()
             for pool in self._pools:
-                pool.close(wait=True)
+                pool.close()
+            self.threads.stop_all(LEFT_BEHIND_SECONDS)
             if self._zygote is not None and not keep_zygote:
                 self._zygote.close()
                 self._zygote = None

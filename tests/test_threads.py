@@ -1,0 +1,166 @@
+"""The worker service's threads (``tunekit.threads``): compiles in this process and background
+tunings run there, and nothing of theirs runs on in the user's process once stopped (a timeout,
+the process's exit)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from tunekit.compiler import CompilePool, CompileResult
+from tunekit.threads import Stopped, TaskThreads
+from tunekit.trial import Status
+
+
+def _busy_in_python(seconds: float, marks: list[str]) -> str:
+    """Python work that ends only after ``seconds`` (a compile's passes between C++ calls)."""
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(0.01)
+        marks.append("ended by itself")
+        return "done"
+    finally:
+        marks.append("left")
+
+
+def test_a_stopped_task_ends_at_once_and_its_future_says_it_was_stopped():
+    threads = TaskThreads()
+    marks: list[str] = []
+    future = threads.start("busy", _busy_in_python, 60.0, marks)
+    time.sleep(0.2)
+    started = time.monotonic()
+    threads.stop(future)
+    with pytest.raises(Stopped):
+        future.result(5)
+    assert time.monotonic() - started < 2.0
+    assert marks == ["left"]  # its own cleanup ran; it did not run on to the end
+    assert threads.running() == []
+
+
+def test_a_stop_kills_the_process_the_tasks_thread_waits_on():
+    """Injected: a task waiting on a child process for a minute (a compile in ``ptxas``).
+    Survives: nothing: the child is killed, and the task ends within seconds."""
+    threads = TaskThreads()
+    future = threads.start("waits", subprocess.run, ["sleep", "60"])
+    time.sleep(0.5)
+    started = time.monotonic()
+    threads.stop(future)
+    with pytest.raises((Stopped, subprocess.SubprocessError)):
+        future.result(10)
+    assert time.monotonic() - started < 5.0
+
+
+def test_stops_that_race_a_tasks_end_leave_every_future_settled_and_no_stray_exception(monkeypatch):
+    """Injected: 300 short tasks, each stopped at a random moment around its end (an async
+    exception can arrive after the function returned). Survives: every future ends with the
+    task's result or ``Stopped``; no thread dies of an exception outside its task."""
+    stray: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: stray.append(args.exc_value))
+    threads = TaskThreads()
+    rng = random.Random(0)
+    futures = []
+    for i in range(300):
+        future = threads.start("short", lambda i=i: sum(range(rng.randrange(1, 20_000))) and i)
+        time.sleep(rng.random() * 0.002)
+        threads.stop(future)
+        futures.append(future)
+    for i, future in enumerate(futures):
+        try:
+            assert future.result(10) == i
+        except (Stopped, Exception) as error:  # a cancelled future raises CancelledError
+            assert isinstance(error, Stopped) or future.cancelled()
+    assert stray == [] and threads.running() == []
+
+
+def test_a_compile_in_this_process_past_its_timeout_is_stopped_not_left_running():
+    """Injected: a compile in a thread of this process (no worker can take it) that would run for
+    a minute, timeout 0.5 s. Survives: the round, which gets a timeout result at once; the thread,
+    which ends instead of compiling on in the user's process."""
+    threads = TaskThreads()
+    pool = CompilePool(workers=2, threads=threads)
+    marks: list[str] = []
+
+    def compile_here(index: int) -> CompileResult:
+        _busy_in_python(60.0, marks)
+        return CompileResult(Status.OK, 60.0)
+
+    started = time.monotonic()
+    results = dict(pool.as_completed([None], timeout=0.5, local=compile_here))
+    assert results[0].status is Status.TIMEOUT and time.monotonic() - started < 5.0
+    deadline = time.monotonic() + 5.0
+    while threads.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threads.running() == [] and marks == ["left"]
+    pool.close()
+
+
+def test_closing_a_pool_stops_its_compiles_in_threads():
+    threads = TaskThreads()
+    pool = CompilePool(workers=1, threads=threads)
+    marks: list[str] = []
+    rounds = pool.as_completed([None, None], local=lambda index: _busy_in_python(60.0, marks) and None)
+    consumer = threading.Thread(target=lambda: list(rounds), daemon=True)
+    consumer.start()
+    time.sleep(0.5)
+    pool.close(wait=True)
+    assert threads.running() == [] and marks == ["left"]
+
+
+SLOW_REFERENCE = textwrap.dedent("""
+    import time
+
+    def slow_reference(x_ptr, y_ptr, out_ptr, n, **rest):
+        time.sleep(0.5)  # every config's check takes a while: the tuning is under way at exit
+        return {"out_ptr": x_ptr + y_ptr}
+""")
+
+BACKGROUND_AT_EXIT = textwrap.dedent("""
+    import os, sys, time
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch, tunekit
+    from tunekit.kernels import vector_add
+    from slow_reference import slow_reference
+
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="exhaustive", store=sys.argv[1],
+                              background=True, reference=slow_reference)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(4096)
+    vector_add.launch(kernel, x, y, out)
+    from tunekit.store import ResultsStore
+    store = ResultsStore(sys.argv[1], read_only=True)
+    end = time.monotonic() + 60
+    while not store.rows() and time.monotonic() < end:  # the tuning is under way: a config was measured
+        time.sleep(0.2)
+    import threading
+    print([t.name for t in threading.enumerate() if t.name.startswith("tunekit-add")], time.time(), flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_script_ending_during_a_background_tuning_stops_it_and_exits_cleanly(tmp_path):
+    """Injected: the script ends while its background tuning is under way (a config checked every
+    half second, dozens left). Survives: the process exits within seconds with code 0 and a clean
+    stderr; the tuning is stopped, not frozen mid-way: its run is closed in the store, with what
+    was measured before the exit."""
+    store = tmp_path / "s.db"
+    (tmp_path / "slow_reference.py").write_text(SLOW_REFERENCE)
+    child = subprocess.run([sys.executable, "-c", BACKGROUND_AT_EXIT, str(store)], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert child.returncode == 0 and child.stderr == "", child.stderr[-2000:]
+    running, ended_at = child.stdout.rsplit(" ", 1)
+    assert running == "['tunekit-add_kernel']"  # the tuning ran when the script ended
+    assert time.time() - float(ended_at) < 15  # stopped: not the minute its other configs would take
+    from tunekit.kernels import vector_add
+    from tunekit.store import ResultsStore
+
+    reading = ResultsStore(store, read_only=True)
+    assert 0 < len(reading.rows()) < len(vector_add.space())
+    (run,) = reading.runs()
+    assert run["finished_at"] is not None and run["winner"] is None
