@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tunekit.config import config_json
 from tunekit.config_rules import RULES, KeyTimes, choose_rule, fit_rule, geomean, leave_one_out
-from tunekit.keys import nearest_key
+from tunekit.keys import TuningKey, nearest_key
 from tunekit.kernels import matmul
 from tunekit.recorded import read_space
 
@@ -48,7 +48,7 @@ def key_times(index: Path) -> dict[str, list[tuple[str, KeyTimes]]]:
         times = {config_json(record.params): record.time_ms if record.ok else None for record in recorded.records}
         winner = min((c for c, t in times.items() if t is not None), key=times.get)
         kernel = "matmul" if row["kernel"] == "matmul_heldout" else row["kernel"]
-        found.setdefault(kernel, []).append((row["shape"], KeyTimes(json.loads(row["key"]), winner, times)))
+        found.setdefault(kernel, []).append((row["shape"], KeyTimes(TuningKey.from_json(row["key"]), winner, times)))
     return found
 
 
@@ -80,7 +80,7 @@ def heldout_table(train: list[tuple[str, KeyTimes]], heldout: list[tuple[str, Ke
     rule, _ = choose_rule(data)
     constant = fit_rule(data, "constant")
     tutorial = [config_json(c) for c in matmul.tutorial_configs()]
-    winners = {json.dumps(k.key, sort_keys=True): k.winner for k in data}
+    winners = {k.key: k.winner for k in data}
     everything = data + [k for _, k in heldout]
     columns: dict[str, list[float]] = {"rule": [], "nearest key": [], "single best": [], "tutorial's 8": [],
                                        "rule, all other GEMM shapes": []}
@@ -88,7 +88,7 @@ def heldout_table(train: list[tuple[str, KeyTimes]], heldout: list[tuple[str, Ke
     unseen: dict[str, list[float]] = {name: [] for name in columns}
     lines = [f"| shape (M, N, K) | {' | '.join(columns)} |", "|---|" + "---|" * len(columns)]
     for shape, at in heldout:
-        near = nearest_key(json.dumps(at.key, sort_keys=True), list(winners))
+        near = nearest_key(at.key, winners)
         others = [k for k in everything if k is not at]
         values = {
             "rule": slowdown_of(rule.config_for(at.key), at),
@@ -100,7 +100,7 @@ def heldout_table(train: list[tuple[str, KeyTimes]], heldout: list[tuple[str, Ke
         for name, value in values.items():
             columns[name].append(value)
             (seen if shape in SEEN_DURING_DESIGN else unseen)[name].append(value)
-        dims = ", ".join(str(at.key["args"][n]) for n in ("M", "N", "K"))
+        dims = ", ".join(str(at.key.args[n]) for n in ("M", "N", "K"))
         mark = " (seen)" if shape in SEEN_DURING_DESIGN else ""
         lines.append(f"| {shape}{mark} ({dims}) | " + " | ".join(f"{v:.3f}" for v in values.values()) + " |")
     for label, group in (("all", columns), ("seen during design", seen), ("never seen", unseen)):

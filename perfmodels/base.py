@@ -14,7 +14,6 @@ that lacks one gets ``MISSING`` there, and a name the model never saw is not a f
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,11 +22,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from tunekit.config import Config
+from tunekit.keys import TuningKey, as_key
 from tunekit.space import Space
 from tunekit.store import trial_from_row
 from tunekit.trial import Source, Trial
 
-Key = Mapping[str, Any]  # {"args": {name: value}, "dtypes": [...]}, as SearchContext.key
+#: A key as the models' public methods take it: a ``TuningKey``, or its ``{"args": ..., "dtypes": ...}`` form.
+KeyLike = TuningKey | Mapping[str, Any]
+
 
 #: The value of a key feature the key at hand does not have (-1, as ``Space.encode`` fills a missing value).
 MISSING = -1.0
@@ -37,9 +39,6 @@ MISSING = -1.0
 DTYPE_FEATURE = "dtype "
 
 
-def key_of(trial: Trial) -> Key | None:
-    """The key a stored trial was measured at (``None`` when it does not say)."""
-    return trial.key.as_dict() if trial.key is not None else None
 
 
 def dtype_bytes(name: str) -> float:
@@ -50,29 +49,30 @@ def dtype_bytes(name: str) -> float:
     return 1.0 if "bool" in name else 0.0
 
 
-def key_features(key: Key | None) -> dict[str, float]:
+def key_features(key: TuningKey | None) -> dict[str, float]:
     """A key's numbers by feature name: each argument's (log2 of a positive finite number, a
     boolean as 0/1, -1 for other numbers: zero, negative, infinite or NaN; 0 for anything else),
     then each dtype's bytes per element. Every feature is finite: the models refuse others."""
-    key = key or {}
+    if key is None:
+        return {}
     features = {}
-    for name, value in dict(key.get("args", {})).items():
+    for name, value in key.args.items():
         if isinstance(value, bool):
             features[name] = float(value)
         elif isinstance(value, (int, float)):
             features[name] = math.log2(value) if value > 0 and math.isfinite(value) else -1.0
         else:
             features[name] = 0.0
-    for position, dtype in enumerate(key.get("dtypes", ())):
+    for position, dtype in enumerate(key.dtypes):
         features[f"{DTYPE_FEATURE}{position}"] = dtype_bytes(str(dtype))
     return features
 
 
-def key_feature_names(keys: Sequence[Key | None]) -> tuple[str, ...]:
+def key_feature_names(keys: Sequence[TuningKey | None]) -> tuple[str, ...]:
     """The feature names of every one of ``keys``: argument names in the order first seen, then
     the dtype positions up to the most dtypes any key has."""
-    arguments = {name: None for key in keys for name in dict((key or {}).get("args", {}))}
-    dtypes = max((len((key or {}).get("dtypes", ())) for key in keys), default=0)
+    arguments = {name: None for key in keys if key is not None for name in key.names}
+    dtypes = max((len(key.dtypes) for key in keys if key is not None), default=0)
     return (*arguments, *(f"{DTYPE_FEATURE}{position}" for position in range(dtypes)))
 
 
@@ -101,15 +101,16 @@ class PerfModel(BaseEstimator):
 
     # -- features ------------------------------------------------------------------------------
 
-    def features(self, configs: Sequence[Config | Mapping[str, Any]], key: Key | None) -> np.ndarray:
+    def features(self, configs: Sequence[Config | Mapping[str, Any]], key: KeyLike | None) -> np.ndarray:
         """The config's encoding beside the key's numbers. (Adding log2 ratios of key sizes to
         tile sizes was tried and lowered the forest's held-out Spearman on the H200 spaces.)"""
         return self.features_of_encoded(self.space.encode(list(configs)), key)
 
-    def features_of_encoded(self, encoded: np.ndarray, key: Key | None) -> np.ndarray:
+    def features_of_encoded(self, encoded: np.ndarray, key: KeyLike | None) -> np.ndarray:
         """``features`` of configs already encoded by ``space.encode`` (a search encodes its
         Space once, not at every step). The key's features are laid out as the fitted model's
         ``key_feature_names_`` (the key's own names before a fit)."""
+        key = as_key(key)
         values = key_features(key)
         names = getattr(self, "key_feature_names_", None)
         shape = np.asarray([values.get(name, MISSING) for name in (values if names is None else names)],
@@ -122,7 +123,7 @@ class PerfModel(BaseEstimator):
 
     # -- estimator API ---------------------------------------------------------------------------
 
-    def fit(self, trials: Sequence[Trial], key: Key | None = None, prior: PerfModel | None = None) -> PerfModel:
+    def fit(self, trials: Sequence[Trial], key: KeyLike | None = None, prior: PerfModel | None = None) -> PerfModel:
         """Learn from ``trials``; a trial without a stored key was measured at ``key``. The key
         features are those of ``key`` and of every trial's key (``key_feature_names_``).
 
@@ -136,11 +137,11 @@ class PerfModel(BaseEstimator):
                 raise ValueError("PerfModel.fit(prior=...): the prior was fit on another Space "
                                  f"({dict(prior.space.domains)} against {dict(self.space.domains)})")
         self.prior_ = prior
-        groups: dict[str, tuple[Key | None, list[Trial]]] = {}
+        key = as_key(key)
+        groups: dict[str, tuple[TuningKey | None, list[Trial]]] = {}
         for trial in trials:
-            trial_key = key_of(trial) or key
-            text = json.dumps(trial_key, sort_keys=True)
-            groups.setdefault(text, (trial_key, []))[1].append(trial)
+            trial_key = trial.key or key
+            groups.setdefault(trial_key.json if trial_key else "", (trial_key, []))[1].append(trial)
         self.key_feature_names_ = key_feature_names([key, *(trial_key for trial_key, _ in groups.values())])
         rows, times, failed = [], [], []
         for trial_key, group in groups.values():
@@ -168,11 +169,11 @@ class PerfModel(BaseEstimator):
     def _default_classifier(self) -> Any:
         return None
 
-    def predict_log(self, configs: Sequence[Config | Mapping[str, Any]], key: Key | None) -> np.ndarray:
+    def predict_log(self, configs: Sequence[Config | Mapping[str, Any]], key: KeyLike | None) -> np.ndarray:
         """Predicted log time (natural log of ms), failures not considered."""
         return self.regressor_.predict(self.features(configs, key))
 
-    def failure_probability(self, configs: Sequence[Config | Mapping[str, Any]], key: Key | None) -> np.ndarray:
+    def failure_probability(self, configs: Sequence[Config | Mapping[str, Any]], key: KeyLike | None) -> np.ndarray:
         return self.failure_probability_of(self.features(configs, key))
 
     def failure_probability_of(self, features: np.ndarray) -> np.ndarray:
@@ -182,7 +183,7 @@ class PerfModel(BaseEstimator):
         probabilities = self.classifier_.predict_proba(features)
         return probabilities[:, list(self.classifier_.classes_).index(True)]
 
-    def predict(self, configs: Sequence[Config | Mapping[str, Any]], key: Key | None) -> np.ndarray:
+    def predict(self, configs: Sequence[Config | Mapping[str, Any]], key: KeyLike | None) -> np.ndarray:
         """Predicted time (ms) per config; ``inf`` where failure is more likely than the threshold."""
         times = np.exp(self.predict_log(configs, key))
         times[self.failure_probability(configs, key) > self.failure_threshold] = np.inf
@@ -198,8 +199,8 @@ class PerfModel(BaseEstimator):
 
         def perf_model(**arguments: Any) -> float:
             config = {name: arguments[name] for name in names if name in arguments}
-            args = {name: arguments[name] for name in key}
-            dtypes = [str(v.dtype) for v in arguments.values() if hasattr(v, "dtype")]  # as Triton's key
-            return float(self.predict([config], {"args": args, "dtypes": dtypes})[0])
+            values = tuple(arguments[name] for name in key)
+            dtypes = tuple(str(v.dtype) for v in arguments.values() if hasattr(v, "dtype"))  # as Triton's key
+            return float(self.predict([config], TuningKey(tuple(key), values, dtypes))[0])
 
         return perf_model

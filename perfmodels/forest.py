@@ -12,7 +12,7 @@ from tunekit.config import Config
 from tunekit.space import Space
 from tunekit.store import ResultsStore
 
-from .base import Key, PerfModel, trials_from_rows
+from .base import KeyLike, PerfModel, trials_from_rows
 
 
 class RandomForest(PerfModel):
@@ -44,7 +44,7 @@ class RandomForest(PerfModel):
     def _default_classifier(self) -> RandomForestClassifier:
         return RandomForestClassifier(n_estimators=max(8, self.n_estimators // 2), random_state=self.random_state)
 
-    def predict_log_spread(self, configs: Sequence[Config | Mapping[str, Any]], key: Key | None
+    def predict_log_spread(self, configs: Sequence[Config | Mapping[str, Any]], key: KeyLike | None
                            ) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation over the trees of the predicted log time."""
         per_tree = self.per_tree_log(self.features(configs, key))

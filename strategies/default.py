@@ -98,7 +98,7 @@ class DefaultSearch(ForestSearch):
         self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
         self._prior_ranking = np.empty(0, dtype=int)  # every config, by the prior's prediction, best first
         self._prior_failing = np.zeros(len(self._configs), dtype=bool)
-        here = TuningKey.from_dict(context.key)
+        here = context.key
         self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
         if self._learned_elsewhere:
             # every feature at every split: the prior predicts, it is not what the search explores with
@@ -114,7 +114,7 @@ class DefaultSearch(ForestSearch):
         similar shape is the strongest evidence there is, and the forest, which averages over
         trees and keys, does not always rank it first (with one other shape in the store, its
         top predictions were 12-19 % slower there than that shape's own best)."""
-        here = TuningKey.from_dict(context.key)
+        here = context.key
         by_key: dict[TuningKey, list[Trial]] = {}
         for trial in context.history:
             if trial.ok and trial.key is not None and trial.key != here:

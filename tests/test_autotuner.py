@@ -388,8 +388,8 @@ def test_the_runtime_fallback_and_a_heuristics_module_choose_the_same_nearest_ke
     for target in (key(5000, "torch.float16"), key(5000, "torch.float32"), key(100, "torch.bfloat16")):
         runtime = nearest_key(target, tuned)
         rule = Rule("nearest", tuple({"BLOCK": i} for i in range(len(tuned))),
-                          points=tuple((k.as_dict(), i) for i, k in enumerate(tuned)))
-        assert tuned[rule.config_for(target.as_dict())["BLOCK"]] == runtime
+                          points=tuple((k, i) for i, k in enumerate(tuned)))
+        assert tuned[rule.config_for(target)["BLOCK"]] == runtime
         assert runtime == min(tuned, key=lambda other: key_distance(target, other))
     # a key of other dtypes is taken only where none has these
     assert nearest_key(key(5000, "torch.float32"), tuned) == key(64, "torch.float32")

@@ -16,6 +16,7 @@ import tunekit
 from tunekit.cli import main
 from tunekit.config import config_to_dict
 from tunekit.config_rules import KeyTimes, choose_rule, fit_rule, key_times_from_store, leave_one_out, write_module
+from tunekit.keys import TuningKey
 from tunekit.kernels import vector_add
 from tunekit.store import ResultsStore
 
@@ -31,7 +32,7 @@ def synthetic(sizes=(16, 32, 64, 256, 1024, 4096), dtype="torch.float16") -> lis
     for m in sizes:
         for n in (1024, 8192):
             small = m <= 64
-            data.append(KeyTimes({"args": {"M": m, "N": n}, "dtypes": [dtype]}, SMALL if small else LARGE,
+            data.append(KeyTimes(TuningKey.from_dict({"args": {"M": m, "N": n}, "dtypes": [dtype]}), SMALL if small else LARGE,
                                  {SMALL: 1.0 if small else 3.0, LARGE: 3.0 if small else 1.0, MIDDLE: 1.3}))
     return data
 
@@ -56,7 +57,7 @@ def test_a_tree_finds_the_size_that_decides_and_beats_one_config_and_the_nearest
     for m, expected in ((8, SMALL), (64, SMALL), (100, SMALL), (200, LARGE), (1 << 20, LARGE)):  # split at 2**7
         config = module.config_for(M=m, N=2048, dtypes=["torch.float16"])
         assert json.dumps(config, sort_keys=True) == expected == json.dumps(
-            rule.config_for({"args": {"M": m, "N": 2048}, "dtypes": ["torch.float16"]}), sort_keys=True)
+            rule.config_for(TuningKey.from_dict({"args": {"M": m, "N": 2048}, "dtypes": ["torch.float16"]})), sort_keys=True)
 
 
 def test_leave_one_out_scores_failures_and_configs_never_measured_at_the_left_out_key():
@@ -179,7 +180,7 @@ def test_tunekit_heuristics_is_still_tritons_decorator_once_the_rules_module_is_
 def test_a_module_with_bool_and_none_values_imports_and_agrees_with_the_rule(tmp_path):
     on = json.dumps({"BLOCK": 64, "EVEN_K": True, "maxnreg": None}, sort_keys=True)
     off = json.dumps({"BLOCK": 64, "EVEN_K": False, "maxnreg": None}, sort_keys=True)
-    data = [KeyTimes({"args": {"M": m, "TRANS": trans}, "dtypes": ["torch.float16"]}, on if trans else off,
+    data = [KeyTimes(TuningKey.from_dict({"args": {"M": m, "TRANS": trans}, "dtypes": ["torch.float16"]}), on if trans else off,
                      {on: 1.0 if trans else 2.0, off: 2.0 if trans else 1.0})
             for m in (16, 64, 256, 1024) for trans in (True, False)]
     for kind in ("tree-1", "nearest"):
@@ -187,6 +188,6 @@ def test_a_module_with_bool_and_none_values_imports_and_agrees_with_the_rule(tmp
         module = load(write_module(rule, tmp_path / f"{kind.replace('-', '_')}.py", kernel="k", provenance="bools"))
         for m in (8, 100, 4096):
             for trans in (True, False):
-                key = {"args": {"M": m, "TRANS": trans}, "dtypes": ["torch.float16"]}
+                key = TuningKey.from_dict({"args": {"M": m, "TRANS": trans}, "dtypes": ["torch.float16"]})
                 assert module.config_for(M=m, TRANS=trans, dtypes=["torch.float16"]) == rule.config_for(key)
                 assert module.config_for(M=m, TRANS=trans, dtypes=["torch.float16"])["EVEN_K"] is trans

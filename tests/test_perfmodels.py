@@ -111,7 +111,7 @@ def test_trials_from_rows_skip_retimed_rows_and_keep_keys():
              "config": '{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}', "key": '{"args": {"M": 1}}'},
             {"source": "retimed", "status": "ok", "median_ms": 2.0, "config": '{"BLOCK_M": 16}', "key": "{}"}]
     (trial,) = trials_from_rows(rows)
-    assert trial.ok and trial.key.as_dict() == {"args": {"M": 1}, "dtypes": []}
+    assert trial.ok and trial.key == TuningKey(("M",), (1,), ())
     assert trial.config.kwargs == config_from_dict({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1}).kwargs
 
 

@@ -11,6 +11,7 @@ import pytest
 import tunekit
 from tunekit.recorded import (RecordedSpaceError, read_kernel_tuner, read_space, read_t4, write_kernel_tuner,
                               write_t4)
+from tunekit.keys import TuningKey
 from tunekit.trial import Status
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "spaces"
@@ -55,13 +56,13 @@ def test_a_kernel_tuner_problem_size_becomes_the_key_a_perf_model_sees(tmp_path)
     from tunekit.perfmodels.base import key_features
 
     path = write_kt(tmp_path / "space.json", ENTRIES)
-    assert read_space(path).key() == {"args": {"problem_size_0": 64}, "dtypes": []}
+    assert read_space(path).key() == TuningKey(("problem_size_0",), (64,), ())
     assert key_features(read_space(path).key()) == {"problem_size_0": 6.0}
     data = json.loads(path.read_text())
     for size, key in ((20000000, {"problem_size": 20000000}), ("a callable", {"space": "mine"}), (None, {"space": "mine"})):
         data["problem_size"] = size
         path.write_text(json.dumps(data))
-        assert read_space(path, name="mine").key() == {"args": key, "dtypes": []}
+        assert read_space(path, name="mine").key() == TuningKey.from_dict({"args": key, "dtypes": []})
 
 
 def test_an_unclosed_kernel_tuner_file_is_read_as_kernel_tuner_writes_it(tmp_path):

@@ -8,7 +8,7 @@ from tunekit.config import config_json
 from tunekit.keys import TuningKey
 from tunekit.strategies import DefaultSearch, Exhaustive, ForestSearch, OptunaSearch, RandomSearch, available
 from tunekit.strategy import make_strategy
-from tunekit.testing.strategies import StrategyConformance, drive, toy_space
+from tunekit.testing.strategies import TOY_KEY, StrategyConformance, drive, toy_space
 
 
 class TestExhaustive(StrategyConformance):
@@ -75,7 +75,7 @@ class TestForestSearch(StrategyConformance):
         from tunekit.strategy import SearchContext
 
         strategy = ForestSearch(top_k=2)
-        strategy.start(SearchContext(toy_space(), Budget(evals=10), {"args": {"M": 1}, "dtypes": []}, 0))
+        strategy.start(SearchContext(toy_space(), Budget(evals=10), TOY_KEY, 0))
         assert len(strategy.ask(8)) == 2
 
 
@@ -148,7 +148,7 @@ def test_learned_strategies_start_from_other_keys_in_the_store(strategy):
 
     space = toy_space()
     ranked = sorted((c for c in space.configs()), key=toy_time)
-    strategy.start(SearchContext(space, Budget(evals=10), {"args": {"M": 1}, "dtypes": []}, 0,
+    strategy.start(SearchContext(space, Budget(evals=10), TOY_KEY, 0,
                                  history_at_another_key(ranked)))
     first = strategy.ask(3)
     assert toy_time(first[0]) <= toy_time(ranked[2])  # among the three best of the other key
@@ -225,7 +225,7 @@ def test_default_trusts_other_keys_only_as_far_as_this_keys_trials_agree():
             for config in configs:
                 yield config, toy_trial(config)
 
-        context = SearchContext(space, Budget(evals=len(space)), {"args": {"M": 1}, "dtypes": []}, seed,
+        context = SearchContext(space, Budget(evals=len(space)), TOY_KEY, seed,
                                 reversed_history)
         steps = run_search(strategy, context, evaluate, clock=SimulatedClock()).steps
         return next(i for i, step in enumerate(steps, 1) if toy_time(step.trial.config) == 1.0)
@@ -259,7 +259,7 @@ def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0) -> 
         for config in configs:
             yield config, trial_of(config)
 
-    context = SearchContext(toy_space(), Budget(evals=evals), {"args": {"M": 1}, "dtypes": []}, seed, history)
+    context = SearchContext(toy_space(), Budget(evals=evals), TOY_KEY, seed, history)
     return [step.trial.config for step in run_search(strategy, context, evaluate, clock=SimulatedClock()).steps]
 
 

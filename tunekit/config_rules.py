@@ -39,11 +39,11 @@ RULES = ("constant", "tree-1", "tree-2", "tree-3", "nearest")
 
 @dataclass(frozen=True)
 class KeyTimes:
-    """What is known at one tuned key: its ``{"args": ..., "dtypes": ...}``, its winner, and the
+    """What is known at one tuned key: the key, its winner, and the
     median ms of every config measured there (None: the config failed there). Configs are
     ``config_json`` texts."""
 
-    key: dict[str, Any]
+    key: TuningKey
     winner: str
     times: dict[str, float | None] = field(default_factory=dict)
 
@@ -74,10 +74,11 @@ class Feature:
     name: str  # the key argument, or "dtypes"; for a product, "M*N"
     value: Any = None  # for ``equals``
 
-    def of(self, args: Mapping[str, Any], dtypes: Sequence[str]) -> float:
+    def of(self, key: TuningKey) -> float:
+        args = key.args
         if self.kind == "log2":
             return sum(math.log2(_size(args.get(name))) for name in self.name.split("*"))
-        value = list(dtypes) if self.name == "dtypes" else args.get(self.name)
+        value = list(key.dtypes) if self.name == "dtypes" else args.get(self.name)
         if self.kind == "flag":
             return float(bool(value))
         return float(value == self.value)
@@ -88,12 +89,12 @@ def _size(value: Any) -> float:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 1
 
 
-def _features(keys: Sequence[Mapping[str, Any]]) -> list[Feature]:
-    names = sorted({name for key in keys for name in key["args"]})
+def _features(keys: Sequence[TuningKey]) -> list[Feature]:
+    names = sorted({name for key in keys for name in key.names})
     features = []
     sizes = []
     for name in names:
-        values = [key["args"].get(name) for key in keys]
+        values = [key.args.get(name) for key in keys]
         if all(isinstance(v, bool) for v in values):
             features.append(Feature("flag", name))
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
@@ -102,7 +103,7 @@ def _features(keys: Sequence[Mapping[str, Any]]) -> list[Feature]:
             features += [Feature("equals", name, v) for v in _distinct(values)]
     features += [Feature("log2", name) for name in sizes]
     features += [Feature("log2", f"{a}*{b}") for i, a in enumerate(sizes) for b in sizes[i + 1:]]
-    dtypes = _distinct([list(key.get("dtypes", [])) for key in keys])
+    dtypes = _distinct([list(key.dtypes) for key in keys])
     if len(dtypes) > 1:
         features += [Feature("equals", "dtypes", d) for d in dtypes]
     return features
@@ -116,8 +117,8 @@ def _distinct(values: Sequence[Any]) -> list[Any]:
     return seen
 
 
-def _matrix(features: Sequence[Feature], keys: Sequence[Mapping[str, Any]]) -> np.ndarray:
-    return np.array([[f.of(k["args"], k.get("dtypes", [])) for f in features] for k in keys], dtype=float)
+def _matrix(features: Sequence[Feature], keys: Sequence[TuningKey]) -> np.ndarray:
+    return np.array([[f.of(key) for f in features] for key in keys], dtype=float)
 
 
 # -- rules --------------------------------------------------------------------------------------
@@ -141,19 +142,17 @@ class Rule:
     kind: str
     configs: tuple[dict[str, Any], ...]
     tree: Node | None = None
-    points: tuple[tuple[dict[str, Any], int], ...] = ()
+    points: tuple[tuple[TuningKey, int], ...] = ()
 
-    def config_for(self, key: Mapping[str, Any]) -> dict[str, Any]:
-        """The config for ``key`` (``{"args": ..., "dtypes": ...}``)."""
-        args, dtypes = key["args"], list(key.get("dtypes", []))
+    def config_for(self, key: TuningKey) -> dict[str, Any]:
+        """The config for ``key``."""
         if self.tree is not None:
             node = self.tree
             while node.config is None:
                 assert node.feature is not None and node.left is not None and node.right is not None  # a decision
-                node = node.left if node.feature.of(args, dtypes) <= node.threshold else node.right
+                node = node.left if node.feature.of(key) <= node.threshold else node.right
             return dict(self.configs[node.config])
-        here = TuningKey.from_dict({"args": args, "dtypes": dtypes})
-        _, index = min(self.points, key=lambda point: key_distance(here, TuningKey.from_dict(point[0])))
+        _, index = min(self.points, key=lambda point: key_distance(key, point[0]))
         return dict(self.configs[index])
 
 
@@ -348,7 +347,7 @@ def key_times_from_store(store: ResultsStore, kernel: str, *, device: str | None
     for row in winners:
         times = {config: (None if None in values else float(np.median([v for v in values if v is not None])))
                  for config, values in measured.get(row["key"], {}).items()}
-        data.append(KeyTimes(json.loads(row["key"]), json.dumps(json.loads(row["config"]), sort_keys=True,
+        data.append(KeyTimes(TuningKey.from_json(row["key"]), json.dumps(json.loads(row["config"]), sort_keys=True,
                                                                   default=str), times))
     return TunedKeys(kernel, latest["device"], latest["triton_version"], store.shown_url, data)
 
@@ -375,7 +374,7 @@ def write_module(rule: Rule, path: str | Path, *, kernel: str, provenance: str,
     lines += ["]"]
     if rule.points:
         lines += ["", "#: (tuned key, index into CONFIGS of its winner)", "POINTS = ["]
-        lines += [f"    ({_literal(key['args'])}, {list(key.get('dtypes', []))!r}, {i}),"
+        lines += [f"    ({_literal(key.args)}, {list(key.dtypes)!r}, {i}),"
                   for key, i in rule.points]
         lines += ["]"]
     lines += ["", "", "def config_for(**key):",

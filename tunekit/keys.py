@@ -59,8 +59,9 @@ class TuningKey:
     """What a winner is cached and stored by: the ``key`` arguments present in the call (their
     values after bucketing), then the dtype of every argument that has one, as Triton keys.
 
-    ``json`` is the store's form, ``as_dict()`` what strategies see, ``triton_key`` the tuple
-    stock ``triton.autotune`` caches by.
+    The one form of a key in-process (strategies, perf models, heuristics, replays): ``json``
+    is the store's form (its only serialisation), ``args`` the key arguments by name,
+    ``triton_key`` the tuple stock ``triton.autotune`` caches by.
     """
 
     names: tuple[str, ...]
@@ -86,9 +87,10 @@ class TuningKey:
     def json(self) -> str:
         return key_json(self.names, self.values + self.dtypes)
 
-    def as_dict(self) -> dict[str, Any]:
-        values: dict[str, Any] = json.loads(self.json)
-        return values
+    @property
+    def args(self) -> dict[str, Any]:
+        """The key arguments by name."""
+        return dict(zip(self.names, self.values))
 
     @property
     def triton_key(self) -> tuple:
@@ -145,7 +147,7 @@ def key_distance(a: TuningKey, b: TuningKey) -> float:
     and ``tunekit store heuristics``: |log2 x - log2 y| summed over the sizes, ``UNLIKE`` for
     each other difference (so a key of other dtypes is nearest only where none has these)."""
     distance = 0.0 if list(a.dtypes) == list(b.dtypes) else UNLIKE
-    ours, theirs = dict(zip(a.names, a.values)), dict(zip(b.names, b.values))
+    ours, theirs = a.args, b.args
     for name in set(ours) | set(theirs):
         apart = value_distance(ours.get(name), theirs.get(name))
         distance += apart if math.isfinite(apart) else UNLIKE
@@ -160,3 +162,14 @@ def alike(a: TuningKey, b: TuningKey) -> bool:
 def nearest_key(target: TuningKey, candidates: Iterable[TuningKey]) -> TuningKey | None:
     """The candidate nearest ``target`` by ``key_distance`` (ties: the first); None without any."""
     return min(candidates, key=lambda candidate: key_distance(target, candidate), default=None)
+
+
+def as_key(key: TuningKey | Mapping[str, Any] | None) -> TuningKey | None:
+    """A key given to a public function (a perf model's ``predict``) as a ``TuningKey``; its
+    ``{"args": {...}, "dtypes": [...]}`` form is taken too. Raises TypeError on anything else."""
+    if key is None or isinstance(key, TuningKey):
+        return key
+    if isinstance(key, Mapping) and isinstance(key.get("args", {}), Mapping):
+        return TuningKey.from_dict(key)
+    raise TypeError(f"A tuning key must be a TuningKey or a mapping {{'args': {{...}}, 'dtypes': [...]}}. "
+                    f"Got {key!r} instead.")

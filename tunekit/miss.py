@@ -260,8 +260,8 @@ class KernelTuning:
         if exact and (config := self._in_space(exact.config, f"the stored winner of key {text}")) is not None:
             return config, "the stored winner"
         if self.fallback is not None:
-            key = json.loads(text)
-            given = self.fallback(**key["args"], dtypes=list(key["dtypes"]))
+            key = TuningKey.from_json(text)
+            given = self.fallback(**key.args, dtypes=list(key.dtypes))
             config = self.space.canonical(given) if isinstance(given, (Config, Mapping)) else None
             if config is not None:
                 return config, "the fallback rule's config"

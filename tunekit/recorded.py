@@ -114,7 +114,7 @@ class RecordedSpace:
             self._space = Space.from_configs([self.config(r) for r in self.records])
         return self._space
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> TuningKey:
         """The tuning key the space was measured at: the problem size when it is one of
         tunekit's keys (``{"args": ..., "dtypes": ...}``); a Kernel Tuner problem size (a number
         or a list of them) as ``problem_size`` or ``problem_size_0``, ``problem_size_1``, ..., so
@@ -126,16 +126,16 @@ class RecordedSpace:
             except json.JSONDecodeError:
                 pass
         if isinstance(size, dict) and "args" in size:
-            return {"args": dict(size["args"]), "dtypes": list(size.get("dtypes", []))}
+            return TuningKey.from_dict(size)
         if _is_number(size):
-            return {"args": {"problem_size": size}, "dtypes": []}
+            return TuningKey(("problem_size",), (size,), ())
         if isinstance(size, list) and size and all(_is_number(v) for v in size):
-            return {"args": {f"problem_size_{i}": v for i, v in enumerate(size)}, "dtypes": []}
-        return {"args": {"space": self.name}, "dtypes": []}
+            return TuningKey(tuple(f"problem_size_{i}" for i in range(len(size))), tuple(size), ())
+        return TuningKey(("space",), (self.name,), ())
 
     def trials(self) -> list[Trial]:
         """Every record as a stored trial at ``key()``: what a store holding this space would give."""
-        key = TuningKey.from_dict(self.key())
+        key = self.key()
         return [Trial(self.config(r), r.status,
                       Timing(r.time_ms, r.time_ms, r.time_ms) if r.ok and r.time_ms is not None else None,
                       r.compile_ms / 1e3, key=key, source=Source.STORE) for r in self.records]

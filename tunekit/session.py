@@ -265,7 +265,7 @@ class TuningSession:
         process it is never launched again."""
         text = self.key.json
         strategy = self.options.strategy.clone()
-        context = SearchContext(self.space, self.options.budget, self.key.as_dict(), derive_seed(self.options.seed, text),
+        context = SearchContext(self.space, self.options.budget, self.key, derive_seed(self.options.seed, text),
                                 tuple(self._history))
         known = {t.config_id: t for t in self._history
                  if t.key is not None and t.key.json == text and not (t.crashed and isolated)}

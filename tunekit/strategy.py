@@ -20,7 +20,7 @@ import copy
 import hashlib
 import importlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -29,6 +29,7 @@ import numpy as np
 
 from .budget import Budget
 from .config import Config
+from .keys import TuningKey, as_key
 from .space import Space
 from .trial import Trial
 
@@ -42,7 +43,7 @@ class SearchContext:
     Attributes:
         space: the configs to search.
         budget: what this tuning may spend (the Autotuner enforces it; a strategy may plan by it).
-        key: the tuning key as ``{"args": {name: value}, "dtypes": [...]}``.
+        key: the tuning key (``key.args``: the key arguments by name; ``key.dtypes``).
         seed: the seed of this tuning, derived from the user's seed and the key.
         history: earlier trials of the same kernel on this device and timing method, on
             every key, oldest first (read only): what cross-shape learning starts from.
@@ -50,9 +51,15 @@ class SearchContext:
 
     space: Space
     budget: Budget
-    key: Mapping[str, Any]
+    key: TuningKey
     seed: int
     history: Sequence[Trial] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        key = as_key(self.key)  # a key given in its {"args": ..., "dtypes": ...} form too
+        if key is None:
+            raise TypeError("SearchContext needs a key: a TuningKey. Got None instead.")
+        object.__setattr__(self, "key", key)
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)

@@ -17,10 +17,15 @@ import math
 from tunekit.budget import Budget
 from tunekit.config import config_json, config_to_dict
 from tunekit.deadline import SimulatedClock
+from tunekit.keys import TuningKey
 from tunekit.search import run_search
 from tunekit.space import Space
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Status, Timing, Trial
+
+
+#: The key the toy searches tune at.
+TOY_KEY = TuningKey(("M",), (1,), ())
 
 
 def toy_space() -> Space:
@@ -54,7 +59,7 @@ def drive(strategy: Strategy, space: Space, evals: int, seed: int = 0, batch: in
             deadline.clock.advance(1.0)
             yield config, toy_trial(config)
 
-    context = SearchContext(space, Budget(evals=evals), {"args": {"M": 1}, "dtypes": []}, seed)
+    context = SearchContext(space, Budget(evals=evals), TOY_KEY, seed)
     result = run_search(strategy, context, evaluate, clock=SimulatedClock(), batch=batch)
     return [step.trial.config for step in result.steps]
 
@@ -68,13 +73,13 @@ class StrategyConformance:
     def test_proposes_only_configs_of_the_space(self):
         space = toy_space()
         strategy = self.make_strategy()
-        strategy.start(SearchContext(space, Budget(evals=10), {"M": 1}, 0))
+        strategy.start(SearchContext(space, Budget(evals=10), TOY_KEY, 0))
         for config in strategy.ask(8):
             assert config in space
 
     def test_respects_the_batch_size(self):
         strategy = self.make_strategy()
-        strategy.start(SearchContext(toy_space(), Budget(evals=10), {"M": 1}, 0))
+        strategy.start(SearchContext(toy_space(), Budget(evals=10), TOY_KEY, 0))
         assert 1 <= len(strategy.ask(3)) <= 3
 
     def test_same_seed_same_search(self):
