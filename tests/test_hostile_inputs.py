@@ -17,7 +17,8 @@ import triton
 import tunekit
 from tunekit.cli import main
 from tunekit.kernels import vector_add
-from tunekit.store import ResultsStore, StoreError, open_store
+from tunekit.opening import open_store
+from tunekit.store import ResultsStore, StoreError
 
 
 @pytest.fixture
@@ -134,11 +135,13 @@ def test_exporting_winners_keeps_to_the_kernel_and_run_asked_for(store_path, tmp
         assert not (tmp_path / "none.jsonl").exists()
 
 
-@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".json"])
-def test_a_new_store_with_an_exports_suffix_is_refused_and_nothing_is_created(tmp_path, suffix):
+@pytest.mark.parametrize("suffix, message", [(".csv", "ends in .csv, the suffix of an export"),
+                                             (".jsonl", "could not be read: No such file"),  # a winners file
+                                             (".json", "ends in .json, the suffix of an export")])
+def test_a_new_store_with_an_exports_suffix_is_refused_and_nothing_is_created(tmp_path, suffix, message):
     """A store is a database: ``store="winners.csv"`` used to create an SQLite file under that name."""
     path = tmp_path / f"results{suffix}"
-    with pytest.raises(StoreError, match=f"ends in {suffix}, the suffix of an export"):
+    with pytest.raises(StoreError, match=message):
         open_store(str(path))
     assert not path.exists()
 

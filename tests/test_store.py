@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tunekit.store import ResultsStore, StoreError, export_rows, open_store
+from tunekit.opening import open_store
+from tunekit.store import ResultsStore, StoreError, export_rows
 from tunekit.testing.stores import IDENTITY, KEY, StoreConformance, finish_runs, hammer, ok_trial
 from tunekit.trial import Status, Trial
 

@@ -19,8 +19,9 @@ from .budget import Budget
 from .compat import NoDeviceError
 from .config import Config
 from .keys import next_power_of_2
+from .opening import open_store
 from .space import Space
-from .store import KernelIdentity, ResultsStore, StoreError, open_store
+from .store import KernelIdentity, ResultsStore, StoreError
 from .strategy import SearchContext, Strategy, register_strategy
 from .trial import Status, Timing, Trial
 

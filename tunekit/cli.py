@@ -29,14 +29,20 @@ from typing import Any
 from . import __version__, settings
 from .console import print_table
 from .keys import TuningKey
-from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows, export_rows, open_store
+from .opening import open_store
+from .shipping import is_winners_file
+from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows, export_rows
 from .trial import Status
 
 
-def _store(args: argparse.Namespace, *, read_only: bool = True):
-    """The store that ``--store`` (or ``$TUNEKIT_STORE``, or the user cache) names; it must exist.
-    Read-only unless the command changes it."""
-    return open_store(args.store or True, read_only=read_only, create=False)
+def _store(args: argparse.Namespace, *, read_only: bool = True, create: bool = False):
+    """The store that ``--store`` (or ``$TUNEKIT_STORE``, or the user cache) names; it must exist
+    unless ``create``. Read-only unless the command changes it; a command that changes it refuses
+    a winners file (served from memory, it would keep nothing)."""
+    if not read_only and is_winners_file(args.store or settings.store_url()):
+        raise StoreError(f"the store {args.store or settings.store_url()} is a winners file (served read-only); "
+                         "use a database: a .db path or a server URL.")
+    return open_store(args.store or True, read_only=read_only, create=create)
 
 
 def _short(text: str | None, width: int) -> str:
@@ -136,19 +142,15 @@ def _cannot_write(out: str, error: OSError) -> SystemExit:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Merge an export (winners or trials) into the store, skipping what it already holds."""
-    from .shipping import is_winners_file, read_export
+    from .shipping import read_export
 
-    if is_winners_file(args.store or settings.store_url()):
-        print(f"tunekit: the store {args.store or settings.store_url()} is a winners file (served read-only); import "
-              "into a database: a .db path or a server URL.", file=sys.stderr)
-        return 2
     target = str(args.store or settings.store_url())
     rows = read_export(args.file)
     checked_export_rows(rows, args.file)  # before the store is opened: a refused import creates nothing
     if not rows:
         print(f"tunekit: {args.file} holds no rows: nothing to import into {target}.", file=sys.stderr)
         return 2
-    with open_store(args.store or True) as store:
+    with _store(args, read_only=False, create=True) as store:
         merged = store.merge(rows, source=args.file)
         print(f"store: {store.shown_url}: added {merged.trials} trials and {merged.winners} winners from "
               f"{args.file}; {merged.skipped} rows were already held")
@@ -158,8 +160,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_heuristics(args: argparse.Namespace) -> int:
     """Fit a rule for the kernel's keys with no winner and write it as a Python module."""
     from . import config_rules
-    from .shipping import is_winners_file, winners_store
-
     if Path(args.out).exists():
         raise SystemExit(f"tunekit: {args.out} exists; tunekit does not overwrite files. Choose another name.")
     stem = Path(args.out).stem
@@ -170,8 +170,7 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
     if stem in sys.stdlib_module_names or stem in sys.builtin_module_names or importlib.util.find_spec(stem):
         args.parser.error(f"{args.out} would hide the module {stem} that Python imports already (a script run "
                           "beside it would import the rule instead); choose another name, such as my_rule.py")
-    source = args.store or settings.store_url()
-    store = winners_store(source) if is_winners_file(source) else _store(args)
+    store = _store(args)
     try:
         tuned = config_rules.key_times_from_store(store, args.kernel, device=args.device, triton_version=args.triton)
     except StoreError as error:
@@ -351,7 +350,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print_table([(r["kernel"], _short(r["shape"], 40), _short(r["key"], 60), r["store"]) for r in rows],
                     ("kernel", "shape", "key", "in the store"))
         return 0
-    with open_store(args.store or True) as store:
+    with _store(args, read_only=False, create=True) as store:
         print(f"store: {store.shown_url}; devices: {shown_devices}", file=sys.stderr)
         outcomes = ManifestTuning(entries, store, devices, evals=args.evals, seconds=args.seconds, lease=args.lease,
                                   progress=args.progress).run()

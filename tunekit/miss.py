@@ -31,10 +31,9 @@ from .launch import Launch
 from .ranks import agree
 from .runner import measuring_in_this_thread
 from .session import TuningError, TuningOptions, TuningReport, TuningSession, stored_winner
-from .shipping import is_winners_file, serve_winners
 from .space import Space
-from .store import (KernelIdentity, MissingStoreError, ReadOnlyStoreError, ResultsStore, StoredWinner,
-                    memory_store_from, open_store)
+from .opening import open_store
+from .store import KernelIdentity, ResultsStore, StoredWinner
 from .trial import Trial
 
 logger = logging.getLogger(__name__)
@@ -109,21 +108,7 @@ class KernelTuning:
         only read, and what a tuning at a key it lacks measures is kept in memory. So is a store
         this process may not write, in the normal mode."""
         if self._store is None:
-            if is_winners_file(self._store_arg):
-                self._store = serve_winners(self._store_arg, self.identity)
-            elif settings.mode() == "offline":
-                try:
-                    self._store = open_store(self._store_arg, read_only=True)
-                except MissingStoreError as error:
-                    logger.warning("%s; %s=offline: using no store", error, settings.ENV_MODE)
-                    self._store = open_store(None)
-            else:
-                try:
-                    self._store = open_store(self._store_arg)
-                except ReadOnlyStoreError as error:  # a tuned store shipped on read-only media, say
-                    self._store = memory_store_from(self._store_arg)
-                    logger.warning("%s: reading it into memory; its winners are served, and what this process tunes "
-                                   "is not kept after it exits", error)
+            self._store = open_store(self._store_arg, kernel=self.identity)
         return self._store
 
     @property

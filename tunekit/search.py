@@ -125,7 +125,7 @@ class Search:
             self._started = True
             self._timed(self.strategy.start, self.context)
             self._enqueue(self._first)
-        budget, space, deadline, result = self.context.budget, self.context.space, self.deadline, self.result
+        budget, deadline, result = self.context.budget, self.deadline, self.result
         measured_now = 0
         while not self.done:
             if budget.evals_left(result.evaluations) == 0 or deadline.expired():

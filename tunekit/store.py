@@ -43,7 +43,6 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import DatabaseError, DataError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Session, mapped_column
 
-from . import settings
 from .config import config_from_dict
 from .database import (  # MissingStoreError, ReadOnlyStoreError, StoreError: raised by the store, so imported from it
     MissingStoreError,
@@ -1035,54 +1034,6 @@ def _torch_version() -> str:
         return torch.__version__
     except ImportError:  # pragma: no cover - torch is a dependency
         return ""
-
-
-def open_store(
-    store: "str | os.PathLike | ResultsStore | None | bool" = True, *, read_only: bool = False, create: bool = True
-) -> ResultsStore:
-    """Turn what the user passed as ``store=`` into a ResultsStore, in one place.
-
-    ``True`` (the default) is ``$TUNEKIT_STORE`` or a SQLite file in the user's cache
-    directory; ``None`` or ``False`` an in-memory store (nothing persists, as with stock
-    ``triton.autotune``); a path or URL that database; a ResultsStore itself. ``read_only``
-    and ``create`` as for ResultsStore.
-    """
-    if isinstance(store, ResultsStore):
-        return store
-    if store is None or store is False:
-        return ResultsStore("sqlite://")
-    if store is True:
-        url = settings.store_url()
-        if "://" not in url and create and not read_only:
-            directory = Path(url).expanduser().parent
-            try:
-                directory.mkdir(parents=True, exist_ok=True)
-            except OSError as error:  # a read-only home in a container, say
-                raise ReadOnlyStoreError(f"Store path {url}: its directory {directory} cannot be created "
-                                         f"({(error.strerror or str(error)).lower()}).") from None
-        return ResultsStore(url, read_only=read_only, create=create)
-    if isinstance(store, (str, os.PathLike)):
-        return ResultsStore(store, read_only=read_only, create=create)
-    raise TypeError(f"store must be a path, an SQLAlchemy URL, a ResultsStore, True or None. Got {store!r} instead.")
-
-
-def memory_store_from(location: str | os.PathLike | bool) -> ResultsStore:
-    """An in-memory store holding the trials (with their runs) and winners of the store at
-    ``location``, which is only read: what a kernel tunes with when its store cannot be written
-    here (one that does not exist: an empty one). What it tunes is kept in memory only."""
-    if isinstance(location, bool):  # store=True: the default store
-        location = settings.store_url()
-    try:
-        source = ResultsStore(location, read_only=True)
-    except MissingStoreError:
-        return ResultsStore("sqlite://")
-    with source:
-        rows = [*source.rows(), *source.winner_rows()]
-        shown = source.shown_url
-    store = ResultsStore("sqlite://")
-    if rows:
-        store.merge(rows, source=shown)
-    return store
 
 
 def export_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
