@@ -171,3 +171,14 @@ def test_a_winners_file_with_one_malformed_row_falls_back_offline_naming_the_row
     assert torch.equal(out, x + y)
     assert any("broken.jsonl, row 2" in record.getMessage() and "using no store" in record.getMessage()
                for record in caplog.records)
+
+
+def test_commands_read_a_winners_file_as_a_store_and_refuse_to_change_it(tuned, capsys):
+    """``--store winners.jsonl`` is served from memory, as ``store=`` is for a kernel: the reading
+    commands read it; one that would change it is refused (the change would be kept nowhere)."""
+    winners = tuned / "winners.jsonl"
+    before = winners.read_bytes()
+    assert main(["store", "ls", "--store", str(winners)]) == 0
+    assert "add_kernel" in capsys.readouterr().out
+    assert main(["store", "rm", "--store", str(winners), "--kernel", "add_kernel"]) == 2
+    assert "is a winners file" in capsys.readouterr().err and winners.read_bytes() == before
