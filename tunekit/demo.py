@@ -70,7 +70,10 @@ def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str |
                       f"{entry['torch_ms']:.4f}", *(median_evals(space, s) for s in strategies)])
     print("Evaluations to come within 2 % of the space's optimum (median over seeds):")
     print_table(table, header)
-    print(f"\nWrote {', '.join(str(path) for path in list(written.values())[:4])}, and one PNG per space.")
+    figures = [path for path in written.values() if path.suffix == ".png"]
+    tables = [path for path in written.values() if path.suffix != ".png"]
+    print(f"\nWrote {', '.join(map(str, tables))}" + (f", and {len(figures)} figures (PNG)." if figures else
+          ". No figures: they need matplotlib (pip install 'tunekit[plots]')."))
     return 0
 
 

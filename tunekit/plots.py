@@ -82,7 +82,7 @@ def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
         path = out / f"curves-{slug(space)}.png"
         fig.savefig(path, dpi=150)
         plt.close(fig)
-        written[f"curves-{space}"] = path
+        written[f"curves figure {space}"] = path
 
     # all spaces: every (space, seed) curve counts once, against the fraction of its space's budget
     fractions = np.linspace(0.01, 1.0, 100)
@@ -109,5 +109,5 @@ def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
     path = out / "curves.png"
     fig.savefig(path, dpi=150)
     plt.close(fig)
-    written["curves"] = path
+    written["curves figure"] = path  # "curves" is the CSV
     return written
