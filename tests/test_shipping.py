@@ -178,7 +178,8 @@ def test_commands_read_a_winners_file_as_a_store_and_refuse_to_change_it(tuned, 
     commands read it; one that would change it is refused (the change would be kept nowhere)."""
     winners = tuned / "winners.jsonl"
     before = winners.read_bytes()
-    assert main(["store", "ls", "--store", str(winners)]) == 0
-    assert "add_kernel" in capsys.readouterr().out
+    assert main(["store", "export", "--store", str(winners), "--winners", str(winners.with_name("again.jsonl"))]) == 0
+    assert {(r["key"], r["config"]) for r in read_export(winners.with_name("again.jsonl"))} == \
+        {(r["key"], r["config"]) for r in read_export(winners)}
     assert main(["store", "rm", "--store", str(winners), "--kernel", "add_kernel"]) == 2
     assert "is a winners file" in capsys.readouterr().err and winners.read_bytes() == before

@@ -20,6 +20,7 @@ from tunekit.testing import tune as tune_manifest
 TINY = "tunekit.kernels:manifests/tiny.toml"
 
 
+@pytest.mark.interpreter_loops
 def test_the_shipped_tiny_manifest_tunes_every_suite_kernel_and_a_second_run_tunes_nothing(tmp_path, capsys):
     store = tmp_path / "store.db"
     assert main(["tune", TINY, "--store", str(store), "--no-progress"]) == 0
