@@ -179,7 +179,8 @@ def test_commands_read_a_winners_file_as_a_store_and_refuse_to_change_it(tuned, 
     winners = tuned / "winners.jsonl"
     before = winners.read_bytes()
     assert main(["store", "export", "--store", str(winners), "--winners", str(winners.with_name("again.jsonl"))]) == 0
-    assert {(r["key"], r["config"]) for r in read_export(winners.with_name("again.jsonl"))} == \
+    # every winner of the file (and what kernels of this process tuned at keys it lacks, kept beside them)
+    assert {(r["key"], r["config"]) for r in read_export(winners.with_name("again.jsonl"))} >= \
         {(r["key"], r["config"]) for r in read_export(winners)}
     assert main(["store", "rm", "--store", str(winners), "--kernel", "add_kernel"]) == 2
     assert "is a winners file" in capsys.readouterr().err and winners.read_bytes() == before
