@@ -71,7 +71,7 @@ def key_features(key: TuningKey | None) -> dict[str, float]:
 def key_feature_names(keys: Sequence[TuningKey | None]) -> tuple[str, ...]:
     """The feature names of every one of ``keys``: argument names in the order first seen, then
     the dtype positions up to the most dtypes any key has."""
-    arguments = {name: None for key in keys if key is not None for name in key.names}
+    arguments = {name: None for key in keys if key is not None for name in key.args}
     dtypes = max((len(key.dtypes) for key in keys if key is not None), default=0)
     return (*arguments, *(f"{DTYPE_FEATURE}{position}" for position in range(dtypes)))
 

@@ -40,16 +40,18 @@ class Pending:
         """Run ``tune()`` in a thread named ``name``, after the background tunings started before
         it (tunings of several keys would time each other on one GPU)."""
         def run() -> Any:
-            while not _one_at_a_time.acquire(timeout=0.1):  # a wait a stop at exit can interrupt
-                pass
+            held = False
             try:
+                while not held:  # a wait a stop at exit can interrupt
+                    held = _one_at_a_time.acquire(timeout=0.1)
                 return tune()
             except Exception as error:
                 logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, what,
                                type(error).__name__, error)
                 raise
             finally:
-                _one_at_a_time.release()
+                if held:
+                    _one_at_a_time.release()
 
         return cls(fallback, what, service().threads.start(name, run))
 

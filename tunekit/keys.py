@@ -54,7 +54,7 @@ def resolve_buckets(key: Sequence[str], buckets: Mapping[str, Bucket | str] | st
     return resolved
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TuningKey:
     """What a winner is cached and stored by: the ``key`` arguments present in the call (their
     values after bucketing), then the dtype of every argument that has one, as Triton keys.
@@ -87,10 +87,17 @@ class TuningKey:
     def json(self) -> str:
         return key_json(self.names, self.values + self.dtypes)
 
-    @property
+    @cached_property
     def args(self) -> dict[str, Any]:
-        """The key arguments by name."""
-        return dict(zip(self.names, self.values))
+        """The key arguments by name, as the store holds them (sorted by name, JSON values)."""
+        args: dict[str, Any] = json.loads(self.json)["args"]
+        return args
+
+    def __eq__(self, other: object) -> bool:  # the store's identity: argument order and tuple/list do not count
+        return isinstance(other, TuningKey) and self.json == other.json
+
+    def __hash__(self) -> int:
+        return hash(self.json)
 
     @property
     def triton_key(self) -> tuple:

@@ -174,7 +174,8 @@ class WorkerService:
             self._stop_idle()
             for pool in self._pools:
                 pool.close()
-            self.threads.stop_all(LEFT_BEHIND_SECONDS)
+        self.threads.stop_all(LEFT_BEHIND_SECONDS)  # not under the lock: a stopped tuning's clean-up takes it
+        with self._lock:
             if self._zygote is not None and not keep_zygote:
                 self._zygote.close()
                 self._zygote = None
