@@ -20,6 +20,7 @@ from .store import KernelIdentity, MissingStoreError, ReadOnlyStoreError, Result
 
 logger = logging.getLogger(__name__)
 
+
 def open_store(store: str | os.PathLike | ResultsStore | None | bool = True, *, read_only: bool = False,
                create: bool = True, kernel: KernelIdentity | None = None) -> ResultsStore:
     """The ResultsStore that ``store`` names (see the module's docstring); a ResultsStore itself

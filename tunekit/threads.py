@@ -33,6 +33,7 @@ class Stopped(BaseException):
 
 class _Task:
     def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
         self.thread_id: int | None = None  # Python's id of the thread, while the task's function runs
         self.native_id: int | None = None
         self.stopped = False
@@ -43,23 +44,20 @@ class TaskThreads(Executor):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tasks: dict[Future[Any], _Task] = {}
-        self._threads: dict[Future[Any], threading.Thread] = {}
+        self._tasks: dict[Future[Any], _Task] = {}  # those whose threads have not ended
         self._shut = False
 
     def start(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
         """Run ``fn(*args, **kwargs)`` in a new thread called ``name``; its future."""
         future: Future[T] = Future()
         task = _Task()
-        context = contextvars.copy_context()
-        thread = threading.Thread(target=self._run, args=(future, task, context, fn, args, kwargs), name=name,
-                                  daemon=True)
+        task.thread = threading.Thread(target=self._run, args=(future, task, contextvars.copy_context(), fn, args,
+                                                               kwargs), name=name, daemon=True)
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot start a tunekit thread after the worker service shut down")
             self._tasks[future] = task
-            self._threads[future] = thread
-        thread.start()
+        task.thread.start()
         return future
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
@@ -83,7 +81,6 @@ class TaskThreads(Executor):
             outcome = outcome if outcome[0] else (False, error)
         with self._lock:
             self._tasks.pop(future, None)
-            self._threads.pop(future, None)
         if future.running():
             if outcome[0]:
                 future.set_result(outcome[1])
@@ -120,22 +117,20 @@ class TaskThreads(Executor):
     def stop_all(self, timeout: float | None = None) -> None:
         """Stop every task under way and wait up to ``timeout`` seconds in all for their threads to
         end; tasks may be started again afterwards."""
-        with self._lock:
-            threads = dict(self._threads)
-        for future in threads:
-            self.stop(future)
-        end = None if timeout is None else time.monotonic() + timeout
-        for thread in threads.values():
-            thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        self._stop_and_wait(True, timeout)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Start no more tasks; (``cancel_futures``) stop those under way; (``wait``) wait for their threads."""
         with self._lock:
             self._shut = True
-            threads = dict(self._threads)
-        if cancel_futures:
-            for future in threads:
-                self.stop(future)
-        if wait:
-            for thread in threads.values():
-                thread.join()
+        self._stop_and_wait(cancel_futures, None if wait else 0.0)
+
+    def _stop_and_wait(self, stop: bool, timeout: float | None) -> None:
+        with self._lock:
+            tasks = dict(self._tasks)
+        for future in tasks if stop else ():
+            self.stop(future)
+        end = None if timeout is None else time.monotonic() + timeout
+        for task in tasks.values():
+            if task.thread is not None:
+                task.thread.join(None if end is None else max(0.0, end - time.monotonic()))
