@@ -358,3 +358,14 @@ def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
         found = run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial, evals=4, seed=seed)
         assert config_json(found[0]) == config_json(slowest_first[0])
         assert config_json(slowest_first[1]) in {config_json(c) for c in found[1:3]}
+
+
+def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
+    """Injected: a flat mapping ``{"M": 1}`` (what the conformance checks once passed) as the key.
+    Before, it became an empty key silently; now it is a TypeError naming the expected form."""
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+
+    with pytest.raises(TypeError, match="A tuning key must be a TuningKey"):
+        SearchContext(toy_space(), Budget(evals=1), {"M": 1}, 0)
+    assert SearchContext(toy_space(), Budget(evals=1), {"args": {"M": 1}}, 0).key == TOY_KEY

@@ -176,7 +176,7 @@ def as_key(key: TuningKey | Mapping[str, Any] | None) -> TuningKey | None:
     ``{"args": {...}, "dtypes": [...]}`` form is taken too. Raises TypeError on anything else."""
     if key is None or isinstance(key, TuningKey):
         return key
-    if isinstance(key, Mapping) and isinstance(key.get("args", {}), Mapping):
+    if isinstance(key, Mapping) and isinstance(key.get("args"), Mapping):
         return TuningKey.from_dict(key)
     raise TypeError(f"A tuning key must be a TuningKey or a mapping {{'args': {{...}}, 'dtypes': [...]}}. "
                     f"Got {key!r} instead.")
