@@ -15,23 +15,25 @@ import time
 import pytest
 
 from tunekit.compiler import CompilePool, CompileResult
-from tunekit.threads import Stopped, TaskThreads
+from tunekit.threads import Stopped, TaskThreads, check_stopped, interruptible
 from tunekit.trial import Status
 
 
 def _busy_in_python(seconds: float, marks: list[str]) -> str:
-    """Python work that ends only after ``seconds`` (a compile's passes between C++ calls)."""
+    """Python work that ends only after ``seconds`` (a compile's passes between C++ calls),
+    interruptible as a compile is."""
     try:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            time.sleep(0.01)
+        with interruptible():
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                time.sleep(0.01)
         marks.append("ended by itself")
         return "done"
     finally:
         marks.append("left")
 
 
-def test_a_stopped_task_ends_at_once_and_its_future_says_it_was_stopped():
+def test_a_stopped_task_ends_at_once_inside_an_interruptible_region_and_its_future_says_so():
     threads = TaskThreads()
     marks: list[str] = []
     future = threads.start("busy", _busy_in_python, 60.0, marks)
@@ -45,17 +47,70 @@ def test_a_stopped_task_ends_at_once_and_its_future_says_it_was_stopped():
     assert threads.running() == []
 
 
-def test_a_stop_kills_the_process_the_tasks_thread_waits_on():
-    """Injected: a task waiting on a child process for a minute (a compile in ``ptxas``).
-    Survives: nothing: the child is killed, and the task ends within seconds."""
+def test_outside_an_interruptible_region_a_stop_waits_for_the_tasks_next_check():
+    """A stop must not land in a task's bookkeeping (a set of compiling threads, an Event): the
+    task sees it where it checks, and the work between its checks completes."""
     threads = TaskThreads()
-    future = threads.start("waits", subprocess.run, ["sleep", "60"])
+    begun: list[int] = []
+    steps: list[int] = []
+
+    def steps_with_checks() -> None:
+        for step in range(100):
+            check_stopped()
+            begun.append(step)
+            end = time.monotonic() + 0.05
+            while time.monotonic() < end:  # bookkeeping a stop must not cut short
+                pass
+            steps.append(step)
+
+    future = threads.start("careful", steps_with_checks)
+    time.sleep(0.2)
+    threads.stop(future)
+    with pytest.raises(Stopped):
+        future.result(5)
+    assert 0 < len(steps) < 100 and steps == begun  # each step it began, it finished
+
+
+def test_a_stop_kills_the_process_started_in_an_interruptible_region_and_no_other():
+    """Injected: a task that starts a long-lived child outside any interruptible region (a
+    background tuning's zygote), then waits on another child for a minute inside one (a compile
+    in ``ptxas``). Survives: the first child; the second is killed, and the task ends within seconds."""
+    threads = TaskThreads()
+    kept: list[subprocess.Popen] = []
+
+    def compile_in_ptxas() -> None:
+        kept.append(subprocess.Popen(["sleep", "60"]))
+        with interruptible():
+            subprocess.run(["sleep", "60"])
+
+    future = threads.start("waits", compile_in_ptxas)
     time.sleep(0.5)
     started = time.monotonic()
     threads.stop(future)
     with pytest.raises((Stopped, subprocess.SubprocessError)):
         future.result(10)
     assert time.monotonic() - started < 5.0
+    try:
+        assert kept[0].poll() is None  # the child started outside the region lives on
+    finally:
+        kept[0].kill()
+        kept[0].wait()
+
+
+def test_a_task_whose_thread_cannot_start_leaves_no_trace(monkeypatch):
+    """Injected: ``Thread.start`` fails (the system's thread limit). Survives: the executor, which
+    lists no task for it and starts the next one."""
+    threads = TaskThreads()
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", no_thread)
+        with pytest.raises(RuntimeError, match="can't start"):
+            threads.start("doomed", sum, [1, 2])
+    assert threads.running() == []
+    assert threads.start("next", sum, [1, 2]).result(5) == 3
 
 
 def test_stops_that_race_a_tasks_end_leave_every_future_settled_and_no_stray_exception(monkeypatch):
@@ -67,8 +122,13 @@ def test_stops_that_race_a_tasks_end_leave_every_future_settled_and_no_stray_exc
     threads = TaskThreads()
     rng = random.Random(0)
     futures = []
+    def short(i: int) -> int:
+        with interruptible():
+            sum(range(rng.randrange(1, 20_000)))
+        return i
+
     for i in range(300):
-        future = threads.start("short", lambda i=i: sum(range(rng.randrange(1, 20_000))) and i)
+        future = threads.start("short", short, i)
         time.sleep(rng.random() * 0.002)
         threads.stop(future)
         futures.append(future)

@@ -18,6 +18,7 @@ from typing import Any
 
 from .config import Config
 from .service import service
+from .threads import check_stopped
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +43,10 @@ class Pending:
         def run() -> Any:
             held = False
             try:
-                while not held:  # a wait a stop at exit can interrupt
+                while not held:  # a wait a stop at exit ends
+                    check_stopped()
                     held = _one_at_a_time.acquire(timeout=0.1)
-                return tune()
+                return tune()  # which checks for a stop between evaluations
             except Exception as error:
                 logger.warning("%s: the background tuning failed; %s stays in use: %s: %s", name, what,
                                type(error).__name__, error)

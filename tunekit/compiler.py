@@ -35,7 +35,7 @@ from typing import Any
 
 from .benchmark import classify, describe
 from .compat import set_active_driver
-from .threads import TaskThreads
+from .threads import TaskThreads, interruptible
 from .trial import Status
 from .workers import CapturedOutput, Worker, exit_reason, ready, receive, send
 
@@ -410,7 +410,9 @@ class _CompileRound:
         _compiling_here.add(threading.current_thread())
         try:
             assert self.local is not None  # threads are started only with a local compile
-            self.results.put((index, self.local(index)))
+            with interruptible():  # a stop (timeout, exit) lands in the compile, never in this bookkeeping
+                result = self.local(index)
+            self.results.put((index, result))
         finally:
             _compiling_here.discard(threading.current_thread())
             _first_local_compile.set()

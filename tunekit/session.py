@@ -41,6 +41,7 @@ from .service import service
 from .space import Space
 from .store import KernelIdentity, ResultsStore, new_run_id
 from .strategy import SearchContext, Strategy, derive_seed
+from .threads import check_stopped
 from .trial import Source, Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
@@ -341,6 +342,7 @@ class TuningSession:
             rounds = {t.config_id: [t.time_ms] for t in finalists}
         for _ in range(settings.DEFAULTS.finalist_rounds - len(rounds[finalists[0].config_id])):
             for t in finalists:  # interleaved: every finalist once per round
+                check_stopped()
                 if self.deadline.expired():
                     break
                 retimed = self._runner.measure(t.config, self.key, check=False, short=True)
@@ -442,6 +444,7 @@ class TuningSession:
         unanswered = set(range(len(configs)))
         key = self.key
         for index, result in compiled:
+            check_stopped()  # a background tuning stopped (the process exits) ends here, between evaluations
             config = configs[index]
             unanswered.discard(index)
             logger.debug("%s: compiled %s: %s in %.3f s", self.launch.kernel_name, config, result.status.value,

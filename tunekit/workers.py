@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -111,10 +111,17 @@ def _children(pid: int, thread: int | None = None) -> list[int]:
         return []
 
 
-def kill_thread_children(thread: int) -> None:
-    """Kill the processes a thread of this process started (a compile left behind: its ptxas)."""
+def thread_children(thread: int) -> set[int]:
+    """The processes that a thread of this process (its native id) started and that still run."""
+    return set(_children(os.getpid(), thread))
+
+
+def kill_thread_children(thread: int, keep: Collection[int] = ()) -> None:
+    """Kill the processes a thread of this process started (a compile left behind: its ptxas),
+    but those in ``keep`` (started before the compile)."""
     for child in _children(os.getpid(), thread):
-        kill_process_tree(child)
+        if child not in keep:
+            kill_process_tree(child)
 
 
 def exit_reason(code: int | None) -> str:
