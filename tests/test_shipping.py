@@ -179,8 +179,50 @@ def test_commands_read_a_winners_file_as_a_store_and_refuse_to_change_it(tuned, 
     winners = tuned / "winners.jsonl"
     before = winners.read_bytes()
     assert main(["store", "export", "--store", str(winners), "--winners", str(winners.with_name("again.jsonl"))]) == 0
-    # every winner of the file (and what kernels of this process tuned at keys it lacks, kept beside them)
-    assert {(r["key"], r["config"]) for r in read_export(winners.with_name("again.jsonl"))} >= \
+    assert {(r["key"], r["config"]) for r in read_export(winners.with_name("again.jsonl"))} == \
         {(r["key"], r["config"]) for r in read_export(winners)}
-    assert main(["store", "rm", "--store", str(winners), "--kernel", "add_kernel"]) == 2
-    assert "is a winners file" in capsys.readouterr().err and winners.read_bytes() == before
+    for command in (["store", "rm", "--kernel", "add_kernel"], ["store", "rm", "--kernel", "add_kernel", "--dry-run"],
+                    ["tune", "tunekit.kernels:manifests/tiny.toml"],
+                    ["tune", "tunekit.kernels:manifests/tiny.toml", "--dry-run"]):
+        assert main([*command, "--store", str(winners)]) == 2, command  # a dry run is refused as its command is
+        assert "is a winners file" in capsys.readouterr().err and winners.read_bytes() == before
+
+
+def test_a_script_closing_its_winners_store_leaves_the_kernels_serving_the_file_working(tuned):
+    """Injected: a script opens the winners file kernels serve and closes it. Survives: the
+    kernels' shared copy, which still answers."""
+    winners = tuned / "winners.jsonl"
+    kernel = make(winners)
+    with tunekit.open_store(winners) as own:
+        assert own is not kernel.store and _winners(own) == _winners(read_export(winners))
+    assert _winners(kernel.store) >= _winners(read_export(winners))  # and keys kernels tuned beside them
+    x, y, out = vector_add.inputs(SIZES[0])
+    vector_add.launch(kernel, x, y, out)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_a_winners_file_inside_a_zipped_package_or_named_by_the_environment_is_served(tuned, tmp_path, monkeypatch):
+    """``store=`` takes a package resource (``importlib.resources.files(...)``, a ``zipfile.Path``
+    when the package is zipped) and ``$TUNEKIT_STORE`` naming a winners file, as a path is."""
+    import zipfile
+
+    archive = tmp_path / "package.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.write(tuned / "winners.jsonl", "mypackage/winners.jsonl")
+    expected = _winners(read_export(tuned / "winners.jsonl"))
+    with tunekit.open_store(zipfile.Path(archive, "mypackage/winners.jsonl")) as served:
+        assert _winners(served) == expected
+    monkeypatch.setenv("TUNEKIT_STORE", str(tuned / "winners.jsonl"))
+    with tunekit.open_store() as served:
+        assert _winners(served) == expected
+    assert _winners(make_default().store) >= expected  # the kernels' shared copy
+
+
+def _winners(rows_or_store) -> set[tuple[str, str, str]]:
+    rows = rows_or_store.winner_rows() if isinstance(rows_or_store, ResultsStore) else rows_or_store
+    return {(row["kernel_name"], row["key"], row["config"]) for row in rows}
+
+
+def make_default():
+    return tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random",
+                            budget=tunekit.Budget(evals=3))(vector_add.add_kernel)

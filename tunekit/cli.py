@@ -35,11 +35,12 @@ from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows
 from .trial import Status
 
 
-def _store(args: argparse.Namespace, *, read_only: bool = True, create: bool = False):
+def _store(args: argparse.Namespace, *, read_only: bool = True, create: bool = False, changes: bool | None = None):
     """The store that ``--store`` (or ``$TUNEKIT_STORE``, or the user cache) names; it must exist
-    unless ``create``. Read-only unless the command changes it; a command that changes it refuses
-    a winners file (served from memory, it would keep nothing)."""
-    if not read_only and is_winners_file(args.store or settings.store_url()):
+    unless ``create``. Read-only unless the command changes it. A command that ``changes`` it
+    (by default: one not read-only), its dry run included, refuses a winners file (served from
+    memory, it would keep nothing)."""
+    if (not read_only if changes is None else changes) and is_winners_file(args.store or settings.store_url()):
         raise StoreError(f"the store {args.store or settings.store_url()} is a winners file (served read-only); "
                          "use a database: a .db path or a server URL.")
     return open_store(args.store or True, read_only=read_only, create=create)
@@ -202,7 +203,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     if args.key and not (args.kernel or args.run):
         args.parser.error("--key needs --kernel (or --run): kernels share keys such as one size and three float32 "
                           "pointers, and every kernel's trials at that key would go (nothing was deleted)")
-    with _store(args, read_only=args.dry_run) as store:
+    with _store(args, read_only=args.dry_run, changes=True) as store:
         run_id = _find_run(store, args.run) if args.run else None
         deleted = store.delete(run_id=run_id, kernel=args.kernel, key=args.key, status=args.status,
                                dry_run=args.dry_run)
@@ -340,7 +341,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     shown_devices = ", ".join("cpu" if d is None else f"cuda:{d}" for d in devices)
     if args.dry_run:
         try:
-            store = open_store(args.store or True, read_only=True, create=False)
+            store = _store(args, changes=True)
         except MissingStoreError:
             store = None
         device = entries[0].kernel.identity.device

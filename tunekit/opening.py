@@ -3,7 +3,9 @@
 A path or SQLAlchemy URL is a database; ``True`` the default one (``$TUNEKIT_STORE``, else a
 SQLite file in the user's cache directory); ``None`` or ``False`` a store in memory (nothing
 persists, as with stock ``triton.autotune``); a winners file (``.jsonl``, from ``tunekit store
-export --winners``) is served from memory, only read. A kernel's store (``kernel=`` given) keeps
+export --winners``; a path or a package resource from ``importlib.resources``) is read into
+memory and never written: kernels that name it share one copy, any other caller gets its own to
+close. A kernel's store (``kernel=`` given) keeps
 the kernel running where a command would stop: in offline mode it is only read, and one that
 does not exist is empty; one this process may not write is read into memory.
 """
@@ -15,7 +17,7 @@ import os
 from pathlib import Path
 
 from . import settings
-from .shipping import is_winners_file, serve_winners, winners_store
+from .shipping import is_winners_file, load_winners, serve_winners
 from .store import KernelIdentity, MissingStoreError, ReadOnlyStoreError, ResultsStore
 
 logger = logging.getLogger(__name__)
@@ -31,11 +33,13 @@ def open_store(store: str | os.PathLike | ResultsStore | None | bool = True, *, 
         return store
     if store is None or store is False:
         return ResultsStore("sqlite://")
+    if store is True and is_winners_file(settings.store_url()):  # $TUNEKIT_STORE names a winners file
+        store = settings.store_url()
+    if is_winners_file(store):  # before the type check: a package resource is no os.PathLike
+        return serve_winners(store, kernel) if kernel is not None else load_winners(store)
     if not isinstance(store, (bool, str, os.PathLike)):
         raise TypeError(f"store must be a path, an SQLAlchemy URL, a ResultsStore, True or None. Got {store!r} "
                         "instead.")
-    if is_winners_file(store):
-        return serve_winners(store, kernel) if kernel is not None else winners_store(store)
     if kernel is None:
         return _database(store, read_only=read_only, create=create)
     if settings.mode() == "offline":  # never tunes: only read, and never created

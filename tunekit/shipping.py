@@ -68,20 +68,25 @@ _served: dict[str, ResultsStore] = {}
 _served_lock = threading.Lock()
 
 
+def load_winners(source: str | os.PathLike | Any) -> ResultsStore:
+    """A new in-memory store holding the winners of an exported winners file, which is only read:
+    what ``open_store`` gives a script or command, its own to close."""
+    store = ResultsStore("sqlite://")
+    merged = store.merge(read_export(source), source=str(source))
+    if merged.trials:
+        store.close()
+        raise ExportError(f"{source} holds trials, not winners: import it into a store (tunekit store import) and "
+                          "use that store.")
+    return store
+
+
 def winners_store(source: str | os.PathLike | Any) -> ResultsStore:
-    """An in-memory store holding the winners of an exported winners file: what ``store=`` serves
-    when it names one, read once per process and shared by every kernel that names it. The file
-    is only read; trials of tunings at keys it lacks stay in memory."""
+    """``load_winners(source)`` read once per process and shared by every kernel that names the
+    file: what ``store=`` serves. Trials of tunings at keys it lacks stay in memory."""
     with _served_lock:
         store = _served.get(str(source))
         if store is None:
-            rows = read_export(source)
-            store = ResultsStore("sqlite://")
-            merged = store.merge(rows, source=str(source))
-            if merged.trials:
-                raise ExportError(f"{source} holds trials, not winners: import it into a store (tunekit store "
-                                  "import) and use that store.")
-            _served[str(source)] = store
+            store = _served[str(source)] = load_winners(source)
         return store
 
 
