@@ -14,7 +14,9 @@ that lacks one gets ``MISSING`` there, and a name the model never saw is not a f
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +41,12 @@ MISSING = -1.0
 DTYPE_FEATURE = "dtype "
 
 
+
+
+def key_of(trial: Trial) -> dict[str, Any] | None:
+    """Deprecated: the key a stored trial was measured at, as a dict; use ``trial.key`` (a ``TuningKey``)."""
+    warnings.warn("perfmodels.key_of is deprecated: use trial.key, a TuningKey", DeprecationWarning, stacklevel=2)
+    return json.loads(trial.key.json) if trial.key is not None else None
 
 
 def dtype_bytes(name: str) -> float:

@@ -369,3 +369,24 @@ def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
     with pytest.raises(TypeError, match="A tuning key must be a TuningKey"):
         SearchContext(toy_space(), Budget(evals=1), {"M": 1}, 0)
     assert SearchContext(toy_space(), Budget(evals=1), {"args": {"M": 1}}, 0).key == TOY_KEY
+
+
+def test_names_removed_from_the_api_still_answer_with_a_deprecation_warning():
+    """Strategies and scripts written against the dict keys keep working for a release, and say
+    what replaces them."""
+    from tunekit import perfmodels
+    from tunekit.keys import TuningKey
+    from tunekit.trial import Status, Trial
+
+    key = TuningKey(("N", "M"), (8, 4), ("fp16",))
+    with pytest.deprecated_call(match="key.args"):
+        assert key["args"] == {"M": 4, "N": 8}
+    with pytest.deprecated_call(match="key.dtypes"):
+        assert key["dtypes"] == ["fp16"]
+    with pytest.deprecated_call():
+        assert key.as_dict() == {"args": {"M": 4, "N": 8}, "dtypes": ["fp16"]}
+    with pytest.raises(KeyError):
+        key["N"]
+    with pytest.deprecated_call(match="trial.key"):
+        assert perfmodels.key_of(Trial(tunekit.Config({"BLOCK": 16}), Status.OK, key=key)) == \
+            {"args": {"M": 4, "N": 8}, "dtypes": ["fp16"]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -92,6 +93,23 @@ class TuningKey:
         """The key arguments by name, as the store holds them (sorted by name, JSON values)."""
         args: dict[str, Any] = json.loads(self.json)["args"]
         return args
+
+    def as_dict(self) -> dict[str, Any]:
+        """Deprecated: ``{"args": ..., "dtypes": [...]}``, the form strategies saw before keys were
+        ``TuningKey``s; use ``args`` and ``dtypes``."""
+        warnings.warn("TuningKey.as_dict() is deprecated: use key.args and key.dtypes", DeprecationWarning,
+                      stacklevel=2)
+        values: dict[str, Any] = json.loads(self.json)
+        return values
+
+    def __getitem__(self, name: str) -> Any:
+        """Deprecated: ``key["args"]`` and ``key["dtypes"]`` as on the dict strategies were given
+        before; use the attributes."""
+        if name not in ("args", "dtypes"):
+            raise KeyError(name)
+        warnings.warn(f'key["{name}"] is deprecated: a key is a TuningKey, use key.{name}', DeprecationWarning,
+                      stacklevel=2)
+        return self.args if name == "args" else list(self.dtypes)
 
     def __eq__(self, other: object) -> bool:  # the store's identity: argument order and tuple/list do not count
         return isinstance(other, TuningKey) and self.json == other.json
