@@ -390,3 +390,10 @@ def test_names_removed_from_the_api_still_answer_with_a_deprecation_warning():
     with pytest.deprecated_call(match="trial.key"):
         assert perfmodels.key_of(Trial(tunekit.Config({"BLOCK": 16}), Status.OK, key=key)) == \
             {"args": {"M": 4, "N": 8}, "dtypes": ["fp16"]}
+    with pytest.raises(TypeError):
+        iter(key)  # a key is no sequence: "in" and list() do not fall back on __getitem__
+    with pytest.deprecated_call():
+        assert key.get("args", {}) == {"M": 4, "N": 8} and key.get("other", 1) == 1
+    with pytest.deprecated_call():
+        key["args"]["M"] = 1024  # a copy: the key itself is unchanged
+    assert key.args == {"M": 4, "N": 8}

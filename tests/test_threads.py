@@ -162,16 +162,60 @@ def test_a_compile_in_this_process_past_its_timeout_is_stopped_not_left_running(
     pool.close()
 
 
-def test_closing_a_pool_stops_its_compiles_in_threads():
+def test_closing_a_pool_stops_its_compiles_in_threads_and_the_round_waiting_on_them_ends():
+    """Injected: the pool is closed (the process exits) while a caller waits on a round of two
+    one-minute compiles in threads. Survives: the caller, whose round ends with the stopped
+    compile left out (not measured, not failed) instead of waiting forever for its result."""
     threads = TaskThreads()
     pool = CompilePool(workers=1, threads=threads)
     marks: list[str] = []
+    got: list[tuple[int, CompileResult]] = []
     rounds = pool.as_completed([None, None], local=lambda index: _busy_in_python(60.0, marks) and None)
-    consumer = threading.Thread(target=lambda: list(rounds), daemon=True)
+    consumer = threading.Thread(target=lambda: got.extend(rounds), daemon=True)
     consumer.start()
     time.sleep(0.5)
     pool.close(wait=True)
-    assert threads.running() == [] and marks == ["left"]
+    assert marks == ["left"]
+    consumer.join(5)
+    assert not consumer.is_alive() and got == []
+
+
+def test_a_stopped_tuning_waiting_on_a_compile_round_ends_at_once():
+    """Injected: the process exits (``stop_all``) while a tuning task waits on a round whose one
+    compile in a thread would take a minute. Survives: nothing keeps running: both end in seconds."""
+    threads = TaskThreads()
+    pool = CompilePool(workers=1, threads=threads)
+    marks: list[str] = []
+    tuning = threads.start("tuning", lambda: list(pool.as_completed(
+        [None], local=lambda index: _busy_in_python(60.0, marks) and None)))
+    time.sleep(0.5)
+    started = time.monotonic()
+    threads.stop_all(5.0)
+    assert tuning.done() and threads.running() == [] and time.monotonic() - started < 3.0
+    with pytest.raises(Stopped):
+        tuning.result()
+
+
+def test_a_stopped_tuning_waiting_on_its_benchmark_worker_ends_within_a_second():
+    """Injected: the process exits while a tuning waits up to a minute for its benchmark worker's
+    answer (a pipe nobody writes to). Survives: the wait, which sees the stop within 0.1 s."""
+    from multiprocessing import Pipe
+    from types import SimpleNamespace
+
+    from tunekit.isolation import IsolatedRunner
+
+    reading, writing = Pipe(duplex=False)
+    runner = SimpleNamespace(_worker=SimpleNamespace(poll=reading.poll))
+    threads = TaskThreads()
+    waiting = threads.start("tuning", IsolatedRunner._poll, runner, 60.0)
+    time.sleep(0.3)
+    started = time.monotonic()
+    threads.stop_all(5.0)
+    assert waiting.done() and time.monotonic() - started < 1.0
+    with pytest.raises(Stopped):
+        waiting.result()
+    writing.send("late")  # and a wait outside any task is a plain wait
+    assert IsolatedRunner._poll(runner, 1.0) is True  # type: ignore[arg-type]
 
 
 SLOW_REFERENCE = textwrap.dedent("""

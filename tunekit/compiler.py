@@ -35,7 +35,7 @@ from typing import Any
 
 from .benchmark import classify, describe
 from .compat import set_active_driver
-from .threads import TaskThreads, interruptible
+from .threads import Stopped, TaskThreads, check_stopped, interruptible
 from .trial import Status
 from .workers import CapturedOutput, Worker, exit_reason, ready, receive, send
 
@@ -252,6 +252,7 @@ class CompilePool:
         #: Workers started so far.
         self.started = 0
         self._failed_starts = 0  # in a row: after a few, no more are started
+        self._closes = 0  # close() calls so far: a round under way when the pool closes ends
         self._threads = threads if threads is not None else TaskThreads()
         self._compiling: set[Future[None]] = set()  # this pool's compiles in threads here, not yet ended
 
@@ -308,16 +309,21 @@ class CompilePool:
         compiler it runs) is killed, or its thread stopped (``TaskThreads.stop``). ``timeout`` may
         be a callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
         (``time.time()`` seconds) the compiles in flight are stopped and the jobs not yet yielded
-        are left out: they were not measured, they did not fail. A worker that dies (a crashing
-        compiler) fails its own job only.
+        are left out: they were not measured, they did not fail; so are they when the pool is
+        closed under the round (the process exits), or when the caller's task is stopped
+        (``Stopped`` is raised). A worker that dies (a crashing compiler) fails its own job only.
         """
         timeout = self.timeout if timeout is None else timeout
         needed = max((job.kernel for job in jobs if job is not None), default=-1)
         for worker in [w for w in [*self._idle, *self._starting] if self._knows.get(w, 0) <= needed]:
             self._forget(worker)  # forked before this kernel was named: it cannot find it
         round_ = _CompileRound(self, jobs, local)
+        closes = self._closes
         try:
             while round_.busy():
+                check_stopped()  # the tuning waiting on this round was stopped (the process exits)
+                if self._closes != closes:  # closed under it (the process exits): the jobs left are left out
+                    return
                 round_.start_workers(start_workers)
                 round_.send_to_idle_workers()
                 round_.start_threads()
@@ -336,6 +342,7 @@ class CompilePool:
         """Stop every worker, and this pool's compile threads (``TaskThreads.stop``); ``wait``
         (at exit): give those threads up to ``LEFT_BEHIND_SECONDS`` to end, since one still
         inside Triton when the interpreter shuts down aborts the process."""
+        self._closes += 1
         for worker in [*self._idle, *self._starting]:
             worker.kill()
         self._idle, self._starting, self._knows = [], [], {}
@@ -431,6 +438,16 @@ class _CompileRound:
             index, result = self.results.get()
             if self.threads.pop(index, None) is not None:  # else stopped: its result is dropped
                 yield index, result
+        for index, (future, started) in list(self.threads.items()):
+            # ended without a result (a thread that put one ends with no exception): stopped by another
+            # caller (the pool closed at exit): left out, not failed; or failed outside the compile
+            if not future.done() or (not future.cancelled() and future.exception() is None):
+                continue
+            del self.threads[index]
+            error = None if future.cancelled() else future.exception()
+            if error is not None and not isinstance(error, Stopped):
+                yield index, CompileResult(Status.COMPILE_ERROR, time.time() - started,
+                                           f"its compile in this process failed: {type(error).__name__}: {error}")
         pool = self.pool
         for worker in ready([*self.running, *pool._starting], 0.01 if self.threads else 0.05):
             if worker in pool._starting:

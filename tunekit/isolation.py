@@ -42,6 +42,7 @@ from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
 from .service import service
+from .threads import check_stopped
 from .trial import Status, Trial
 from .workers import CapturedOutput, Worker, callers_context, exit_reason, receive, send, take_callers_context
 
@@ -49,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a new worker may take to import torch, Triton and the kernel's module.
 START_TIMEOUT = 600.0
+#: How often a wait on the benchmark worker looks whether its tuning was stopped.
+STOP_CHECK_SECONDS = 0.1
 
 
 class IsolationError(RuntimeError):
@@ -330,6 +333,19 @@ class IsolatedRunner:
         self._ready = False
         self.workers_started += new
 
+    def _poll(self, seconds: float | None) -> bool:
+        """Whether the worker answers within ``seconds`` (None: however long it takes), seeing a
+        stop of the tuning's task (the process exits) within a tenth of a second."""
+        assert self._worker is not None
+        end = None if seconds is None else time.monotonic() + seconds
+        while True:
+            check_stopped()
+            step = STOP_CHECK_SECONDS if end is None else min(STOP_CHECK_SECONDS, max(0.0, end - time.monotonic()))
+            if self._worker.poll(step):
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
+
     def _wait_ready(self, limit: float | None = None) -> bool:
         """Wait until the worker is ready: False if that takes more than ``limit`` seconds (it
         goes on starting, for the next config)."""
@@ -337,7 +353,7 @@ class IsolatedRunner:
             return True
         assert self._worker is not None
         waited = time.perf_counter()
-        if not self._worker.poll(START_TIMEOUT if limit is None else min(limit, START_TIMEOUT)):
+        if not self._poll(START_TIMEOUT if limit is None else min(limit, START_TIMEOUT)):
             if limit is not None and limit < START_TIMEOUT:
                 self.seconds_starting += time.perf_counter() - waited
                 return False
@@ -390,7 +406,7 @@ class IsolatedRunner:
         assert self._worker is not None  # the loop ended with the request sent
         limit = self.timeout() if callable(self.timeout) else self.timeout
         try:
-            answered = self._worker.poll(limit)
+            answered = self._poll(limit)
             kind, reply = self._worker.receive() if answered else (None, None)
             self._awaiting_reply = not answered
         except (EOFError, ConnectionError):

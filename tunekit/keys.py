@@ -109,7 +109,17 @@ class TuningKey:
             raise KeyError(name)
         warnings.warn(f'key["{name}"] is deprecated: a key is a TuningKey, use key.{name}', DeprecationWarning,
                       stacklevel=2)
-        return self.args if name == "args" else list(self.dtypes)
+        return dict(self.args) if name == "args" else list(self.dtypes)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Deprecated: ``key.get("args", {})`` as on the dict strategies were given before."""
+        if name not in ("args", "dtypes"):
+            return default
+        warnings.warn(f'key.get("{name}") is deprecated: a key is a TuningKey, use key.{name}', DeprecationWarning,
+                      stacklevel=2)
+        return dict(self.args) if name == "args" else list(self.dtypes)
+
+    __iter__ = None  # __getitem__ does not make a key a sequence: iterating one is a TypeError
 
     def __eq__(self, other: object) -> bool:  # the store's identity: argument order and tuple/list do not count
         return isinstance(other, TuningKey) and self.json == other.json

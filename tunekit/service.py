@@ -170,6 +170,8 @@ class WorkerService:
         goes on from them in the next process."""
         if os.getpid() != self._owner:
             return
+        # tunings first: one whose compile workers are killed next must not store their deaths as failed configs
+        self.threads.stop_all(timeout=0.0)
         with self._lock:
             self._stop_idle()
             for pool in self._pools:

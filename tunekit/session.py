@@ -441,35 +441,38 @@ class TuningSession:
         unmeasured."""
         assert self._runner is not None
         compiled = self.compile(configs, args, kwargs, deadline)
-        unanswered = set(range(len(configs)))
-        key = self.key
-        for index, result in compiled:
-            check_stopped()  # a background tuning stopped (the process exits) ends here, between evaluations
-            config = configs[index]
-            unanswered.discard(index)
-            logger.debug("%s: compiled %s: %s in %.3f s", self.launch.kernel_name, config, result.status.value,
-                         result.seconds)
-            if result.output:
-                logger.debug("%s: compiling %s printed: %s", self.launch.kernel_name, config, result.output)
-            if result.status is not Status.OK:
-                yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
-                                    key=key, shared_bytes=result.shared_bytes)
-                continue
-            if deadline.expired():
-                self._compiled_not_launched = self._compiled_not_launched or config
-                compiled.close()  # drops the compiles still queued: nothing will time them
-                for left in sorted(unanswered | {index}):
-                    yield configs[left], None
-                return
-            trial = self._measure(config)
-            if trial.status is Status.TIMEOUT and deadline.expired():
-                yield config, None  # cut off by the deadline, not failed: a later tuning tries it again
-                continue
-            if trial.ok and trial.bench_seconds:
-                self._bench_seconds_seen.append(trial.bench_seconds)
-            yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
-        for left in sorted(unanswered):  # the deadline stopped their compiles
-            yield configs[left], None
+        try:
+            unanswered = set(range(len(configs)))
+            key = self.key
+            for index, result in compiled:
+                check_stopped()  # a background tuning stopped (the process exits) ends here, between evaluations
+                config = configs[index]
+                unanswered.discard(index)
+                logger.debug("%s: compiled %s: %s in %.3f s", self.launch.kernel_name, config, result.status.value,
+                             result.seconds)
+                if result.output:
+                    logger.debug("%s: compiling %s printed: %s", self.launch.kernel_name, config, result.output)
+                if result.status is not Status.OK:
+                    yield config, Trial(config, result.status, compile_seconds=result.seconds, error=result.error,
+                                        key=key, shared_bytes=result.shared_bytes)
+                    continue
+                if deadline.expired():
+                    self._compiled_not_launched = self._compiled_not_launched or config
+                    compiled.close()  # drops the compiles still queued: nothing will time them
+                    for left in sorted(unanswered | {index}):
+                        yield configs[left], None
+                    return
+                trial = self._measure(config)
+                if trial.status is Status.TIMEOUT and deadline.expired():
+                    yield config, None  # cut off by the deadline, not failed: a later tuning tries it again
+                    continue
+                if trial.ok and trial.bench_seconds:
+                    self._bench_seconds_seen.append(trial.bench_seconds)
+                yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
+            for left in sorted(unanswered):  # the deadline stopped their compiles
+                yield configs[left], None
+        finally:  # a stop or an error: the compiles in flight are abandoned and the pool returned now
+            compiled.close()
 
     def _measure(self, config: Config) -> Trial:
         """Check and time ``config``. In this process, a config that never ran correctly is marked

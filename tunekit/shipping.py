@@ -37,7 +37,7 @@ def read_export(source: str | os.PathLike | Any) -> list[dict[str, Any]]:
     try:
         # utf-8-sig: a file saved by an editor that writes a byte-order mark reads as one without
         text = source.read_text(encoding="utf-8-sig") if hasattr(source, "read_text") else \
-            Path(source).read_text(encoding="utf-8-sig")
+            Path(source).expanduser().read_text(encoding="utf-8-sig")
     except OSError as error:
         raise ExportError(f"Export {name} could not be read: {error.strerror or error}.") from error
     except UnicodeDecodeError as error:
