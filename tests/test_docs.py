@@ -6,9 +6,10 @@ file), a ``bash`` block under ``bash -euo pipefail``, both under the Triton inte
 with the default store outside it (as a user's cache directory is). A block whose fence names a file (``title="add.py"``,
 ``title="manifest.toml"``) is written to that file instead of run, for the later blocks to import
 or read. A block that
-cannot run on a CPU machine in CI (it needs a GPU, or hours) is preceded by the line
-``*Not run in CI: REASON.*``, which the reader sees; this test checks that only the results pages,
-the recorded spaces' page and the set-up commands have such blocks.
+cannot run on a CPU machine in CI (it needs a GPU, the network, or hours) is preceded by an italic
+line that tells the reader why, starting with "Needs", "Takes" or "Runs" (``*Needs a GPU: ...*``,
+``*Takes hours ...*``); this test checks that only the results pages, the recorded spaces' page and
+the set-up commands have such blocks.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```|~~~)(?P<lang>[\w-]*)(?P<in
 #: Languages a block may have: run (python, bash), or shown only: output (text) and a file's
 #: contents with ``title=`` (any language). Anything else fails, so no example hides behind a name.
 RUN = ("python", "bash")
-SKIP = re.compile(r"^\*Not run in CI: (?P<reason>.+)\*$")
+SKIP = re.compile(r"^\*(?P<reason>(?:Needs|Takes|Runs) .+)\*$")  # the reader sees why a block is not run
 TITLE = re.compile(r'title="(?P<name>[^"]+)"')
 #: Pages where blocks may go unrun: the measured results (GPU runs and hour-long replays) and the
 #: start page's set-up commands (they install packages or serve the site).
