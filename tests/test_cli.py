@@ -44,11 +44,10 @@ def test_export_trials_and_winners(tuned_store, tmp_path):
     assert len((tmp_path / "w.csv").read_text().splitlines()) == 1 + 2  # header + one winner per key
 
 
-def test_export_never_overwrites(tuned_store, tmp_path):
+def test_export_never_overwrites(tuned_store, tmp_path, usage_error):
     path, _ = tuned_store
     (tmp_path / "mine.csv").write_text("keep")
-    with pytest.raises(SystemExit, match="does not overwrite"):
-        main(["store", "export", str(tmp_path / "mine.csv"), "--store", str(path)])
+    assert "does not overwrite" in usage_error(["store", "export", str(tmp_path / "mine.csv"), "--store", str(path)])
     assert (tmp_path / "mine.csv").read_text() == "keep"
 
 
@@ -180,29 +179,25 @@ def test_rm_refuses_a_key_that_is_not_json_and_a_missing_store(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "kerneltuner"])
-def test_export_into_a_missing_directory_is_one_line(tuned_store, tmp_path, fmt):
+def test_export_into_a_missing_directory_is_one_line(tuned_store, tmp_path, fmt, usage_error):
     path, _ = tuned_store
     target = tmp_path / "nowhere" / f"out.{'json' if fmt == 'kerneltuner' else 'csv'}"
     extra = ["--format", "kerneltuner", "--kernel", "add_kernel", "--key", '{"args": {"n": 1024}, "dtypes": '
              '["torch.float32", "torch.float32", "torch.float32"]}'] if fmt == "kerneltuner" else []
-    with pytest.raises(SystemExit) as exited:
-        main(["store", "export", str(target), "--store", str(path), *extra])
-    assert str(exited.value) == f"tunekit: cannot write {target}: directory {target.parent} does not exist; " \
+    assert usage_error(["store", "export", str(target), "--store", str(path), *extra]) == f"tunekit: cannot write {target}: directory {target.parent} does not exist; " \
                                 "create it first or choose another path."
     assert not target.parent.exists()
 
 
-def test_export_into_a_read_only_location_is_one_line(tuned_store, tmp_path, make_read_only):
+def test_export_into_a_read_only_location_is_one_line(tuned_store, tmp_path, make_read_only, usage_error):
     path, kernel = tuned_store
     kernel.store.close()
     locked = tmp_path / "locked"
     locked.mkdir()
     (locked / "keep.txt").write_text("keep")
     make_read_only(locked)
-    with pytest.raises(SystemExit) as exited:
-        main(["store", "export", str(locked / "t.csv"), "--store", str(path)])
-    assert str(exited.value).startswith(f"tunekit: cannot write {locked / 't.csv'}: ")
-    assert str(exited.value).endswith("; choose another path.") and "\n" not in str(exited.value)
+    error = usage_error(["store", "export", str(locked / "t.csv"), "--store", str(path)])
+    assert error.startswith(f"tunekit: cannot write {locked / 't.csv'}: ") and error.endswith("; choose another path.")
     assert sorted(p.name for p in locked.iterdir()) == ["keep.txt"]
 
 

@@ -561,7 +561,10 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(tune, "outcomes (or with --dry-run, the plan)")
     tune.set_defaults(handler=cmd_tune)
 
-    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces")
+    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces",
+                                  description="Replay search strategies on fully recorded spaces (Kernel Tuner cache "
+                                              "files, T4 files, tunekit exports) with the same budgets and seeds, "
+                                              "and write a report, tables and tuning curves. No GPU needed.")
     compare.add_argument("--space", action="append", required=True,
                          help="a Kernel Tuner cache file, T4 file or tunekit export (glob patterns allowed); repeat")
     compare.add_argument("--strategy", action="append", required=True, help="a registered strategy; repeat")
