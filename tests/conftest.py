@@ -22,6 +22,24 @@ def store_path(tmp_path):
 
 
 @pytest.fixture
+def usage_error(capsys):
+    """Run the ``tunekit`` command line expecting a usage error: it exits with code 2 (argparse's
+    own errors and tunekit's alike); the last line it printed on stderr is returned."""
+    from tunekit.cli import main
+
+    def run(argv: list[str]) -> str:
+        try:
+            code = main(argv)
+        except SystemExit as exited:
+            code = exited.code
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert code == 2, f"exit code {code}: {lines[-3:]}"
+        return lines[-1] if lines else ""
+
+    return run
+
+
+@pytest.fixture
 def make_read_only():
     """Makes a directory and its files read-only for this process: a read-only bind mount over it
     when running as root (root writes through permission bits), else the permission bits. Skips

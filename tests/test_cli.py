@@ -44,11 +44,10 @@ def test_export_trials_and_winners(tuned_store, tmp_path):
     assert len((tmp_path / "w.csv").read_text().splitlines()) == 1 + 2  # header + one winner per key
 
 
-def test_export_never_overwrites(tuned_store, tmp_path):
+def test_export_never_overwrites(tuned_store, tmp_path, usage_error):
     path, _ = tuned_store
     (tmp_path / "mine.csv").write_text("keep")
-    with pytest.raises(SystemExit, match="does not overwrite"):
-        main(["store", "export", str(tmp_path / "mine.csv"), "--store", str(path)])
+    assert "does not overwrite" in usage_error(["store", "export", str(tmp_path / "mine.csv"), "--store", str(path)])
     assert (tmp_path / "mine.csv").read_text() == "keep"
 
 
@@ -180,29 +179,25 @@ def test_rm_refuses_a_key_that_is_not_json_and_a_missing_store(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "kerneltuner"])
-def test_export_into_a_missing_directory_is_one_line(tuned_store, tmp_path, fmt):
+def test_export_into_a_missing_directory_is_one_line(tuned_store, tmp_path, fmt, usage_error):
     path, _ = tuned_store
     target = tmp_path / "nowhere" / f"out.{'json' if fmt == 'kerneltuner' else 'csv'}"
     extra = ["--format", "kerneltuner", "--kernel", "add_kernel", "--key", '{"args": {"n": 1024}, "dtypes": '
              '["torch.float32", "torch.float32", "torch.float32"]}'] if fmt == "kerneltuner" else []
-    with pytest.raises(SystemExit) as exited:
-        main(["store", "export", str(target), "--store", str(path), *extra])
-    assert str(exited.value) == f"tunekit: cannot write {target}: directory {target.parent} does not exist; " \
+    assert usage_error(["store", "export", str(target), "--store", str(path), *extra]) == f"tunekit: cannot write {target}: directory {target.parent} does not exist; " \
                                 "create it first or choose another path."
     assert not target.parent.exists()
 
 
-def test_export_into_a_read_only_location_is_one_line(tuned_store, tmp_path, make_read_only):
+def test_export_into_a_read_only_location_is_one_line(tuned_store, tmp_path, make_read_only, usage_error):
     path, kernel = tuned_store
     kernel.store.close()
     locked = tmp_path / "locked"
     locked.mkdir()
     (locked / "keep.txt").write_text("keep")
     make_read_only(locked)
-    with pytest.raises(SystemExit) as exited:
-        main(["store", "export", str(locked / "t.csv"), "--store", str(path)])
-    assert str(exited.value).startswith(f"tunekit: cannot write {locked / 't.csv'}: ")
-    assert str(exited.value).endswith("; choose another path.") and "\n" not in str(exited.value)
+    error = usage_error(["store", "export", str(locked / "t.csv"), "--store", str(path)])
+    assert error.startswith(f"tunekit: cannot write {locked / 't.csv'}: ") and error.endswith("; choose another path.")
     assert sorted(p.name for p in locked.iterdir()) == ["keep.txt"]
 
 
@@ -224,3 +219,134 @@ def test_version_names_tunekit_and_triton(capsys):
         main(["--version"])
     assert exit_status.value.code == 0
     assert capsys.readouterr().out.startswith(f"tunekit {tunekit.__version__} (Triton ")
+
+
+def _exit_code(argv: list[str]) -> int:
+    """What the command line exits with: main's return, or argparse's exit."""
+    try:
+        return main(argv)
+    except SystemExit as exited:
+        return exited.code if isinstance(exited.code, int) else 1
+
+
+def test_listing_commands_print_json_and_csv_with_every_field_and_tables_cut_only_without_wide(tuned_store, capsys):
+    import csv
+    import io
+
+    path, kernel = tuned_store
+    assert main(["store", "ls", "--store", str(path), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)  # nothing but JSON on stdout
+    assert {run["run_id"] for run in runs} >= {kernel.run_id}
+    assert all(isinstance(run["key"], dict) and run["key"]["args"]["n"] in (1024, 4096) for run in runs)
+    assert main(["store", "show", kernel.run_id[:8], "--store", str(path), "--format", "json"]) == 0
+    trials = json.loads(capsys.readouterr().out)
+    (won,) = [t for t in trials if t["winner"]]
+    (run,) = [r for r in runs if r["run_id"] == kernel.run_id]
+    assert won["config"] == run["winner"] and won["status"] == "ok"
+    assert main(["store", "show", kernel.run_id[:8], "--store", str(path), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [row["id"] for row in rows] == [str(t["id"]) for t in trials]
+    key = json.dumps(run["key"])
+    assert main(["store", "ls", "--store", str(path)]) == 0
+    assert key not in capsys.readouterr().out  # cut in a table...
+    assert main(["store", "ls", "--store", str(path), "--wide"]) == 0
+    assert key in capsys.readouterr().out  # ...shown in full with --wide
+
+
+def test_show_marks_the_trial_the_winner_was_chosen_by(tuned_store, capsys):
+    path, kernel = tuned_store
+    assert main(["store", "show", kernel.run_id[:8], "--store", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    marked = [line for line in lines if line.startswith("*")]
+    assert len(marked) == 1 and kernel.tuning_report and json.dumps(
+        tunekit.config.config_to_dict(kernel.best_config), sort_keys=True) in marked[0]
+
+
+def test_export_to_dash_writes_rows_to_stdout_that_import_reads_back(tuned_store, tmp_path, monkeypatch, capsys):
+    path, _ = tuned_store
+    monkeypatch.chdir(tmp_path)
+    assert main(["store", "export", "-", "--store", str(path), "--winners"]) == 0
+    text = capsys.readouterr().out
+    assert not (tmp_path / "-").exists()
+    assert len([json.loads(line) for line in text.splitlines()]) == 2  # one winner per key, JSONL
+    (tmp_path / "w.jsonl").write_text(text)
+    assert main(["store", "import", "w.jsonl", "--store", str(tmp_path / "copy.db")]) == 0
+    assert "added 0 trials and 2 winners" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["store", "show", "no-such-run"],
+    ["store", "plot", "no-such-run"],
+    ["store", "export", "EXISTING"],
+    ["store", "export", "x.json", "--format", "t4"],
+    ["store", "rm"],
+    ["store", "heuristics", "EXISTING", "--kernel", "add_kernel"],
+    ["tune", "no_such_manifest.toml"],
+    ["store", "ls", "--format", "yaml"],
+])
+def test_every_usage_error_exits_with_code_2_and_one_line_naming_it(argv, tuned_store, tmp_path, monkeypatch,
+                                                                       capsys):
+    path, _ = tuned_store
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "existing.py").write_text("kept = True\n")
+    argv = [str(tmp_path / "existing.py") if a == "EXISTING" else a for a in argv]
+    assert _exit_code([*argv, "--store", str(path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(("tunekit: ", "usage:", "tunekit "))
+    assert (tmp_path / "existing.py").read_text() == "kept = True\n"
+
+
+def test_store_plot_draws_a_runs_history_to_a_png_and_never_overwrites(tuned_store, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path, kernel = tuned_store
+    out = tmp_path / "history.png"
+    assert main(["store", "plot", kernel.run_id[:8], "--store", str(path), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    before = out.read_bytes()
+    assert _exit_code(["store", "plot", kernel.run_id[:8], "--store", str(path), "--out", str(out)]) == 2
+    assert "does not overwrite" in capsys.readouterr().err and out.read_bytes() == before
+
+
+def test_every_command_and_option_has_help_in_plain_text_and_help_lists_strategies_and_spaces():
+    import argparse
+
+    from tunekit.cli import build_parser
+    from tunekit.kernels import shipped
+    from tunekit.strategy import available
+
+    parser = build_parser()
+    assert all(name in parser.epilog for name in available()) and str(shipped.DIRECTORY) in parser.epilog
+
+    def parsers(p: argparse.ArgumentParser):
+        yield p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from parsers(child)
+
+    for p in parsers(parser):
+        assert p.description, f"{p.prog} has no description"
+        for action in p._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert action.help, f"{p.prog} {'/'.join(action.option_strings) or action.dest} has no help"
+            assert "``" not in action.help and "``" not in p.description
+
+
+def test_a_tunings_report_reads_as_python_and_the_log_says_how_to_pin_the_winner(store_path, caplog):
+    import logging
+
+    import triton
+
+    from tunekit.config import config_json, config_source
+
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy="random",
+                              budget=tunekit.Budget(evals=3), store=store_path)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(1024)
+    with caplog.at_level(logging.INFO, logger="tunekit"):
+        kernel[vector_add.grid(1024)](x, y, out, 1024)
+    report = kernel.tuning_report
+    assert "object at 0x" not in repr(report) and config_source(report.winner) in repr(report)
+    assert config_json(eval(config_source(report.winner), {"triton": triton})) == config_json(report.winner)
+    assert any(report.pin in record.getMessage() for record in caplog.records)
+    pinned = eval(report.pin.removeprefix("configs="), {"triton": triton})
+    assert [config_json(c) for c in pinned] == [config_json(kernel.best_config)]

@@ -88,11 +88,11 @@ def test_the_module_is_never_written_over_an_existing_file(tmp_path):
     assert existing.read_text() == "mine = 1\n"
 
 
-def test_heuristics_names_what_the_store_lacks(tmp_path, capsys):
+def test_heuristics_names_what_the_store_lacks(tmp_path, usage_error):
     store = tmp_path / "s.db"
     ResultsStore(store).close()
-    with pytest.raises(SystemExit, match="holds no winner of kernel 'add_kernel'"):
-        main(["store", "heuristics", str(tmp_path / "rule.py"), "--kernel", "add_kernel", "--store", str(store)])
+    assert "holds no winner of kernel 'add_kernel'" in usage_error(
+        ["store", "heuristics", str(tmp_path / "rule.py"), "--kernel", "add_kernel", "--store", str(store)])
     assert not (tmp_path / "rule.py").exists()
 
 

@@ -46,6 +46,15 @@ def test_a_dry_run_on_a_missing_store_creates_nothing(tmp_path, capsys):
     assert not missing.exists()
 
 
+def test_a_dry_run_prints_its_plan_as_json_for_scripts(tmp_path, capsys):
+    assert main(["tune", TINY, "--store", str(tmp_path / "missing.db"), "--dry-run", "--json"]) == 0
+    plan_rows = json.loads(capsys.readouterr().out)
+    entries = load_manifest(TINY)
+    assert len(plan_rows) == sum(len(e.shapes) for e in entries)
+    assert {row["kernel"] for row in plan_rows} == {e.kernel.kernel_name for e in entries}
+    assert all(isinstance(row["key"], dict) and "args" in row["key"] for row in plan_rows)
+
+
 @pytest.mark.parametrize("text, message", [
     ('[[kernels]]\nkernel = "tunekit.kernels.tuned:matmul"\n', "missing inputs, shapes"),
     ('[[kernels]]\nkernel = "tunekit.kernels.matmul:matmul_kernel"\ninputs = "tunekit.kernels.matmul:inputs"\n'

@@ -258,7 +258,8 @@ class Autotuner(_TritonAutotuner):
                                  reset_only=True)
         if settings.print_autotuning():
             print(f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key.triton_key},\n"
-                  f"finished after {report.seconds:.2f}s,\nbest config selected: {winner};")
+                  f"finished after {report.seconds:.2f}s,\nbest config selected: {winner};\n"
+                  f"to skip tuning at this key: {report.pin}")
 
     def wait_for_tuning(self, timeout: float | None = None) -> bool:
         """Wait until the background tunings started so far have ended (``background=True``);

@@ -1,38 +1,36 @@
-"""The ``tunekit`` command: inspect, export and clean up a results store, and run a demo tuning.
-
-    tunekit store ls      [--store URL]                 kernels, keys and runs
-    tunekit store show    RUN_ID [--store URL]          a run's trials
-    tunekit store export  OUT.csv|OUT.jsonl [--run RUN_ID] [--kernel NAME] [--winners]
-    tunekit store export  OUT.json --format kerneltuner|t4 --kernel NAME [--key KEY_JSON]
-    tunekit store import  FILE.jsonl|FILE.csv [--store URL]     merge an export into a store
-    tunekit store heuristics OUT.py --kernel NAME [--device D] [--triton V]   a rule for keys never tuned
-    tunekit store rm      [--run RUN_ID] [--kernel NAME] [--key KEY_JSON] [--status STATUS] [--dry-run]
-    tunekit tune          MANIFEST [--store URL] [--gpus all|0,1] [--evals N] [--seconds S] [--dry-run]
-    tunekit compare       --space FILE ... --strategy NAME ... --seeds N [--budget EVALS] [--transfer] --out DIR
-    tunekit demo          [--replay] [--strategy NAME ...] [--seeds N] [--budget EVALS] [--out DIR]
+"""The ``tunekit`` command line: the store's commands (ls, show, plot, export, import,
+heuristics, rm), ``tune`` (a manifest ahead of time), ``compare`` (strategies on recorded spaces)
+and ``demo``. ``tunekit --help`` and each command's ``--help`` describe them.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import importlib.util
 import json
 import keyword
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import __version__, settings
-from .console import print_table
+from .console import FORMATS, Column, emit, field, number, print_table
 from .keys import TuningKey
 from .opening import open_store
 from .shipping import is_winners_file
-from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows, export_rows
+from .store import IMPORTED_RUN_BUDGET, Deleted, StoreError, checked_export_rows, export_rows, write_export
 from .trial import Status
+
+
+class UsageError(Exception):
+    """Input a command cannot act on (no such run, an output that exists, a bad option): the
+    command prints it and exits with code 2, as argparse does for its own errors."""
 
 
 def _store(args: argparse.Namespace, *, read_only: bool = True, create: bool = False, changes: bool | None = None):
@@ -46,66 +44,102 @@ def _store(args: argparse.Namespace, *, read_only: bool = True, create: bool = F
     return open_store(args.store or True, read_only=read_only, create=create)
 
 
-def _short(text: str | None, width: int) -> str:
-    text = text or ""
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _run_state(run: Mapping[str, Any]) -> str:
+    if run["tuning_seconds"] is not None:
+        return "finished"
+    return "imported" if run["budget"] == IMPORTED_RUN_BUDGET else "unfinished"
+
+
+RUN_COLUMNS = (
+    Column("run", lambda r: r["run_id"][:12]), field("kernel_name", "kernel"), field("device"),
+    field("key", width=60), field("strategy"), field("evaluations", "evals"),
+    Column("seconds", lambda r: f"{r['tuning_seconds']:.1f}" if r["tuning_seconds"] is not None else r["state"]),
+    Column("started", lambda r: time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"]))),
+)
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
+    """The runs of a store, newest last."""
     with _store(args) as store:
-        runs = store.runs(kernel=args.kernel)
-    print(f"store: {store.shown_url}")
-    if not runs:
-        print("no runs recorded")
-        return 0
-    print_table(
-        [
-            (
-                r["run_id"][:12], r["kernel_name"], r["device"], _short(r["key"], 60), r["strategy"],
-                r["evaluations"] if r["evaluations"] is not None else "-",
-                f"{r['tuning_seconds']:.1f}" if r["tuning_seconds"] is not None else (
-                    "imported" if r["budget"] == IMPORTED_RUN_BUDGET else "unfinished"),
-                time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"])),
-            )
-            for r in runs
-        ],
-        ("run", "kernel", "device", "key", "strategy", "evals", "seconds", "started"),
-    )
+        runs = [{**run, "state": _run_state(run)} for run in store.runs(kernel=args.kernel)]
+    if args.format == "table":
+        print(f"store: {store.shown_url}")
+        if not runs:
+            print("no runs recorded" + (f" of kernel {args.kernel}" if args.kernel else ""))
+            return 0
+    emit(runs, RUN_COLUMNS, args.format, wide=args.wide)
     return 0
 
 
-def _find_run(store, prefix: str) -> str:
-    matches = [r["run_id"] for r in store.runs() if r["run_id"].startswith(prefix)]
+def _find_run(store, prefix: str) -> dict[str, Any]:
+    """The one run whose id starts with ``prefix``."""
+    matches = [r for r in store.runs() if r["run_id"].startswith(prefix)]
     if len(matches) != 1:
-        raise SystemExit(f"tunekit: {'no run' if not matches else 'several runs'} match {prefix!r} in "
-                         f"{store.shown_url}")
+        listed = "" if matches else " (tunekit store ls lists the runs)"
+        raise UsageError(f"{'no run' if not matches else f'{len(matches)} runs'} match {prefix!r} in "
+                         f"{store.shown_url}{listed}")
     return matches[0]
 
 
+TRIAL_COLUMNS = (
+    Column("", lambda r: "*" if r["winner"] else ""), field("id"), field("config", width=70), field("status"),
+    field("source"), number("median_ms", ".4f"), number("compile_seconds", ".2f", "compile_s"),
+    number("relative_error", ".1e", "rel_error"), field("error", width=50, missing=""),
+)
+
+
 def cmd_show(args: argparse.Namespace) -> int:
+    """The trials of one run, in the order they were measured; the winner marked."""
     with _store(args) as store:
-        rows = store.rows(run_id=_find_run(store, args.run))
-    print_table(
-        [
-            (
-                r["id"], _short(r["config"], 70), r["status"], r["source"],
-                f"{r['median_ms']:.4f}" if r["median_ms"] is not None else "-",
-                f"{r['compile_seconds']:.2f}" if r["compile_seconds"] is not None else "-",
-                f"{r['relative_error']:.1e}" if r["relative_error"] is not None else "-",
-                _short((r["error"] or "").splitlines()[0] if r["error"] else "", 50),
-            )
-            for r in rows
-        ],
-        ("id", "config", "status", "source", "median_ms", "compile_s", "rel_error", "error"),
-    )
+        run = _find_run(store, args.run)
+        rows = store.rows(run_id=run["run_id"])
+    chosen = _winning_trial(rows, run["winner"])
+    trials = [{**row, "winner": row["id"] == chosen} for row in rows]
+    if args.format == "table":
+        winner = run["winner"] or ("none (every config failed)" if run["tuning_seconds"] is not None else "none yet")
+        print(f"run {run['run_id']}: {run['kernel_name']} on {run['device']}, key {run['key']}, "
+              f"{run['strategy']}, {_run_state(run)}")
+        print(f"winner (*): {winner}")
+    emit(trials, TRIAL_COLUMNS, args.format, wide=args.wide)
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    """A PNG of one run's history: each trial's time against its position and the seconds since
+    the run started, coloured by status, with the best so far and the winner."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("tunekit store plot needs matplotlib: pip install \"tunekit[plots]\"")
+    from .history_plot import plot_history
+
+    with _store(args) as store:
+        run = _find_run(store, args.run)
+        rows = store.rows(run_id=run["run_id"])
+    if not rows:
+        raise UsageError(f"run {run['run_id']} holds no trials: nothing to plot")
+    out = args.out or f"tunekit-run-{run['run_id'][:12]}.png"
+    try:
+        target = plot_history(run, rows, out, _winning_trial(rows, run["winner"]))
+    except FileExistsError as error:
+        raise UsageError(str(error)) from error
+    except OSError as error:
+        raise _cannot_write(out, error) from error
+    print(f"wrote {target}: {len(rows)} trials of run {run['run_id'][:12]}")
+    return 0
+
+
+def _winning_trial(rows: Sequence[Mapping[str, Any]], winner: str | None) -> int | None:
+    """The id of the trial the run chose its winner by: the winner's last ok timing (the
+    finalists' re-timing, where there was one)."""
+    ids = [row["id"] for row in rows if winner is not None and row["config"] == winner and row["status"] == "ok"]
+    return ids[-1] if ids else None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    """Trials or winners as CSV or JSONL (``-``: to stdout), or one kernel's space for Kernel Tuner."""
     with _store(args) as store:
         if args.format in ("kerneltuner", "t4"):
             return _export_space(store, args)
-        run_id = _find_run(store, args.run) if args.run else None
+        run_id = _find_run(store, args.run)["run_id"] if args.run else None
         if args.winners:
             rows = [row for row in store.winner_rows() if (args.kernel is None or row["kernel_name"] == args.kernel)
                     and (run_id is None or row["run_id"] == run_id)]
@@ -114,12 +148,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not rows and (args.kernel or run_id):
             what = "winners" if args.winners else "trials"
             kernels = sorted({run["kernel_name"] for run in store.runs()})
-            raise SystemExit(f"tunekit: no {what} of {_filters(args.kernel, run_id)} in {store.shown_url}; nothing "
+            raise UsageError(f"no {what} of {_filters(args.kernel, run_id)} in {store.shown_url}; nothing "
                              f"written. Kernels there: {', '.join(kernels) or 'none'}.")
+    if args.out == "-":
+        write_export(rows, sys.stdout, args.format or "jsonl")
+        return 0
     try:
         target = export_rows(rows, args.out, args.format)
     except (FileExistsError, ValueError) as error:
-        raise SystemExit(f"tunekit: {error}") from error
+        raise UsageError(str(error)) from error
     except OSError as error:
         raise _cannot_write(args.out, error) from error
     print(f"wrote {len(rows)} rows to {target}")
@@ -131,14 +168,14 @@ def _filters(kernel: str | None, run_id: str | None) -> str:
     return " and ".join(part for part in (kernel and f"kernel {kernel}", run_id and f"run {run_id}") if part)
 
 
-def _cannot_write(out: str, error: OSError) -> SystemExit:
+def _cannot_write(out: str, error: OSError) -> UsageError:
     """One line for an output file that could not be written: which, why, and what to do."""
     target = Path(out)
     if not target.parent.is_dir():
-        return SystemExit(f"tunekit: cannot write {target}: directory {target.parent} does not exist; create it "
-                          "first or choose another path.")
+        return UsageError(f"cannot write {target}: directory {target.parent} does not exist; create it first or "
+                          "choose another path.")
     reason = (error.strerror or str(error)).lower()
-    return SystemExit(f"tunekit: cannot write {target}: {reason}; choose another path.")
+    return UsageError(f"cannot write {target}: {reason}; choose another path.")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -162,7 +199,7 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
     """Fit a rule for the kernel's keys with no winner and write it as a Python module."""
     from . import config_rules
     if Path(args.out).exists():
-        raise SystemExit(f"tunekit: {args.out} exists; tunekit does not overwrite files. Choose another name.")
+        raise UsageError(f"{args.out} exists; tunekit does not overwrite files. Choose another name.")
     stem = Path(args.out).stem
     if Path(args.out).suffix != ".py" or not stem.isidentifier() or keyword.iskeyword(stem):
         args.parser.error(f"{args.out} cannot be imported as a module (fallback=module.config_for): give a file "
@@ -175,7 +212,7 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
     try:
         tuned = config_rules.key_times_from_store(store, args.kernel, device=args.device, triton_version=args.triton)
     except StoreError as error:
-        raise SystemExit(f"tunekit: {error}") from error
+        raise UsageError(str(error)) from error
     data = tuned.keys
     rule, assessments = config_rules.choose_rule(data)
     if assessments:
@@ -189,7 +226,7 @@ def cmd_heuristics(args: argparse.Namespace) -> int:
         path = config_rules.write_module(rule, args.out, kernel=args.kernel, provenance=tuned.provenance(),
                                        assessments=assessments)
     except FileExistsError as error:
-        raise SystemExit(f"tunekit: {error}") from error
+        raise UsageError(str(error)) from error
     except OSError as error:
         raise _cannot_write(args.out, error) from error
     print(f"wrote {path}: {rule.kind}, {len(rule.configs)} configs; use it as fallback=config_for")
@@ -204,7 +241,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
         args.parser.error("--key needs --kernel (or --run): kernels share keys such as one size and three float32 "
                           "pointers, and every kernel's trials at that key would go (nothing was deleted)")
     with _store(args, read_only=args.dry_run, changes=True) as store:
-        run_id = _find_run(store, args.run) if args.run else None
+        run_id = _find_run(store, args.run)["run_id"] if args.run else None
         deleted = store.delete(run_id=run_id, kernel=args.kernel, key=args.key, status=args.status,
                                dry_run=args.dry_run)
     counts = _counted(deleted)
@@ -260,14 +297,18 @@ def _export_space(store, args: argparse.Namespace) -> int:
     from .recorded import RecordedSpaceError, from_store_rows, write_kernel_tuner, write_t4
 
     if not args.kernel:
-        raise SystemExit("tunekit: --format kerneltuner|t4 exports one kernel's space: give --kernel")
+        raise UsageError("--format kerneltuner|t4 exports one kernel's space: give --kernel")
     rows = store.rows(kernel=args.kernel, key=args.key, device=args.device)
     try:
         space = from_store_rows(rows, name=args.kernel)
         writer = write_kernel_tuner if args.format == "kerneltuner" else write_t4
+        if args.out == "-":
+            with tempfile.TemporaryDirectory() as scratch:
+                sys.stdout.write(writer(space, Path(scratch) / "space.json").read_text())
+            return 0
         target = writer(space, args.out)
     except (RecordedSpaceError, FileExistsError) as error:
-        raise SystemExit(f"tunekit: {error}") from error
+        raise UsageError(str(error)) from error
     except OSError as error:
         raise _cannot_write(args.out, error) from error
     print(f"wrote {len(space)} configs of {args.kernel} ({space.device}, key {space.problem_size}) to {target}")
@@ -283,7 +324,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         check_output_directory(args.out)
     except FileExistsError as error:
-        raise SystemExit(f"tunekit: {error}") from error
+        raise UsageError(str(error)) from error
 
     def progress(done: int, total: int) -> None:
         if sys.stderr.isatty():
@@ -294,7 +335,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                     args.threshold or (), args.transfer)
         written = write_outputs(comparison, args.out, " ".join(["tunekit", *sys.argv[1:]]))
     except (RecordedSpaceError, ValueError, FileExistsError) as error:
-        raise SystemExit(f"tunekit: {error}") from error
+        raise UsageError(str(error)) from error
     if sys.stderr.isatty():
         print(file=sys.stderr)
     print(f"{len(comparison.runs)} tunings of {len(comparison.spaces)} spaces replayed in "
@@ -316,7 +357,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             check_output_directory(args.out)
             return demo.replay(args.strategy, args.seeds, args.budget, args.out, args.jobs)
         except (ValueError, FileExistsError) as error:
-            raise SystemExit(f"tunekit: {error}") from error
+            raise UsageError(str(error)) from error
     return demo.live(args.strategy[0] if args.strategy else None, args.seconds)
 
 
@@ -324,6 +365,14 @@ def _has_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+PLAN_COLUMNS = (field("kernel"), field("shape", width=40), field("key", width=60), field("store", "in the store"))
+OUTCOME_COLUMNS = (
+    field("kernel"), field("shape", width=40), field("key", width=50), field("status"),
+    field("winner", width=70), number("time_ms", ".4g", "ms"), Column("evals", lambda o: o["evaluations"] or "-"),
+    Column("seconds", lambda o: f"{o['seconds']:.1f}" if o["seconds"] else "-"), field("device"),
+)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -336,8 +385,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         entries = load_manifest(args.manifest)
         devices = select_devices(args.gpus)
     except (ManifestError, ValueError) as error:
-        print(f"tunekit: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(str(error)) from error
     shown_devices = ", ".join("cpu" if d is None else f"cuda:{d}" for d in devices)
     if args.dry_run:
         try:
@@ -345,20 +393,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
         except MissingStoreError:
             store = None
         device = entries[0].kernel.identity.device
-        print(f"store: {store.shown_url if store is not None else (args.store or 'default') + ' (does not exist)'}; "
-              f"devices: {shown_devices}; what the store holds for {device}")
-        rows = plan(entries, store)
-        print_table([(r["kernel"], _short(r["shape"], 40), _short(r["key"], 60), r["store"]) for r in rows],
-                    ("kernel", "shape", "key", "in the store"))
+        if args.format == "table":
+            shown = store.shown_url if store is not None else f"{args.store or 'default'} (does not exist)"
+            print(f"store: {shown}; devices: {shown_devices}; what the store holds for {device}")
+        emit(plan(entries, store), PLAN_COLUMNS, args.format, wide=args.wide)
         return 0
     with _store(args, read_only=False, create=True) as store:
         print(f"store: {store.shown_url}; devices: {shown_devices}", file=sys.stderr)
         outcomes = ManifestTuning(entries, store, devices, evals=args.evals, seconds=args.seconds, lease=args.lease,
                                   progress=args.progress).run()
-    print_table([(o.kernel, _short(o.shape, 40), _short(o.key, 50), o.status, _short(o.winner, 70),
-                  f"{o.time_ms:.4g}" if o.time_ms is not None else "-", o.evaluations or "-",
-                  f"{o.seconds:.1f}" if o.seconds else "-", o.device) for o in outcomes],
-                ("kernel", "shape", "key", "status", "winner", "ms", "evals", "seconds", "device"))
+    emit([dataclasses.asdict(o) for o in outcomes], OUTCOME_COLUMNS, args.format, wide=args.wide)
     for outcome in outcomes:
         if outcome.detail:
             print(f"{outcome.kernel} {outcome.shape}: {outcome.detail}", file=sys.stderr)
@@ -396,47 +440,99 @@ def _triton_version() -> str:
         return "not installed"
 
 
+DESCRIPTION = """\
+tunekit: tune Triton kernels, and inspect, ship and compare what was measured.
+
+Every command reads the store that --store names, else $TUNEKIT_STORE, else a SQLite file in the
+user's cache directory. Listing commands print a table, or JSON or CSV with --format (--json);
+JSON keeps every field, with keys and configs as objects. Usage errors exit with code 2."""
+
+
+def _output_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """--format/--json and --wide on a command that lists ``what``."""
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help=f"print the {what} as a table (default), JSON (every field) or CSV")
+    parser.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+    parser.add_argument("--wide", action="store_true", help="in a table, show keys and configs in full, not cut")
+
+
+def _epilog() -> str:
+    """The strategies and the shipped recorded spaces, for --help."""
+    from .kernels import shipped
+    from .strategy import available
+
+    return (f"strategies: {', '.join(available())}\n"
+            f"recorded H200 spaces shipped with tunekit (for tunekit compare --space): {shipped.DIRECTORY}/*.json.gz")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tunekit", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="tunekit", description=DESCRIPTION, epilog=_epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tunekit {__version__} (Triton {_triton_version()})")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_flag: dict[str, Any] = {
         "help": f"store path or SQLAlchemy URL (default: ${settings.ENV_STORE} or the user cache)"}
 
-    store = commands.add_parser("store", help="inspect, export and clean up a results store")
-    store_commands = store.add_subparsers(dest="store_command", required=True)
-    ls = store_commands.add_parser("ls", help="list runs: kernel, device, key, strategy")
+    store = commands.add_parser("store", help="inspect, export, plot and clean up a results store",
+                                description="Inspect, export, plot and clean up a results store.")
+    store_commands = store.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
+    ls = store_commands.add_parser("ls", help="list the runs: kernel, device, key, strategy, evaluations",
+                                   description="List the runs (tunings) a store holds, oldest first.")
     ls.add_argument("--store", **store_flag)
-    ls.add_argument("--kernel")
+    ls.add_argument("--kernel", help="only this kernel's runs (its name, as the table shows it)")
+    _output_options(ls, "runs")
     ls.set_defaults(handler=cmd_ls)
-    show = store_commands.add_parser("show", help="show the trials of a run (a run id prefix is enough)")
-    show.add_argument("run")
+    show = store_commands.add_parser("show", help="show the trials of a run, the winner marked",
+                                     description="Show the trials of one run in the order they were measured; the "
+                                                 "trial the winner was chosen by is marked *.")
+    show.add_argument("run", help="the run's id, or enough of its start to be unique (tunekit store ls lists them)")
     show.add_argument("--store", **store_flag)
+    _output_options(show, "trials")
     show.set_defaults(handler=cmd_show)
-    export = store_commands.add_parser("export", help="export trials (or winners) to CSV or JSONL")
-    export.add_argument("out", help="output file; .csv or .jsonl (never overwritten)")
+    plot = store_commands.add_parser("plot", help="draw one run's history to a PNG",
+                                     description="Draw one run's history: each trial's time against its position and "
+                                                 "the seconds since the run started, coloured by status, with the best "
+                                                 "so far and the winner. Needs matplotlib (pip install "
+                                                 "\"tunekit[plots]\").")
+    plot.add_argument("run", help="the run's id, or enough of its start to be unique")
+    plot.add_argument("--store", **store_flag)
+    plot.add_argument("--out", help="the PNG to write (default: tunekit-run-RUN.png; never overwritten)")
+    plot.set_defaults(handler=cmd_plot)
+    export = store_commands.add_parser("export", help="export trials or winners (CSV, JSONL), or a kernel's space",
+                                       description="Export trials, or the winners (--winners), to CSV or JSONL that "
+                                                   "tunekit store import reads; or one kernel's measured space as a "
+                                                   "Kernel Tuner cache file or a T4 results file.")
+    export.add_argument("out", help="the file to write (never overwritten); - writes to stdout")
     export.add_argument("--store", **store_flag)
-    export.add_argument("--run")
-    export.add_argument("--kernel")
+    export.add_argument("--run", help="only this run's trials (an id, or enough of its start to be unique)")
+    export.add_argument("--kernel", help="only this kernel's trials or winners")
     export.add_argument("--winners", action="store_true", help="export the stored winner of every key instead")
     export.add_argument("--format", choices=("csv", "jsonl", "kerneltuner", "t4"),
-                        help="csv/jsonl: trial rows (default: by suffix); kerneltuner/t4: one kernel's space")
-    export.add_argument("--key", help="with kerneltuner/t4: the key, as stored (JSON), when there are several")
+                        help="csv/jsonl: rows (default: by the file's suffix; jsonl for -); kerneltuner/t4: one "
+                             "kernel's space")
+    export.add_argument("--key", type=_tuning_key,
+                        help="with kerneltuner/t4: the key, JSON as stored, when the kernel has several")
     export.add_argument("--device", help="with kerneltuner/t4: the device, when there are several")
     export.set_defaults(handler=cmd_export)
-    imported = store_commands.add_parser("import", help="merge an export (winners or trials) into a store")
+    imported = store_commands.add_parser("import", help="merge an export (winners or trials) into a store",
+                                         description="Merge an export (winners or trials) into a store, skipping "
+                                                     "the rows it already holds.")
     imported.add_argument("file", help="a .jsonl or .csv file that tunekit store export wrote")
     imported.add_argument("--store", **store_flag)
     imported.set_defaults(handler=cmd_import)
     heuristics = store_commands.add_parser(
-        "heuristics", help="fit a rule giving configs for keys never tuned; write it as a Python module")
+        "heuristics", help="fit a rule giving configs for keys never tuned; write it as a Python module",
+        description="Fit a rule that gives a config for keys never tuned, from a kernel's winners, and write it as a "
+                    "Python module to use as fallback=module.config_for.")
     heuristics.add_argument("out", help="the module to write, OUT.py (never overwritten)")
     heuristics.add_argument("--kernel", required=True, help="the kernel's name, as the store shows it")
     heuristics.add_argument("--store", help=store_flag["help"] + "; a winners .jsonl file too")
     heuristics.add_argument("--device", help="the device whose winners to use, when there are several")
     heuristics.add_argument("--triton", help="the Triton build whose winners to use, when there are several")
     heuristics.set_defaults(handler=cmd_heuristics, parser=heuristics)
-    rm = store_commands.add_parser("rm", help="delete trials, runs and winners by run, kernel, key or status")
+    rm = store_commands.add_parser("rm", help="delete trials, runs and winners by run, kernel, key or status",
+                                   description="Delete the trials (and, unless --status is given, the runs and "
+                                               "winners) that match every filter given.")
     rm.add_argument("--store", **store_flag)
     rm.add_argument("--run", help="a run id (a prefix is enough): its trials, the run and the winner it chose")
     rm.add_argument("--kernel", help="a kernel's trials, runs and winners")
@@ -447,7 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("--dry-run", action="store_true", help="say what would be deleted, and delete nothing")
     rm.set_defaults(handler=cmd_rm, parser=rm)
 
-    tune = commands.add_parser("tune", help="tune a manifest of kernels and shapes ahead of time, on every GPU")
+    tune = commands.add_parser("tune", help="tune a manifest of kernels and shapes ahead of time, on every GPU",
+                               description="Tune a manifest's kernels at its shapes into the store, spread over the "
+                                           "GPUs; resumable, and several hosts may share one store.")
     tune.add_argument("manifest", help="a TOML or Python manifest (a path, a module, or package:resource.toml)")
     tune.add_argument("--store", **store_flag)
     tune.add_argument("--gpus", default="all", help="all (default) or device numbers, e.g. 0,1")
@@ -460,13 +558,18 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="one progress bar per device (default: on a terminal)")
     tune.add_argument("--dry-run", action="store_true", help="list what would be tuned and what the store holds")
+    _output_options(tune, "outcomes (or with --dry-run, the plan)")
     tune.set_defaults(handler=cmd_tune)
 
-    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces")
+    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces",
+                                  description="Replay search strategies on fully recorded spaces (Kernel Tuner cache "
+                                              "files, T4 files, tunekit exports) with the same budgets and seeds, "
+                                              "and write a report, tables and tuning curves. No GPU needed.")
     compare.add_argument("--space", action="append", required=True,
                          help="a Kernel Tuner cache file, T4 file or tunekit export (glob patterns allowed); repeat")
     compare.add_argument("--strategy", action="append", required=True, help="a registered strategy; repeat")
-    compare.add_argument("--seeds", type=int, default=20)
+    compare.add_argument("--seeds", type=_at_least_one("seeds per space and strategy"), default=20,
+                         help="seeds per space and strategy (default 20): the tables give medians over them")
     compare.add_argument("--budget", type=_budget, default=None,
                          help="evaluations per tuning (default: per space, where calculated random search "
                               "reaches the end of the score range, over evaluations and over seconds)")
@@ -480,7 +583,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.set_defaults(handler=cmd_compare)
 
-    demo = commands.add_parser("demo", help="tune a GEMM live (GPU) or replay the shipped H200 spaces (no GPU)")
+    demo = commands.add_parser("demo", help="tune a GEMM live (GPU) or replay the shipped H200 spaces (no GPU)",
+                               description="With a GPU: tune the kernel suite's GEMM live beside stock "
+                                           "triton.autotune and torch.matmul. Without one (or with --replay): replay "
+                                           "the recorded H200 spaces shipped with tunekit with every strategy and write "
+                                           "tables and tuning curves.")
     demo.add_argument("--strategy", action="append", help="repeatable; default: every strategy but exhaustive "
                       "(replay), the default strategy (live)")
     demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
@@ -500,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except StoreError as error:
+    except (UsageError, StoreError) as error:
         print(f"tunekit: {error}", file=sys.stderr)
         return 2
 

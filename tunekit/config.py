@@ -8,6 +8,7 @@ it is what a Space enumerates, what constraints see and what the store keys tria
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Callable, Mapping
 
@@ -17,7 +18,7 @@ from triton import Config
 COMPILE_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _OPTION_DEFAULTS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
 
-__all__ = ["Config", "COMPILE_OPTIONS", "config_to_dict", "config_from_dict", "config_json"]
+__all__ = ["Config", "COMPILE_OPTIONS", "config_to_dict", "config_from_dict", "config_json", "config_source"]
 
 
 def config_to_dict(config: Config) -> dict[str, Any]:
@@ -41,3 +42,23 @@ def config_json(config: Config | Mapping[str, Any]) -> str:
     """The canonical text of a config: sorted-key JSON of its flat form (pre_hook not included)."""
     flat = config_to_dict(config) if isinstance(config, Config) else dict(config)
     return json.dumps(flat, sort_keys=True, default=str)
+
+
+def config_source(config: Config) -> str:
+    """The Python that builds ``config``, e.g. ``triton.Config({'BLOCK': 256}, num_warps=4,
+    num_stages=3)``: what to paste into ``configs=[...]`` to pin a winner (a ``pre_hook`` is
+    code, not a value, and is left out)."""
+    options = [f"{name}={getattr(config, name)!r}" for name in COMPILE_OPTIONS
+               if getattr(config, name, None) is not None
+               and (name in ("num_warps", "num_stages") or getattr(config, name) != _OPTION_DEFAULTS[name])]
+    return f"triton.Config({dict(config.kwargs)!r}{''.join(', ' + option for option in options)})"
+
+
+def readable_repr(instance: Any) -> str:
+    """A dataclass's repr with its configs written as ``config_source`` writes them
+    (``triton.Config`` has no repr of its own: ``<Config object at 0x...>``)."""
+    def shown(value: Any) -> str:
+        return config_source(value) if isinstance(value, Config) else repr(value)
+
+    fields = ", ".join(f"{f.name}={shown(getattr(instance, f.name))}" for f in dataclasses.fields(instance) if f.repr)
+    return f"{type(instance).__name__}({fields})"

@@ -30,7 +30,7 @@ from .caller import warn_at_caller
 from .check import CheckCounts
 from .compat import active_target, aten_replaced
 from .compiler import CompileResult, compile_config, compile_job_for, unwrap_jit
-from .config import Config, config_json
+from .config import Config, config_json, config_source, readable_repr
 from .deadline import Clock, Deadline, Stopwatch
 from .isolation import IsolatedRunner, IsolationError, kernel_address
 from .keys import TuningKey
@@ -90,6 +90,13 @@ class TuningReport:
     seconds_waiting_for_workers: float = 0.0
     seconds_messaging: float = 0.0
     fallback: bool = False
+
+    __repr__ = readable_repr
+
+    @property
+    def pin(self) -> str:
+        """The ``configs=`` argument that launches the winner without tuning again: Python to paste."""
+        return f"configs=[{config_source(self.winner)}]"
 
 
 class _Costs(TypedDict):
@@ -224,6 +231,9 @@ class TuningSession:
                     "%.2f s waiting for them", self.launch.kernel_name, self.key.json, report.evaluations,
                     report.seconds, report.stopped_because, report.compile_workers_started,
                     report.benchmark_workers_started, report.seconds_waiting_for_workers)
+        if not report.fallback:
+            logger.info("%s %s: to launch this winner at this key without tuning, pin it: %s", self.launch.kernel_name,
+                        self.key.json, report.pin)
         return config, report
 
     def _add_costs(self, runner: LocalRunner | IsolatedRunner) -> None:

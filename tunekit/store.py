@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TextIO
 
 from sqlalchemy import Column, Float, Index, Integer, Row, String, Text, extract, func, inspect, select, text
 from sqlalchemy import delete as sql_delete
@@ -1036,29 +1036,39 @@ def _torch_version() -> str:
         return ""
 
 
+#: The formats of ``export_rows``: rows that ``tunekit store import`` reads back.
+EXPORT_FORMATS = ("csv", "jsonl")
+
+
 def export_rows(rows: Sequence[dict[str, Any]], path: str | os.PathLike, fmt: str | None = None) -> Path:
     """Write rows to CSV or JSONL (by ``fmt`` or the file's suffix). Refuses to overwrite; a write
     that fails part way removes the file it created, so no half file is left."""
-    import csv
-
     target = Path(path)
     fmt = (fmt or target.suffix.lstrip(".") or "csv").lower()
-    if fmt not in ("csv", "jsonl"):
+    if fmt not in EXPORT_FORMATS:
         raise ValueError(f"Export format must be 'csv' or 'jsonl'. Got {fmt!r} instead.")
     if target.exists():
         raise FileExistsError(f"{target} exists; tunekit does not overwrite files. Choose another name.")
     handle = open(target, "x", newline="")
     try:
         with handle:
-            if fmt == "jsonl":
-                for row in rows:
-                    handle.write(json.dumps(row, default=str) + "\n")
-            else:
-                fields = list(rows[0]) if rows else []
-                writer = csv.DictWriter(handle, fieldnames=fields)
-                writer.writeheader()
-                writer.writerows(rows)
+            write_export(rows, handle, fmt)
     except BaseException:
         target.unlink(missing_ok=True)  # the file this call created, half written
         raise
     return target
+
+
+def write_export(rows: Sequence[dict[str, Any]], stream: TextIO, fmt: str) -> None:
+    """Write rows to an open text stream as CSV or JSONL (what ``tunekit store import`` reads)."""
+    import csv
+
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"Export format must be 'csv' or 'jsonl'. Got {fmt!r} instead.")
+    if fmt == "jsonl":
+        for row in rows:
+            stream.write(json.dumps(row, default=str) + "\n")
+    else:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .config import Config, config_json
+from .config import Config, config_json, readable_repr
 from .keys import TuningKey
 
 
@@ -87,6 +87,8 @@ class Trial:
     bench_seconds: float | None = field(default=None, compare=False)
     check_seconds: float | None = field(default=None, compare=False)
     relative_error: float | None = field(default=None, compare=False)
+
+    __repr__ = readable_repr
 
     @property
     def extra(self) -> dict:
