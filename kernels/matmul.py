@@ -59,7 +59,7 @@ def fits_shared_memory(config: Mapping[str, Any], element_bytes: int = 2,
 def space(constrained: bool = True) -> Space:
     """The 1,152-config GEMM space of design.md (constraint: shared memory). ``constrained=False``
     drops the constraint: the space a user writes before learning the device's limit, where the
-    configs that do not fit fail at launch (what issue 13 measures failure avoidance on)."""
+    configs that do not fit fail at launch (a space to measure how well a strategy avoids failures on)."""
     return Space(
         BLOCK_M=[32, 64, 128, 256], BLOCK_N=[32, 64, 128, 256], BLOCK_K=[32, 64, 128],
         GROUP_M=[1, 8], num_warps=[2, 4, 8], num_stages=[2, 3, 4, 5],

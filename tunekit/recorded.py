@@ -1,6 +1,6 @@
 """Recorded search spaces: every config of a space measured once, read from and written to files.
 
-Formats (described in ``../shared/spaces/README.md``):
+Formats:
 
 * Kernel Tuner cache files (``.json`` or ``.json.gz``), including the unclosed files Kernel
   Tuner leaves while it writes;
