@@ -11,6 +11,7 @@ draw (autotuning_methodology's calculated baseline) and the expected best time (
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from tunekit import metrics
 from tunekit.compare import _best, _score, run_comparison
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "spaces" / "kerneltuner"
+SHARED = Path(os.environ.get("TUNEKIT_SHARED_SPACES", Path(__file__).resolve().parents[2] / "shared" / "spaces")) / "kerneltuner"
 DEFAULT_SPACES = ["kt_data/pnpoly/RTX_3090.json.gz", "kt_data/convolution/RTX_3090.json.gz",
                   "kt_data/gemm/RTX_3090.json.gz", "convolution_milo/A100.json.gz"]
 
