@@ -17,6 +17,7 @@ REQUIRED = ["space", "strategy", "seed", "budget", "n_valid", "optimum_ms", "bes
 
 def hand_space(path: Path, times=(16.0, 8.0, 4.0, 2.0, 1.0), failed=()) -> Path:
     """Five configs in this file order, each costing 1 s (compile 900 ms + benchmark 100 ms)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     cache = {}
     for i, t in enumerate(times):
         cache[str(i)] = {"x": i, "time": "RuntimeFailedConfig" if i in failed else t, "compile_time": 900.0,
@@ -131,3 +132,19 @@ def test_without_matplotlib_the_tables_are_written_and_the_missing_figures_said(
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".tunekit-outputs", "curves.csv", "report.md",
                                                                   "summary.csv"]
     assert "pip install 'tunekit[plots]'" in caplog.text
+
+
+def test_a_replay_does_not_depend_on_where_the_space_file_lies(tmp_path):
+    """The seed comes from the space's content and the user's seed: a space file moved to other
+    folders (so read under another name) is replayed the same way."""
+    times = [float(t) for t in range(1, 41)]
+    first = hand_space(tmp_path / "lab" / "gpu-a" / "space.json", times=times)
+    moved = tmp_path / "copies" / "elsewhere" / "space.json"
+    moved.parent.mkdir(parents=True)
+    moved.write_bytes(first.read_bytes())
+    spaces = [read_space(first), read_space(moved)]
+    assert spaces[0].name != spaces[1].name
+    for seed in (0, 1):
+        runs = [replay(space, "random", seed=seed, evals=10) for space in spaces]
+        assert list(runs[0].times_ms) == list(runs[1].times_ms)
+    assert spaces[0].digest == spaces[1].digest

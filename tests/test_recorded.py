@@ -130,8 +130,20 @@ def test_kernel_tuner_and_t4_round_trips(tmp_path):
             (r.params, r.status if r.status is not Status.TIMEOUT else Status.RUNTIME_ERROR, r.time_ms)
             for r in original.records]
         assert again.lookup({"block_x": 16, "tile": 1}).compile_ms == 100.0
+        assert again.digest == original.digest  # what was measured, whichever format and path hold it
     with pytest.raises(FileExistsError):
         write_t4(original, tmp_path / "c.json")
+
+
+def test_the_digest_changes_with_what_was_measured(tmp_path):
+    """A replay's seed comes from the digest: any changed measurement makes another space."""
+    digest = read_space(write_kt(tmp_path / "a.json", ENTRIES)).digest
+    slower = [kt_entry(16, 1, 3.5), *ENTRIES[1:]]
+    costlier = [kt_entry(16, 1, 3.0, compile_time=900.0), *ENTRIES[1:]]
+    failed = [kt_entry(16, 1, "RuntimeFailedConfig"), *ENTRIES[1:]]
+    others = [read_space(write_kt(tmp_path / f"{i}.json", entries)).digest
+              for i, entries in enumerate((slower, costlier, failed, ENTRIES[1:]))]
+    assert len({digest, *others}) == 5
 
 
 def test_a_space_tuned_by_tunekit_exports_to_kernel_tuner(tmp_path):

@@ -44,10 +44,12 @@ logger = logging.getLogger(__name__)
 def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None,
            history: Sequence[RecordedSpace] = ()) -> Run:
     """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
-    of the same kernel at other shapes, given to the strategy as the store's earlier trials."""
+    of the same kernel at other shapes, given to the strategy as the store's earlier trials.
+    The strategy's seed comes from ``seed`` and the space's content (``RecordedSpace.digest``),
+    not its name or path: a moved file replays the same."""
     earlier = tuple(trial for other in history for trial in other.trials())
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
-                            derive_seed(seed, recorded.name), earlier)
+                            derive_seed(seed, recorded.digest), earlier)
     result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
     return Run(recorded.name, strategy, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),

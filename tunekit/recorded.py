@@ -14,12 +14,14 @@ tuning are not stored, so a config absent from the file is infeasible, not unkno
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +158,16 @@ class RecordedSpace:
     def has_costs(self) -> bool:
         """Whether the records carry compile and benchmark times (for curves over seconds)."""
         return any(r.compile_ms or r.benchmark_ms for r in self.records)
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 (hex) of what was measured: the parameter names and every record's config,
+        status, time and costs, in config order. Not of the name, the path or the file format, so
+        that a replay seeded from it (``tunekit.compare.replay``) gives the same tuning wherever
+        the file lies and whichever format holds it."""
+        rows = sorted([text, r.status.value, r.time_ms, r.compile_ms, r.benchmark_ms, r.verification_ms]
+                      for text, r in self._by_id.items())
+        return hashlib.sha256(json.dumps([self.param_names, rows]).encode()).hexdigest()
 
     def __len__(self) -> int:
         return len(self.records)
