@@ -148,3 +148,38 @@ def test_a_replay_does_not_depend_on_where_the_space_file_lies(tmp_path):
         runs = [replay(space, "random", seed=seed, evals=10) for space in spaces]
         assert list(runs[0].times_ms) == list(runs[1].times_ms)
     assert spaces[0].digest == spaces[1].digest
+
+
+def test_a_reused_output_directory_keeps_no_outputs_of_the_earlier_comparison(tmp_path):
+    """``--out`` written before: the figures of spaces no longer compared are removed, so that
+    every file there belongs to the new comparison; files tunekit did not write stay refused."""
+    pytest.importorskip("matplotlib")
+    spaces = [hand_space(tmp_path / name / "space.json") for name in ("first", "second")]
+    out = tmp_path / "out"
+    arguments = ["compare", "--strategy", "random", "--seeds", "1", "--budget", "3", "--out", str(out)]
+    assert main([*arguments, "--space", str(spaces[0]), "--space", str(spaces[1])]) == 0
+    earlier = sorted(p.name for p in out.glob("curves-*.png"))
+    assert len(earlier) == 2
+    (out / "run.json").write_text("{}")  # experiments/kernel_tuner_side_by_side.py's, beside the outputs
+    assert main([*arguments, "--space", str(spaces[0])]) == 0
+    (now,) = out.glob("curves-*.png")
+    assert now.name in earlier and "second" not in now.name
+    assert (out / "run.json").read_text() == "{}"
+    assert "second/space" not in (out / "summary.csv").read_text()
+
+
+def test_a_marked_subdirectory_is_tunekits_and_cleared_outputs_leave_others_files(tmp_path):
+    """``tunekit demo`` writes ``with-store/`` inside its ``--out``: a second run accepts it."""
+    from tunekit.compare import OUTPUTS_MARKER, clear_outputs, output_directory
+
+    out = output_directory(tmp_path / "demo")
+    inner = output_directory(out / "with-store")
+    (inner / "report.md").write_text("tunekit's")
+    assert output_directory(out) == out
+    clear_outputs(inner)
+    assert not inner.exists()
+    kept = output_directory(tmp_path / "kept")
+    (kept / "summary.csv").write_text("tunekit's")
+    (kept / "notes.txt").write_text("mine")
+    clear_outputs(kept)
+    assert sorted(p.name for p in kept.iterdir()) == [OUTPUTS_MARKER, "notes.txt"]

@@ -275,10 +275,27 @@ def check_output_directory(out: str | os.PathLike) -> None:
         raise FileExistsError(f"{out} is a file, not a directory; choose a new or empty directory for the outputs")
 
 
+#: What ``write_outputs`` writes besides the per-space figures ``curves-<space>.png``, and the
+#: partial tables a crash can leave (``_write_csv``).
+_WRITTEN = ("summary.csv", "curves.csv", "report.md", "curves.png", "summary.csv.partial", "curves.csv.partial")
+#: Accepted beside the outputs and kept: what ``experiments/kernel_tuner_side_by_side.py`` adds.
+_KEPT = ("run.json",)
+
+
+def _written_by_tunekit(path: Path) -> bool:
+    """A file named as ``write_outputs`` names its outputs (only tunekit's in a marked directory)."""
+    return path.name in _WRITTEN or (path.name.startswith("curves-") and path.name.endswith(".png"))
+
+
+def _is_outputs(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and (path / OUTPUTS_MARKER).is_file()
+
+
 def output_directory(out: str | os.PathLike) -> Path:
-    """``out``, created if missing, once it is known that the outputs can be written there.
-    Raises ``FileExistsError`` for a file, or a directory holding files tunekit did not write, and
-    ``ValueError`` for one that cannot be created."""
+    """``out``, created if missing and emptied of tunekit's earlier outputs (the figures of
+    spaces no longer compared would stay beside the new tables), once it is known that the
+    outputs can be written there. Raises ``FileExistsError`` for a file, or a directory holding
+    files tunekit did not write, and ``ValueError`` for one that cannot be created."""
     check_output_directory(out)
     out = Path(out)
     try:
@@ -286,16 +303,36 @@ def output_directory(out: str | os.PathLike) -> Path:
     except OSError as error:
         raise ValueError(f"cannot create the output directory {out}: {(error.strerror or str(error)).lower()}; "
                          "choose another path") from None
-    ours = {"summary.csv", "curves.csv", "report.md", "curves.png", "run.json", OUTPUTS_MARKER}
-    held = [p.name for p in out.iterdir()]
-    # files named as ours are ours only where tunekit marked the directory as its outputs'
-    foreign = [name for name in held if not (name in ours or name.startswith("curves-"))
-               or OUTPUTS_MARKER not in held]
+    marked = (out / OUTPUTS_MARKER).is_file()
+    held = list(out.iterdir())
+    # files named as ours are ours only where tunekit marked the directory as its outputs';
+    # a marked subdirectory is outputs too (tunekit demo's with-store/)
+    foreign = [p.name for p in held if not marked or not (
+        p.name in (OUTPUTS_MARKER, *_KEPT) or (p.is_file() and _written_by_tunekit(p)) or _is_outputs(p))]
     if foreign:
         raise FileExistsError(f"{out} holds files tunekit did not write ({', '.join(sorted(foreign)[:5])}); "
                               "choose an empty or new directory")
+    removed = [p.name for p in held if p.is_file() and _written_by_tunekit(p)]
+    for name in removed:
+        (out / name).unlink()
+    if removed:
+        logger.info("removed the earlier outputs in %s: %s", out, ", ".join(sorted(removed)))
     (out / OUTPUTS_MARKER).write_text("the outputs of tunekit compare or tunekit demo: rewritten by the next run\n")
     return out
+
+
+def clear_outputs(directory: str | os.PathLike) -> None:
+    """Remove the outputs tunekit wrote to ``directory`` (nothing where it holds no marker), and
+    the directory once nothing else is left in it."""
+    directory = Path(directory)
+    if not _is_outputs(directory):
+        return
+    for path in directory.iterdir():
+        if path.is_file() and _written_by_tunekit(path):
+            path.unlink()
+    if [p.name for p in directory.iterdir()] == [OUTPUTS_MARKER]:
+        (directory / OUTPUTS_MARKER).unlink()
+        directory.rmdir()
 
 
 def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str = "") -> dict[str, Path]:

@@ -31,7 +31,7 @@ NOT_REPLAYED = ("exhaustive", "optuna-gp")
 
 def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str | os.PathLike, jobs: int = 1) -> int:
     """Replay the shipped H200 spaces, print the table, write the outputs to ``out``."""
-    from .compare import run_comparison, summary_rows, write_outputs
+    from .compare import clear_outputs, run_comparison, summary_rows, write_outputs
     from .kernels import shipped
 
     strategies = list(strategies or [s for s in strategy_registry.available() if s not in NOT_REPLAYED])
@@ -46,6 +46,8 @@ def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str |
         write_outputs(transfer, Path(out) / "with-store", f"tunekit demo (with the store) --seeds {seeds}")
         rows += [dict(row, strategy=f"{row['strategy']} + store") for row in summary_rows(transfer)]
         strategies = [*strategies, f"{learned[0]} + store"]
+    else:
+        clear_outputs(Path(out) / "with-store")  # an earlier demo's, of a strategy not replayed now
     print(f"Replayed {len(rows)} tunings ({len(strategies)} strategies x {seeds} seeds x "
           f"{len(index['spaces'])} spaces, {budget} evaluations each) in {time.perf_counter() - started:.1f} s, "
           f"no GPU needed.\nThe spaces: every config of the kernel suite measured on an {index['device']} "
