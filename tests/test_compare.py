@@ -183,3 +183,36 @@ def test_a_marked_subdirectory_is_tunekits_and_cleared_outputs_leave_others_file
     (kept / "notes.txt").write_text("mine")
     clear_outputs(kept)
     assert sorted(p.name for p in kept.iterdir()) == [OUTPUTS_MARKER, "notes.txt"]
+
+
+def test_a_budget_that_ends_inside_the_score_range_is_warned_about(tmp_path, caplog):
+    """Below the end of the score range a strategy is scored against random search on evaluations
+    it never made, and its score goes negative: the log and the report say so, and which budget
+    would cover the range."""
+    import logging
+    import math
+
+    from tunekit.metrics import SpaceStats
+
+    path = hand_space(tmp_path / "hand.json")
+    stats = SpaceStats.of(read_space(path))
+    covering = math.ceil(stats.score_range()[1])  # equal costs: the range over seconds ends with it
+    arguments = ["compare", "--space", str(path), "--strategy", "exhaustive", "--seeds", "1"]
+    with caplog.at_level(logging.WARNING, logger="tunekit.compare"):
+        assert main([*arguments, "--budget", str(covering - 2), "--out", str(tmp_path / "short")]) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    name = read_space(path).name
+    assert "inside the score range" in warning and name in warning and f"--budget {covering}" in warning
+    report = (tmp_path / "short" / "report.md").read_text()
+    assert "inside the score range" in report and f"--budget {covering}" in report
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tunekit.compare"):
+        assert main([*arguments, "--budget", str(covering), "--out", str(tmp_path / "enough")]) == 0
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "inside the score range" not in (tmp_path / "enough" / "report.md").read_text()
+    caplog.clear()  # a seconds limit that stops the tunings first: every config costs 1 s
+    with caplog.at_level(logging.WARNING, logger="tunekit.compare"):
+        assert main([*arguments, "--budget", str(covering), "--seconds", str(covering - 2),
+                     "--out", str(tmp_path / "seconds")]) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "inside the score range" in warning and f"--seconds {covering}" in warning

@@ -117,7 +117,11 @@ def run_comparison(
     extra = [t for t in thresholds if t not in THRESHOLDS]
     if any(t < 1 for t in extra):
         raise ValueError(f"thresholds are ratios to the optimum, >= 1 (1.02 = within 2 %). Got {extra} instead.")
-    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)))
+    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)),
+                            seconds=seconds)
+    short = short_budgets(comparison)
+    if short:
+        logger.warning("%s", short_budget_warning(short))
     elsewhere = same_kernel_elsewhere(spaces) if transfer else {name: [] for name in spaces}
     tasks = [(sources[name], name, strategy, seed, budgets[name], seconds,
               [(sources[other], other) for other in elsewhere[name]])
@@ -145,6 +149,47 @@ def _default_budget(stats: SpaceStats, timed: bool) -> int:
     if timed and stats.seconds_per_evaluation > 0:
         evaluations = max(evaluations, stats.seconds_range()[1] / stats.seconds_per_evaluation)
     return max(1, math.ceil(evaluations))
+
+
+@dataclass(frozen=True)
+class ShortBudget:
+    """A space's budget that ends inside its score range: the budget, and what would cover the range."""
+
+    option: str  # the option that is short: "--budget" (evaluations) or "--seconds"
+    budget: float
+    covering: float
+
+    def __str__(self) -> str:
+        if self.option == "--budget":
+            return f"{self.budget:g} evaluations, {self.covering:g} cover it"
+        return f"{self.budget:g} s, about {self.covering:.3g} s cover it at the mean evaluation cost"
+
+
+def short_budgets(comparison: Comparison) -> dict[str, ShortBudget]:
+    """The spaces whose budget ends inside their score range, with what would cover the range
+    (``_default_budget`` evaluations; over seconds, as many at the mean cost). There a strategy
+    stops while the calculated random search it is scored against goes on improving: its
+    score falls, below 0 if the budget is short enough, through no fault of its own."""
+    short = {}
+    for name, budget in comparison.budgets.items():
+        stats, timed = comparison.stats[name], comparison.spaces[name].has_costs
+        covering = _default_budget(stats, timed)
+        if budget < covering:
+            short[name] = ShortBudget("--budget", budget, covering)
+        elif comparison.seconds is not None and timed and comparison.seconds < covering * stats.seconds_per_evaluation:
+            short[name] = ShortBudget("--seconds", comparison.seconds, covering * stats.seconds_per_evaluation)
+    return short
+
+
+def short_budget_warning(short: Mapping[str, ShortBudget]) -> str:
+    """What the log and the report say of ``short_budgets``."""
+    spaces = "; ".join(f"{name}: {budget}" for name, budget in short.items())
+    options = sorted({b.option for b in short.values()})
+    cover = " and ".join(f"{option} {max(b.covering for b in short.values() if b.option == option):.4g}"
+                         for option in options)
+    return (f"the budget ends inside the score range of {len(short)} space(s) ({spaces}): a strategy is scored "
+            "there against calculated random search going on after it stopped, and its score falls, below 0 "
+            f"if the budget is short enough. {cover} cover(s) every one")
 
 
 # -- statistics per run and per strategy ----------------------------------------------------------
@@ -380,6 +425,9 @@ def report(comparison: Comparison, command: str = "") -> str:
               "there counted as not reached; `reached` is the share of seeds that did. The score is "
               "Willemsen et al.'s (0 = calculated random search, 1 = the optimum), averaged over each space's "
               "score range; intervals are 95 % percentile bootstraps over seeds.", ""]
+    short = short_budgets(comparison)
+    if short:
+        lines += [f"**Warning:** {short_budget_warning(short)}.", ""]
 
     def aggregate(strategy: str, indices: np.ndarray, seconds: bool = False) -> float:
         values = [_score(comparison, space, strategy, indices, seconds) for space in comparison.spaces]
@@ -412,7 +460,8 @@ def report(comparison: Comparison, command: str = "") -> str:
         lines += ["", f"## {space}", "",
                   f"{stats.n_total} configs ({len(stats.sorted_times)} valid), optimum {_fmt(stats.optimum, 4)} ms, "
                   f"median {_fmt(stats.median, 4)} ms, budget {budget} evaluations, score range "
-                  f"{_fmt(low)}-{_fmt(high)} evaluations. Source: `{recorded.source}`.", "",
+                  f"{_fmt(low)}-{_fmt(high)} evaluations. Source: `{recorded.source}`."
+                  + (f" The budget ends inside the score range ({short[space]})." if space in short else ""), "",
                   "| strategy | " + "".join(f"evals to {t} | reached | " for t in comparison.thresholds)
                   + "best / optimum | score | 95 % CI | score (seconds) |",
                   "|---" * (5 + 2 * len(comparison.thresholds)) + "|"]

@@ -292,6 +292,7 @@ class Comparison:
     seeds: int
     runs: list[Run] = field(default_factory=list)
     thresholds: tuple[float, ...] = THRESHOLDS
+    seconds: float | None = None  # simulated seconds per tuning, besides the budgets (None: no limit)
     _tables: dict = field(default_factory=dict, repr=False)
 
     def runs_of(self, space: str, strategy: str) -> list[Run]:
