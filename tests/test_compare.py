@@ -216,3 +216,13 @@ def test_a_budget_that_ends_inside_the_score_range_is_warned_about(tmp_path, cap
                      "--out", str(tmp_path / "seconds")]) == 0
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "inside the score range" in warning and f"--seconds {covering}" in warning
+
+
+def test_progress_is_a_bar_on_stderr_and_off_where_stderr_is_not_a_terminal(tmp_path, capsys):
+    arguments = ["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "random",
+                 "--strategy", "exhaustive", "--seeds", "2", "--budget", "5"]
+    assert main([*arguments, "--out", str(tmp_path / "quiet")]) == 0
+    assert capsys.readouterr().err == ""  # pytest's stderr is no terminal
+    assert main([*arguments, "--progress", "--out", str(tmp_path / "shown")]) == 0
+    err = capsys.readouterr().err
+    assert "4/4" in err and "tuning" in err and "\n" in err  # the bar's last state is left

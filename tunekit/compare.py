@@ -19,14 +19,16 @@ import importlib.util
 import logging
 import math
 import os
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from . import metrics
 from .budget import Budget
@@ -87,7 +89,7 @@ def run_comparison(
     budget: int | None = None,
     seconds: float | None = None,
     jobs: int = 1,
-    progress: Callable[[int, int], None] | None = None,
+    progress: bool | None = False,
     thresholds: Sequence[float] = (),
     transfer: bool = False,
     budget_cap: int | None = None,
@@ -96,7 +98,8 @@ def run_comparison(
     which calculated random search reaches the end of the score range (its p = 0.96 cutoff),
     over evaluations and, at the mean cost, over seconds.
     ``transfer``: each tuning starts with the store holding the other given spaces of the same
-    kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it."""
+    kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it.
+    ``progress``: a progress bar on stderr (tqdm): True always, None where stderr is a terminal."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
     for strategy in strategies:
@@ -126,19 +129,19 @@ def run_comparison(
     tasks = [(sources[name], name, strategy, seed, budgets[name], seconds,
               [(sources[other], other) for other in elsewhere[name]])
              for name in spaces for strategy in strategies for seed in range(seeds)]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_replay_task, *task) for task in tasks]
-            for done, future in enumerate(futures, 1):
-                comparison.runs.append(future.result())
-                if progress:
-                    progress(done, len(tasks))
-    else:
-        _loaded.update({sources[name]: space for name, space in spaces.items()})
-        for done, task in enumerate(tasks, 1):
-            comparison.runs.append(_replay_task(*task))
-            if progress:
-                progress(done, len(tasks))
+    with tqdm(total=len(tasks), desc="replaying", unit="tuning", file=sys.stderr,
+              disable=None if progress is None else not progress) as bar:
+        if jobs > 1:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = [pool.submit(_replay_task, *task) for task in tasks]
+                for future in futures:
+                    comparison.runs.append(future.result())
+                    bar.update()
+        else:
+            _loaded.update({sources[name]: space for name, space in spaces.items()})
+            for task in tasks:
+                comparison.runs.append(_replay_task(*task))
+                bar.update()
     return comparison
 
 
