@@ -226,3 +226,31 @@ def test_progress_is_a_bar_on_stderr_and_off_where_stderr_is_not_a_terminal(tmp_
     assert main([*arguments, "--progress", "--out", str(tmp_path / "shown")]) == 0
     err = capsys.readouterr().err
     assert "4/4" in err and "tuning" in err and "\n" in err  # the bar's last state is left
+
+
+def test_the_aggregate_figure_shows_the_random_baseline_the_score_uses(tmp_path, monkeypatch):
+    """curves.png: beside the strategies, calculated random search's expected best over the
+    optimum, the median over spaces at each fraction of their budgets, dashed."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from tunekit.compare import write_outputs
+
+    saved = {}
+    monkeypatch.setattr(Figure, "savefig", lambda figure, path, **options: saved.update({Path(path).name: figure}))
+    paths = [hand_space(tmp_path / "a.json"), hand_space(tmp_path / "b.json", times=(3.0, 1.0, 9.0, 2.0, 5.0, 4.0))]
+    comparison = run_comparison(paths, ["random"], seeds=2, budget=4)
+    write_outputs(comparison, tmp_path / "out")
+    figure = saved["curves.png"]
+    for axis, seconds in zip(figure.axes, (False, True)):
+        (line,) = [line for line in axis.get_lines() if line.get_label().startswith("random (")]
+        assert line.get_linestyle() == "--"
+        fractions = line.get_xdata()
+        expected = []
+        for name, stats in comparison.stats.items():
+            at = fractions * comparison.budgets[name]  # every config costs 1 s: seconds = evaluations
+            done = np.floor(at + 1e-9) if seconds else np.maximum(1, np.ceil(at))
+            expected.append(np.where(done >= 1, stats.random_curve(np.maximum(done, 1)), stats.worst) / stats.optimum)
+        assert list(line.get_ydata()) == pytest.approx(list(np.median(expected, axis=0)))
+    assert "random (calculated), median over spaces" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
