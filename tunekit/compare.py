@@ -427,7 +427,8 @@ def report(comparison: Comparison, command: str = "") -> str:
               "evaluations until a config within 2 % of the space's optimum was found, with seeds that never got "
               "there counted as not reached; `reached` is the share of seeds that did. The score is "
               "Willemsen et al.'s (0 = calculated random search, 1 = the optimum), averaged over each space's "
-              "score range; intervals are 95 % percentile bootstraps over seeds.", ""]
+              "score range; intervals are 95 % percentile bootstraps over seeds (1,000 resamples of the seeds, "
+              "the same for every row; `-` for a single seed).", ""]
     short = short_budgets(comparison)
     if short:
         lines += [f"**Warning:** {short_budget_warning(short)}.", ""]
