@@ -15,6 +15,7 @@ live tuning: failures count, first visits only. Outputs, in ``out``:
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import logging
 import math
@@ -477,8 +478,7 @@ def report(comparison: Comparison, command: str = "") -> str:
                 reached = [metrics.first_reaching(b, stats.optimum * threshold) for b in bests]
                 cells += [_fmt(_censored_median(reached)), f"{sum(r is not None for r in reached)}/{len(reached)}"]
             ratio = float(np.median([b[-1] / stats.optimum if len(b) else math.inf for b in bests]))
-            ci = metrics.bootstrap_interval(lambda idx, strategy=strategy: _score(comparison, space, strategy, idx),
-                                            len(runs))
+            ci = metrics.bootstrap_interval(functools.partial(_score, comparison, space, strategy), len(runs))
             lines.append(f"| {strategy} | {' | '.join(cells)} | {_fmt(ratio)} | {_fmt(_score(comparison, space, strategy))} "
                          f"| [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(_score(comparison, space, strategy, seconds=True))} |")
         expected = "".join(f"{_fmt(stats.random_evaluations_to(stats.optimum * t))} | expected | "
