@@ -9,7 +9,10 @@ live tuning: failures count, first visits only. Outputs, in ``out``:
 * ``report.md``: per-space and aggregate tables (medians over seeds with success rates, the
   calculated random-search baseline, scores with bootstrap confidence intervals);
 * ``curves.png`` and ``curves-<space>.png``: median best-so-far over the optimum, with an
-  interquartile band, against evaluations and against seconds.
+  interquartile band, against evaluations and against seconds, beside calculated random search.
+
+A replay's seed comes from the user's seed and the space's content (``RecordedSpace.digest``);
+a budget that ends inside a space's score range is warned about (``short_budgets``).
 """
 
 from __future__ import annotations
