@@ -76,7 +76,10 @@ def test_the_bootstrap_interval_is_scipys_percentile_interval_and_reproducible()
     from scipy.stats import bootstrap
 
     values = np.random.default_rng(7).lognormal(size=12)
-    statistic = lambda idx: float(np.mean(values[idx]))  # noqa: E731
+
+    def statistic(idx: np.ndarray) -> float:
+        return float(np.mean(values[idx]))
+
     low, high = metrics.bootstrap_interval(statistic, 12)
     assert low < statistic(np.arange(12)) < high
     assert metrics.bootstrap_interval(statistic, 12) == (low, high)

@@ -302,7 +302,7 @@ def _t4_schema(version: str) -> Any:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema_at(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
