@@ -17,6 +17,7 @@ REQUIRED = ["space", "strategy", "seed", "budget", "n_valid", "optimum_ms", "bes
 
 def hand_space(path: Path, times=(16.0, 8.0, 4.0, 2.0, 1.0), failed=()) -> Path:
     """Five configs in this file order, each costing 1 s (compile 900 ms + benchmark 100 ms)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     cache = {}
     for i, t in enumerate(times):
         cache[str(i)] = {"x": i, "time": "RuntimeFailedConfig" if i in failed else t, "compile_time": 900.0,
@@ -131,3 +132,125 @@ def test_without_matplotlib_the_tables_are_written_and_the_missing_figures_said(
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".tunekit-outputs", "curves.csv", "report.md",
                                                                   "summary.csv"]
     assert "pip install 'tunekit[plots]'" in caplog.text
+
+
+def test_a_replay_does_not_depend_on_where_the_space_file_lies(tmp_path):
+    """The seed comes from the space's content and the user's seed: a space file moved to other
+    folders (so read under another name) is replayed the same way."""
+    times = [float(t) for t in range(1, 41)]
+    first = hand_space(tmp_path / "lab" / "gpu-a" / "space.json", times=times)
+    moved = tmp_path / "copies" / "elsewhere" / "space.json"
+    moved.parent.mkdir(parents=True)
+    moved.write_bytes(first.read_bytes())
+    spaces = [read_space(first), read_space(moved)]
+    assert spaces[0].name != spaces[1].name
+    for seed in (0, 1):
+        runs = [replay(space, "random", seed=seed, evals=10) for space in spaces]
+        assert list(runs[0].times_ms) == list(runs[1].times_ms)
+    assert spaces[0].digest == spaces[1].digest
+
+
+def test_a_reused_output_directory_keeps_no_outputs_of_the_earlier_comparison(tmp_path):
+    """``--out`` written before: the figures of spaces no longer compared are removed, so that
+    every file there belongs to the new comparison; files tunekit did not write stay refused."""
+    pytest.importorskip("matplotlib")
+    spaces = [hand_space(tmp_path / name / "space.json") for name in ("first", "second")]
+    out = tmp_path / "out"
+    arguments = ["compare", "--strategy", "random", "--seeds", "1", "--budget", "3", "--out", str(out)]
+    assert main([*arguments, "--space", str(spaces[0]), "--space", str(spaces[1])]) == 0
+    earlier = sorted(p.name for p in out.glob("curves-*.png"))
+    assert len(earlier) == 2
+    (out / "run.json").write_text("{}")  # experiments/kernel_tuner_side_by_side.py's, beside the outputs
+    assert main([*arguments, "--space", str(spaces[0])]) == 0
+    (now,) = out.glob("curves-*.png")
+    assert now.name in earlier and "second" not in now.name
+    assert (out / "run.json").read_text() == "{}"
+    assert "second/space" not in (out / "summary.csv").read_text()
+
+
+def test_a_marked_subdirectory_is_tunekits_and_cleared_outputs_leave_others_files(tmp_path):
+    """``tunekit demo`` writes ``with-store/`` inside its ``--out``: a second run accepts it."""
+    from tunekit.compare import OUTPUTS_MARKER, clear_outputs, output_directory
+
+    out = output_directory(tmp_path / "demo")
+    inner = output_directory(out / "with-store")
+    (inner / "report.md").write_text("tunekit's")
+    assert output_directory(out) == out
+    clear_outputs(inner)
+    assert not inner.exists()
+    kept = output_directory(tmp_path / "kept")
+    (kept / "summary.csv").write_text("tunekit's")
+    (kept / "notes.txt").write_text("mine")
+    clear_outputs(kept)
+    assert sorted(p.name for p in kept.iterdir()) == [OUTPUTS_MARKER, "notes.txt"]
+
+
+def test_a_budget_that_ends_inside_the_score_range_is_warned_about(tmp_path, caplog):
+    """Below the end of the score range a strategy is scored against random search on evaluations
+    it never made, and its score goes negative: the log and the report say so, and which budget
+    would cover the range."""
+    import logging
+    import math
+
+    from tunekit.metrics import SpaceStats
+
+    path = hand_space(tmp_path / "hand.json")
+    stats = SpaceStats.of(read_space(path))
+    covering = math.ceil(stats.score_range()[1])  # equal costs: the range over seconds ends with it
+    arguments = ["compare", "--space", str(path), "--strategy", "exhaustive", "--seeds", "1"]
+    with caplog.at_level(logging.WARNING, logger="tunekit.compare"):
+        assert main([*arguments, "--budget", str(covering - 2), "--out", str(tmp_path / "short")]) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    name = read_space(path).name
+    assert "inside the score range" in warning and name in warning and f"--budget {covering}" in warning
+    report = (tmp_path / "short" / "report.md").read_text()
+    assert "inside the score range" in report and f"--budget {covering}" in report
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tunekit.compare"):
+        assert main([*arguments, "--budget", str(covering), "--out", str(tmp_path / "enough")]) == 0
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "inside the score range" not in (tmp_path / "enough" / "report.md").read_text()
+    caplog.clear()  # a seconds limit that stops the tunings first: every config costs 1 s
+    with caplog.at_level(logging.WARNING, logger="tunekit.compare"):
+        assert main([*arguments, "--budget", str(covering), "--seconds", str(covering - 2),
+                     "--out", str(tmp_path / "seconds")]) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "inside the score range" in warning and f"--seconds {covering}" in warning
+
+
+def test_progress_is_a_bar_on_stderr_and_off_where_stderr_is_not_a_terminal(tmp_path, capsys):
+    arguments = ["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "random",
+                 "--strategy", "exhaustive", "--seeds", "2", "--budget", "5"]
+    assert main([*arguments, "--out", str(tmp_path / "quiet")]) == 0
+    assert capsys.readouterr().err == ""  # pytest's stderr is no terminal
+    assert main([*arguments, "--progress", "--out", str(tmp_path / "shown")]) == 0
+    err = capsys.readouterr().err
+    assert "4/4" in err and "tuning" in err and "\n" in err  # the bar's last state is left
+
+
+def test_the_aggregate_figure_shows_the_random_baseline_the_score_uses(tmp_path, monkeypatch):
+    """curves.png: beside the strategies, calculated random search's expected best over the
+    optimum, the median over spaces at each fraction of their budgets, dashed."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from tunekit.compare import write_outputs
+
+    saved = {}
+    monkeypatch.setattr(Figure, "savefig", lambda figure, path, **options: saved.update({Path(path).name: figure}))
+    paths = [hand_space(tmp_path / "a.json"), hand_space(tmp_path / "b.json", times=(3.0, 1.0, 9.0, 2.0, 5.0, 4.0))]
+    comparison = run_comparison(paths, ["random"], seeds=2, budget=4)
+    write_outputs(comparison, tmp_path / "out")
+    figure = saved["curves.png"]
+    for axis, seconds in zip(figure.axes, (False, True)):
+        (line,) = [line for line in axis.get_lines() if line.get_label().startswith("random (")]
+        assert line.get_linestyle() == "--"
+        fractions = line.get_xdata()
+        expected = []
+        for name, stats in comparison.stats.items():
+            at = fractions * comparison.budgets[name]  # every config costs 1 s: seconds = evaluations
+            done = np.floor(at + 1e-9) if seconds else np.maximum(1, np.ceil(at))
+            expected.append(np.where(done >= 1, stats.random_curve(np.maximum(done, 1)), stats.worst) / stats.optimum)
+        assert list(line.get_ydata()) == pytest.approx(list(np.median(expected, axis=0)))
+    assert "random (calculated), median over spaces" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]

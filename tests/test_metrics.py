@@ -70,6 +70,35 @@ def test_paired_bootstrap_interval_covers_the_difference():
     assert 1.0 <= low < 2.5 < high <= 4.0
 
 
+def test_the_bootstrap_interval_is_scipys_percentile_interval_and_reproducible():
+    """Seeds are resampled by their indices (so one statistic of the indices pairs both sides of a
+    difference); the same resamples every time, so a report is written the same twice."""
+    from scipy.stats import bootstrap
+
+    values = np.random.default_rng(7).lognormal(size=12)
+
+    def statistic(idx: np.ndarray) -> float:
+        return float(np.mean(values[idx]))
+
+    low, high = metrics.bootstrap_interval(statistic, 12)
+    assert low < statistic(np.arange(12)) < high
+    assert metrics.bootstrap_interval(statistic, 12) == (low, high)
+    scipys = bootstrap((np.arange(12),), statistic, n_resamples=1000, vectorized=False, method="percentile",
+                       random_state=np.random.default_rng(0)).confidence_interval
+    assert (low, high) == pytest.approx((scipys.low, scipys.high))
+    assert metrics.bootstrap_interval(statistic, 12, rng=np.random.default_rng(1)) != (low, high)
+
+
+def test_a_bootstrap_over_nan_statistics_or_one_seed_says_so(recwarn):
+    """NaN on every resample (a score with no range): NaN. NaN on some: the interval of the
+    others. One seed: no interval (NaN), not a degenerate one."""
+    assert all(math.isnan(v) for v in metrics.bootstrap_interval(lambda idx: math.nan, 5))
+    some = metrics.bootstrap_interval(lambda idx: math.nan if 0 in idx else float(np.mean(idx)), 5)
+    assert 1.0 <= some[0] < some[1] <= 4.0  # resamples without seed 0: means of 1..4
+    assert all(math.isnan(v) for v in metrics.bootstrap_interval(lambda idx: 1.0, 1))
+    assert not [w for w in recwarn if "degenerate" in str(w.message)]
+
+
 def test_a_budget_scores_only_the_part_of_the_range_a_run_reached():
     """A 200-evaluation run is not scored on the 1,000 evaluations of a range it never ran: with a
     budget, only the range's points within it count, and none (NaN) if the range starts past it."""

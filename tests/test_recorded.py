@@ -130,8 +130,20 @@ def test_kernel_tuner_and_t4_round_trips(tmp_path):
             (r.params, r.status if r.status is not Status.TIMEOUT else Status.RUNTIME_ERROR, r.time_ms)
             for r in original.records]
         assert again.lookup({"block_x": 16, "tile": 1}).compile_ms == 100.0
+        assert again.digest == original.digest  # what was measured, whichever format and path hold it
     with pytest.raises(FileExistsError):
         write_t4(original, tmp_path / "c.json")
+
+
+def test_the_digest_changes_with_what_was_measured(tmp_path):
+    """A replay's seed comes from the digest: any changed measurement makes another space."""
+    digest = read_space(write_kt(tmp_path / "a.json", ENTRIES)).digest
+    slower = [kt_entry(16, 1, 3.5), *ENTRIES[1:]]
+    costlier = [kt_entry(16, 1, 3.0, compile_time=900.0), *ENTRIES[1:]]
+    failed = [kt_entry(16, 1, "RuntimeFailedConfig"), *ENTRIES[1:]]
+    others = [read_space(write_kt(tmp_path / f"{i}.json", entries)).digest
+              for i, entries in enumerate((slower, costlier, failed, ENTRIES[1:]))]
+    assert len({digest, *others}) == 5
 
 
 def test_a_space_tuned_by_tunekit_exports_to_kernel_tuner(tmp_path):
@@ -175,3 +187,62 @@ def test_every_shared_space_reads_as_its_readme_describes():
     kt = read_space(SHARED / "kerneltuner" / "convolution_milo" / "A6000_original.json.gz")
     assert [(r.params, r.status, r.time_ms) for r in t4.records] == [
         (r.params, kt.lookup(r.params).status, kt.lookup(r.params).time_ms) for r in t4.records]
+
+
+def t4_result(x, invalidity="correct", time=1.0, **changes):
+    result = {"timestamp": "2025-01-01 00:00:00+00:00", "configuration": {"block_x": x},
+              "times": {"compilation": 10.0, "runtimes": [1.0]}, "invalidity": invalidity, "correctness": 1,
+              "measurements": [{"name": "time", "value": time, "unit": "ms"}], "objectives": ["time"]}
+    result.update(changes)
+    return {k: v for k, v in result.items() if v is not None}
+
+
+def write_t4_file(path, results):
+    path.write_text(json.dumps({"schema_version": "1.0.0", "results": results}))
+    return path
+
+
+SCHEMA_BREAKAGES = [  # (result 1 as written, the path in the JSON the error names, what it says)
+    (t4_result(2, invalidity="lost"), r"\$\.results\[1\]\.invalidity", "'lost' is not one of"),
+    (t4_result(2, configuration=[2]), r"\$\.results\[1\]\.configuration", "is not of type 'object'"),
+    (t4_result(2, times={"compilation_time": "slow"}), r"\$\.results\[1\]\.times\.compilation_time",
+     "is not of type 'number'"),
+    (t4_result(2, correctness=None), r"\$\.results\[1\]", "'correctness' is a required property"),
+]
+
+
+@pytest.mark.parametrize("broken, where, message", SCHEMA_BREAKAGES)
+def test_a_t4_file_is_checked_against_kernel_tuners_schema(tmp_path, broken, where, message):
+    """Where jsonschema and Kernel Tuner are installed, a T4 file is validated against the schema
+    Kernel Tuner ships: the error names the file and the offending place in the JSON."""
+    pytest.importorskip("jsonschema")
+    pytest.importorskip("kernel_tuner")
+    path = write_t4_file(tmp_path / "broken.json", [t4_result(1), broken])
+    with pytest.raises(RecordedSpaceError, match=rf"broken\.json.*{where}.*{message}") as error:
+        read_space(path)
+    assert "pip install" not in str(error.value)
+
+
+def test_without_the_schema_a_t4_file_the_reader_cannot_use_says_what_to_install(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jsonschema" else
+                        find_spec(name, *a))
+    for broken, where, _ in SCHEMA_BREAKAGES[:2]:
+        path = write_t4_file(tmp_path / "broken.json", [t4_result(1), broken])
+        with pytest.raises(RecordedSpaceError, match=rf"broken\.json.*{where}.*pip install jsonschema kernel_tuner"):
+            read_space(path)
+    # what the reader needs is there: read (the schema would want 'correctness')
+    assert len(read_space(write_t4_file(tmp_path / "lenient.json", [t4_result(1), SCHEMA_BREAKAGES[3][0]]))) == 2
+
+
+def test_what_the_t4_schema_allows_but_a_space_cannot_hold_is_refused(tmp_path):
+    """A 'correct' result without a time, parameters that change between results, a config twice."""
+    no_time = t4_result(2, measurements=[{"name": "energy", "value": 3.0}])
+    other_names = t4_result(2, configuration={"block_y": 2})
+    for results, message in (([t4_result(1), no_time], r"\$\.results\[1\]\.measurements.*no numeric time"),
+                             ([t4_result(1), other_names], r"\$\.results\[1\]\.configuration.*block_y"),
+                             ([t4_result(1), t4_result(1, time=2.0)], "the same config is recorded twice")):
+        with pytest.raises(RecordedSpaceError, match=rf"t4\.json.*{message}"):
+            read_space(write_t4_file(tmp_path / "t4.json", results))

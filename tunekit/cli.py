@@ -326,18 +326,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except FileExistsError as error:
         raise UsageError(str(error)) from error
 
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            print(f"\r{done}/{total} tunings replayed", end="", file=sys.stderr, flush=True)
-
     try:
-        comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs, progress,
-                                    args.threshold or (), args.transfer)
+        comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs,
+                                    args.progress, args.threshold or (), args.transfer)
         written = write_outputs(comparison, args.out, " ".join(["tunekit", *sys.argv[1:]]))
     except (RecordedSpaceError, ValueError, FileExistsError) as error:
         raise UsageError(str(error)) from error
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
     print(f"{len(comparison.runs)} tunings of {len(comparison.spaces)} spaces replayed in "
           f"{time.perf_counter() - started:.1f} s; wrote {', '.join(str(p) for p in written.values())}")
     report_lines = written["report"].read_text().splitlines()
@@ -355,7 +349,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         try:
             check_output_directory(args.out)
-            return demo.replay(args.strategy, args.seeds, args.budget, args.out, args.jobs)
+            return demo.replay(args.strategy, args.seeds, args.budget, args.out, args.jobs, args.progress)
         except (ValueError, FileExistsError) as error:
             raise UsageError(str(error)) from error
     return demo.live(args.strategy[0] if args.strategy else None, args.seconds)
@@ -581,6 +575,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="each tuning starts with the store holding the given spaces of the same kernel at "
                               "other shapes (leave one shape out)")
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
+    compare.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                         help="a progress bar on stderr (default: on a terminal)")
     compare.set_defaults(handler=cmd_compare)
 
     demo = commands.add_parser("demo", help="tune a GEMM live (GPU) or replay the shipped H200 spaces (no GPU)",
@@ -596,6 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--jobs", type=_processes, default=min(4, os.cpu_count() or 1), help="replay: processes")
     demo.add_argument("--out", default="tunekit-demo", help="replay: where the tables and PNGs go")
     demo.add_argument("--seconds", type=float, default=60.0, help="live: tunekit's tuning budget")
+    demo.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="replay: a progress bar on stderr (default: on a terminal)")
     demo.set_defaults(handler=cmd_demo)
     return parser
 

@@ -9,24 +9,30 @@ live tuning: failures count, first visits only. Outputs, in ``out``:
 * ``report.md``: per-space and aggregate tables (medians over seeds with success rates, the
   calculated random-search baseline, scores with bootstrap confidence intervals);
 * ``curves.png`` and ``curves-<space>.png``: median best-so-far over the optimum, with an
-  interquartile band, against evaluations and against seconds.
+  interquartile band, against evaluations and against seconds, beside calculated random search.
+
+A replay's seed comes from the user's seed and the space's content (``RecordedSpace.digest``);
+a budget that ends inside a space's score range is warned about (``short_budgets``).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import logging
 import math
 import os
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from . import metrics
 from .budget import Budget
@@ -44,10 +50,12 @@ logger = logging.getLogger(__name__)
 def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None,
            history: Sequence[RecordedSpace] = ()) -> Run:
     """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
-    of the same kernel at other shapes, given to the strategy as the store's earlier trials."""
+    of the same kernel at other shapes, given to the strategy as the store's earlier trials.
+    The strategy's seed comes from ``seed`` and the space's content (``RecordedSpace.digest``),
+    not its name or path: a moved file replays the same."""
     earlier = tuple(trial for other in history for trial in other.trials())
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
-                            derive_seed(seed, recorded.name), earlier)
+                            derive_seed(seed, recorded.digest), earlier)
     result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
     return Run(recorded.name, strategy, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
@@ -85,7 +93,7 @@ def run_comparison(
     budget: int | None = None,
     seconds: float | None = None,
     jobs: int = 1,
-    progress: Callable[[int, int], None] | None = None,
+    progress: bool | None = False,
     thresholds: Sequence[float] = (),
     transfer: bool = False,
     budget_cap: int | None = None,
@@ -94,7 +102,8 @@ def run_comparison(
     which calculated random search reaches the end of the score range (its p = 0.96 cutoff),
     over evaluations and, at the mean cost, over seconds.
     ``transfer``: each tuning starts with the store holding the other given spaces of the same
-    kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it."""
+    kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it.
+    ``progress``: a progress bar on stderr (tqdm): True always, None where stderr is a terminal."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
     for strategy in strategies:
@@ -115,24 +124,28 @@ def run_comparison(
     extra = [t for t in thresholds if t not in THRESHOLDS]
     if any(t < 1 for t in extra):
         raise ValueError(f"thresholds are ratios to the optimum, >= 1 (1.02 = within 2 %). Got {extra} instead.")
-    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)))
+    comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)),
+                            seconds=seconds)
+    short = short_budgets(comparison)
+    if short:
+        logger.warning("%s", short_budget_warning(short))
     elsewhere = same_kernel_elsewhere(spaces) if transfer else {name: [] for name in spaces}
     tasks = [(sources[name], name, strategy, seed, budgets[name], seconds,
               [(sources[other], other) for other in elsewhere[name]])
              for name in spaces for strategy in strategies for seed in range(seeds)]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_replay_task, *task) for task in tasks]
-            for done, future in enumerate(futures, 1):
-                comparison.runs.append(future.result())
-                if progress:
-                    progress(done, len(tasks))
-    else:
-        _loaded.update({sources[name]: space for name, space in spaces.items()})
-        for done, task in enumerate(tasks, 1):
-            comparison.runs.append(_replay_task(*task))
-            if progress:
-                progress(done, len(tasks))
+    with tqdm(total=len(tasks), desc="replaying", unit="tuning", file=sys.stderr,
+              disable=None if progress is None else not progress) as bar:
+        if jobs > 1:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = [pool.submit(_replay_task, *task) for task in tasks]
+                for future in futures:
+                    comparison.runs.append(future.result())
+                    bar.update()
+        else:
+            _loaded.update({sources[name]: space for name, space in spaces.items()})
+            for task in tasks:
+                comparison.runs.append(_replay_task(*task))
+                bar.update()
     return comparison
 
 
@@ -143,6 +156,47 @@ def _default_budget(stats: SpaceStats, timed: bool) -> int:
     if timed and stats.seconds_per_evaluation > 0:
         evaluations = max(evaluations, stats.seconds_range()[1] / stats.seconds_per_evaluation)
     return max(1, math.ceil(evaluations))
+
+
+@dataclass(frozen=True)
+class ShortBudget:
+    """A space's budget that ends inside its score range: the budget, and what would cover the range."""
+
+    option: str  # the option that is short: "--budget" (evaluations) or "--seconds"
+    budget: float
+    covering: float
+
+    def __str__(self) -> str:
+        if self.option == "--budget":
+            return f"{self.budget:g} evaluations, {self.covering:g} cover it"
+        return f"{self.budget:g} s, about {self.covering:.3g} s cover it at the mean evaluation cost"
+
+
+def short_budgets(comparison: Comparison) -> dict[str, ShortBudget]:
+    """The spaces whose budget ends inside their score range, with what would cover the range
+    (``_default_budget`` evaluations; over seconds, as many at the mean cost). There a strategy
+    stops while the calculated random search it is scored against goes on improving: its
+    score falls, below 0 if the budget is short enough, through no fault of its own."""
+    short = {}
+    for name, budget in comparison.budgets.items():
+        stats, timed = comparison.stats[name], comparison.spaces[name].has_costs
+        covering = _default_budget(stats, timed)
+        if budget < covering:
+            short[name] = ShortBudget("--budget", budget, covering)
+        elif comparison.seconds is not None and timed and comparison.seconds < covering * stats.seconds_per_evaluation:
+            short[name] = ShortBudget("--seconds", comparison.seconds, covering * stats.seconds_per_evaluation)
+    return short
+
+
+def short_budget_warning(short: Mapping[str, ShortBudget]) -> str:
+    """What the log and the report say of ``short_budgets``."""
+    spaces = "; ".join(f"{name}: {budget}" for name, budget in short.items())
+    options = sorted({b.option for b in short.values()})
+    cover = " and ".join(f"{option} {max(b.covering for b in short.values() if b.option == option):.4g}"
+                         for option in options)
+    return (f"the budget ends inside the score range of {len(short)} space(s) ({spaces}): a strategy is scored "
+            "there against calculated random search going on after it stopped, and its score falls, below 0 "
+            f"if the budget is short enough. {cover} cover(s) every one")
 
 
 # -- statistics per run and per strategy ----------------------------------------------------------
@@ -273,10 +327,27 @@ def check_output_directory(out: str | os.PathLike) -> None:
         raise FileExistsError(f"{out} is a file, not a directory; choose a new or empty directory for the outputs")
 
 
+#: What ``write_outputs`` writes besides the per-space figures ``curves-<space>.png``, and the
+#: partial tables a crash can leave (``_write_csv``).
+_WRITTEN = ("summary.csv", "curves.csv", "report.md", "curves.png", "summary.csv.partial", "curves.csv.partial")
+#: Accepted beside the outputs and kept: what ``experiments/kernel_tuner_side_by_side.py`` adds.
+_KEPT = ("run.json",)
+
+
+def _written_by_tunekit(path: Path) -> bool:
+    """A file named as ``write_outputs`` names its outputs (only tunekit's in a marked directory)."""
+    return path.name in _WRITTEN or (path.name.startswith("curves-") and path.name.endswith(".png"))
+
+
+def _is_outputs(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and (path / OUTPUTS_MARKER).is_file()
+
+
 def output_directory(out: str | os.PathLike) -> Path:
-    """``out``, created if missing, once it is known that the outputs can be written there.
-    Raises ``FileExistsError`` for a file, or a directory holding files tunekit did not write, and
-    ``ValueError`` for one that cannot be created."""
+    """``out``, created if missing and emptied of tunekit's earlier outputs (the figures of
+    spaces no longer compared would stay beside the new tables), once it is known that the
+    outputs can be written there. Raises ``FileExistsError`` for a file, or a directory holding
+    files tunekit did not write, and ``ValueError`` for one that cannot be created."""
     check_output_directory(out)
     out = Path(out)
     try:
@@ -284,16 +355,36 @@ def output_directory(out: str | os.PathLike) -> Path:
     except OSError as error:
         raise ValueError(f"cannot create the output directory {out}: {(error.strerror or str(error)).lower()}; "
                          "choose another path") from None
-    ours = {"summary.csv", "curves.csv", "report.md", "curves.png", "run.json", OUTPUTS_MARKER}
-    held = [p.name for p in out.iterdir()]
-    # files named as ours are ours only where tunekit marked the directory as its outputs'
-    foreign = [name for name in held if not (name in ours or name.startswith("curves-"))
-               or OUTPUTS_MARKER not in held]
+    marked = (out / OUTPUTS_MARKER).is_file()
+    held = list(out.iterdir())
+    # files named as ours are ours only where tunekit marked the directory as its outputs';
+    # a marked subdirectory is outputs too (tunekit demo's with-store/)
+    foreign = [p.name for p in held if not marked or not (
+        p.name in (OUTPUTS_MARKER, *_KEPT) or (p.is_file() and _written_by_tunekit(p)) or _is_outputs(p))]
     if foreign:
         raise FileExistsError(f"{out} holds files tunekit did not write ({', '.join(sorted(foreign)[:5])}); "
                               "choose an empty or new directory")
+    removed = [p.name for p in held if p.is_file() and _written_by_tunekit(p)]
+    for name in removed:
+        (out / name).unlink()
+    if removed:
+        logger.info("removed the earlier outputs in %s: %s", out, ", ".join(sorted(removed)))
     (out / OUTPUTS_MARKER).write_text("the outputs of tunekit compare or tunekit demo: rewritten by the next run\n")
     return out
+
+
+def clear_outputs(directory: str | os.PathLike) -> None:
+    """Remove the outputs tunekit wrote to ``directory`` (nothing where it holds no marker), and
+    the directory once nothing else is left in it."""
+    directory = Path(directory)
+    if not _is_outputs(directory):
+        return
+    for path in directory.iterdir():
+        if path.is_file() and _written_by_tunekit(path):
+            path.unlink()
+    if [p.name for p in directory.iterdir()] == [OUTPUTS_MARKER]:
+        (directory / OUTPUTS_MARKER).unlink()
+        directory.rmdir()
 
 
 def write_outputs(comparison: Comparison, out: str | os.PathLike, command: str = "") -> dict[str, Path]:
@@ -340,7 +431,11 @@ def report(comparison: Comparison, command: str = "") -> str:
               "evaluations until a config within 2 % of the space's optimum was found, with seeds that never got "
               "there counted as not reached; `reached` is the share of seeds that did. The score is "
               "Willemsen et al.'s (0 = calculated random search, 1 = the optimum), averaged over each space's "
-              "score range; intervals are 95 % percentile bootstraps over seeds.", ""]
+              "score range; intervals are 95 % percentile bootstraps over seeds (1,000 resamples of the seeds, "
+              "the same for every row; `-` for a single seed).", ""]
+    short = short_budgets(comparison)
+    if short:
+        lines += [f"**Warning:** {short_budget_warning(short)}.", ""]
 
     def aggregate(strategy: str, indices: np.ndarray, seconds: bool = False) -> float:
         values = [_score(comparison, space, strategy, indices, seconds) for space in comparison.spaces]
@@ -373,7 +468,8 @@ def report(comparison: Comparison, command: str = "") -> str:
         lines += ["", f"## {space}", "",
                   f"{stats.n_total} configs ({len(stats.sorted_times)} valid), optimum {_fmt(stats.optimum, 4)} ms, "
                   f"median {_fmt(stats.median, 4)} ms, budget {budget} evaluations, score range "
-                  f"{_fmt(low)}-{_fmt(high)} evaluations. Source: `{recorded.source}`.", "",
+                  f"{_fmt(low)}-{_fmt(high)} evaluations. Source: `{recorded.source}`."
+                  + (f" The budget ends inside the score range ({short[space]})." if space in short else ""), "",
                   "| strategy | " + "".join(f"evals to {t} | reached | " for t in comparison.thresholds)
                   + "best / optimum | score | 95 % CI | score (seconds) |",
                   "|---" * (5 + 2 * len(comparison.thresholds)) + "|"]
@@ -385,8 +481,7 @@ def report(comparison: Comparison, command: str = "") -> str:
                 reached = [metrics.first_reaching(b, stats.optimum * threshold) for b in bests]
                 cells += [_fmt(_censored_median(reached)), f"{sum(r is not None for r in reached)}/{len(reached)}"]
             ratio = float(np.median([b[-1] / stats.optimum if len(b) else math.inf for b in bests]))
-            ci = metrics.bootstrap_interval(lambda idx, strategy=strategy: _score(comparison, space, strategy, idx),
-                                            len(runs))
+            ci = metrics.bootstrap_interval(functools.partial(_score, comparison, space, strategy), len(runs))
             lines.append(f"| {strategy} | {' | '.join(cells)} | {_fmt(ratio)} | {_fmt(_score(comparison, space, strategy))} "
                          f"| [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(_score(comparison, space, strategy, seconds=True))} |")
         expected = "".join(f"{_fmt(stats.random_evaluations_to(stats.optimum * t))} | expected | "

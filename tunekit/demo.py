@@ -29,23 +29,28 @@ from .console import print_table
 NOT_REPLAYED = ("exhaustive", "optuna-gp")
 
 
-def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str | os.PathLike, jobs: int = 1) -> int:
-    """Replay the shipped H200 spaces, print the table, write the outputs to ``out``."""
-    from .compare import run_comparison, summary_rows, write_outputs
+def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str | os.PathLike, jobs: int = 1,
+           progress: bool | None = None) -> int:
+    """Replay the shipped H200 spaces, print the table, write the outputs to ``out``; ``progress``:
+    a progress bar on stderr, None: where stderr is a terminal."""
+    from .compare import clear_outputs, run_comparison, summary_rows, write_outputs
     from .kernels import shipped
 
     strategies = list(strategies or [s for s in strategy_registry.available() if s not in NOT_REPLAYED])
     index = shipped.index()
     started = time.perf_counter()
-    comparison = run_comparison(shipped.paths(), strategies, seeds, budget, jobs=jobs)
+    comparison = run_comparison(shipped.paths(), strategies, seeds, budget, jobs=jobs, progress=progress)
     written = write_outputs(comparison, out, f"tunekit demo --seeds {seeds} --budget {budget}")
     rows = summary_rows(comparison)
     learned = [s for s in strategies if s in ("default", "rf")]
     if learned:  # the same strategy with the store holding the kernel's other shapes
-        transfer = run_comparison(shipped.paths(), learned[:1], seeds, budget, jobs=jobs, transfer=True)
+        transfer = run_comparison(shipped.paths(), learned[:1], seeds, budget, jobs=jobs, transfer=True,
+                                  progress=progress)
         write_outputs(transfer, Path(out) / "with-store", f"tunekit demo (with the store) --seeds {seeds}")
         rows += [dict(row, strategy=f"{row['strategy']} + store") for row in summary_rows(transfer)]
         strategies = [*strategies, f"{learned[0]} + store"]
+    else:
+        clear_outputs(Path(out) / "with-store")  # an earlier demo's, of a strategy not replayed now
     print(f"Replayed {len(rows)} tunings ({len(strategies)} strategies x {seeds} seeds x "
           f"{len(index['spaces'])} spaces, {budget} evaluations each) in {time.perf_counter() - started:.1f} s, "
           f"no GPU needed.\nThe spaces: every config of the kernel suite measured on an {index['device']} "

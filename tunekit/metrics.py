@@ -36,8 +36,10 @@ error. The score range over seconds is found on one batch of 4,000 orders.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -292,6 +294,7 @@ class Comparison:
     seeds: int
     runs: list[Run] = field(default_factory=list)
     thresholds: tuple[float, ...] = THRESHOLDS
+    seconds: float | None = None  # simulated seconds per tuning, besides the budgets (None: no limit)
     _tables: dict = field(default_factory=dict, repr=False)
 
     def runs_of(self, space: str, strategy: str) -> list[Run]:
@@ -371,16 +374,31 @@ def first_reaching(best: np.ndarray, target_ms: float) -> int | None:
 
 
 def bootstrap_interval(
-    statistic, seeds: int, resamples: int = 1000, confidence: float = 0.95, rng: np.random.Generator | None = None
+    statistic: Callable[[np.ndarray], float], seeds: int, resamples: int = 1000, confidence: float = 0.95,
+    rng: np.random.Generator | None = None,
 ) -> tuple[float, float]:
-    """Percentile bootstrap over seeds: ``statistic(indices)`` is recomputed on resampled seed
-    indices. Pass one function that computes both sides of a comparison from the same indices
-    and the interval is paired."""
-    rng = rng or np.random.default_rng(0)
-    values = [statistic(rng.integers(0, seeds, seeds)) for _ in range(resamples)]
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
+    """Percentile bootstrap over seeds (``scipy.stats.bootstrap``): ``statistic(indices)`` is
+    recomputed on resampled seed indices. Pass one function that computes both sides of a
+    comparison from the same indices and the interval is paired. ``rng``: the resamples, fixed
+    by default so that a report is written the same twice.
+
+    NaN where the statistic is NaN on every resample (a score with no range: over seconds on a
+    space without costs), and for fewer than two seeds (no interval); where it is NaN on some
+    resamples only, the interval of the others."""
+    from scipy.stats import DegenerateDataWarning, bootstrap
+
+    if seeds < 2:
         return math.nan, math.nan
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return float(low), float(high)
+    generator = rng or np.random.default_rng(0)
+    # scipy >= 1.15 takes the generator as rng (random_state is on its way out); 1.10 as random_state
+    seeded = {"rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state": generator}
+    with warnings.catch_warnings():  # a constant or NaN statistic: its interval says so
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        result = bootstrap((np.arange(seeds),), statistic, n_resamples=resamples, vectorized=False,
+                           confidence_level=confidence, method="percentile", **seeded)
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    distribution = np.asarray(result.bootstrap_distribution, dtype=float)
+    if math.isnan(low) and np.isfinite(distribution).any():  # scipy's is NaN if any resample's is
+        tail = (1 - confidence) / 2 * 100
+        low, high = (float(v) for v in np.nanpercentile(distribution, [tail, 100 - tail]))
+    return low, high

@@ -16,6 +16,16 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
 
 
+def _pyplot():
+    """matplotlib's pyplot, drawing to files only (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _band(ax, x, curves: np.ndarray, label: str, color) -> None:
     low, median, high = np.percentile(curves, [25, 50, 75], axis=0)
     ax.plot(x, median, color=color, label=label, linewidth=1.6)
@@ -50,11 +60,7 @@ def _space_curves(comparison: Comparison, space: str, strategy: str, points: np.
 
 def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
     """``curves.png`` over all spaces and ``curves-<space>.png`` for each space."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     written = {}
     for space in comparison.spaces:
@@ -84,30 +90,57 @@ def plot_comparison(comparison: Comparison, out: Path) -> dict[str, Path]:
         plt.close(fig)
         written[f"curves figure {space}"] = path
 
-    # all spaces: every (space, seed) curve counts once, against the fraction of its space's budget
+    fig = aggregate_figure(comparison)
+    path = out / "curves.png"
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    written["curves figure"] = path  # "curves" is the CSV
+    return written
+
+
+def aggregate_figure(comparison: Comparison):
+    """The figure of ``curves.png``: every (space, seed) curve against the fraction of its space's
+    budget, and the baseline the score is computed against, random search's expected best (the
+    median over spaces of each space's, as the strategies' line is a median)."""
+    plt = _pyplot()
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fractions = np.linspace(0.01, 1.0, 100)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    timed_spaces = [s for s in comparison.spaces if comparison.stats[s].seconds_per_evaluation > 0]
     for i, strategy in enumerate(comparison.strategies):
         color = colors[i % len(colors)]
         by_evals = np.vstack([
-            _space_curves(comparison, s, strategy, np.maximum(1, np.ceil(fractions * comparison.budgets[s])), False)
+            _space_curves(comparison, s, strategy, _evaluations_at(comparison, s, fractions), False)
             for s in comparison.spaces])
         _band(axes[0], fractions, by_evals, strategy, color)
-        timed_spaces = [s for s in comparison.spaces if comparison.stats[s].seconds_per_evaluation > 0]
         if timed_spaces:
             by_time = np.vstack([
-                _space_curves(comparison, s, strategy,
-                              fractions * comparison.budgets[s] * comparison.stats[s].seconds_per_evaluation, True)
+                _space_curves(comparison, s, strategy, _seconds_at(comparison, s, fractions), True)
                 for s in timed_spaces])
             _band(axes[1], fractions, by_time, strategy, color)
+    random = [comparison.stats[s].random_curve(_evaluations_at(comparison, s, fractions)) / comparison.stats[s].optimum
+              for s in comparison.spaces]
+    axes[0].plot(fractions, np.median(random, axis=0), "k--", linewidth=1,
+                 label="random (calculated), median over spaces")
+    if timed_spaces:
+        random = [comparison.stats[s].random_curve_seconds(_seconds_at(comparison, s, fractions), metrics.RANDOM_ORDERS)
+                  / comparison.stats[s].optimum for s in timed_spaces]
+        axes[1].plot(fractions, np.median(random, axis=0), "k--", linewidth=1,
+                     label="random (expected), median over spaces")
+        axes[1].legend(fontsize=8)
     _style(axes[0], "evaluations, as a fraction of each space's budget")
     _style(axes[1], "tuning time / (budget x mean evaluation cost)")
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{len(comparison.spaces)} spaces x {comparison.seeds} seeds: median and interquartile range",
                  fontsize=10)
     fig.tight_layout()
-    path = out / "curves.png"
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    written["curves figure"] = path  # "curves" is the CSV
-    return written
+    return fig
+
+
+def _evaluations_at(comparison: Comparison, space: str, fractions: np.ndarray) -> np.ndarray:
+    return np.maximum(1, np.ceil(fractions * comparison.budgets[space]))
+
+
+def _seconds_at(comparison: Comparison, space: str, fractions: np.ndarray) -> np.ndarray:
+    return fractions * comparison.budgets[space] * comparison.stats[space].seconds_per_evaluation

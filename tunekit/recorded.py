@@ -13,10 +13,14 @@ tuning are not stored, so a config absent from the file is infeasible, not unkno
 
 from __future__ import annotations
 
+import functools
 import gzip
+import hashlib
+import importlib.util
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -157,6 +161,16 @@ class RecordedSpace:
         """Whether the records carry compile and benchmark times (for curves over seconds)."""
         return any(r.compile_ms or r.benchmark_ms for r in self.records)
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 (hex) of what was measured: the parameter names and every record's config,
+        status, time and costs, in config order. Not of the name, the path or the file format, so
+        that a replay seeded from it (``tunekit.compare.replay``) gives the same tuning wherever
+        the file lies and whichever format holds it."""
+        rows = sorted([text, r.status.value, r.time_ms, r.compile_ms, r.benchmark_ms, r.verification_ms]
+                      for text, r in self._by_id.items())
+        return hashlib.sha256(json.dumps([self.param_names, rows]).encode()).hexdigest()
+
     def __len__(self) -> int:
         return len(self.records)
 
@@ -268,38 +282,101 @@ def read_kernel_tuner(path: str | os.PathLike, name: str | None = None) -> Recor
     )
 
 
+#: The T4 version tunekit reads and writes, and where Kernel Tuner ships the T4 schemas.
+_T4_VERSION = "1.0.0"
+_T4_SCHEMAS = Path("schema") / "T4"
+_T4_SCHEMA_HINT = "pip install jsonschema kernel_tuner to have the file checked against the T4 schema"
+
+
+def _t4_schema(version: str) -> Any:
+    """Kernel Tuner's T4 results schema for ``version`` (``_T4_VERSION``'s where it ships no
+    other); None where jsonschema or Kernel Tuner is not installed. Kernel Tuner is not imported."""
+    spec = importlib.util.find_spec("kernel_tuner")
+    if importlib.util.find_spec("jsonschema") is None or spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))) / _T4_SCHEMAS
+    versions = [version] if re.fullmatch(r"\d+\.\d+\.\d+", version) else []
+    for candidate in (root / v / "results-schema.json" for v in [*versions, _T4_VERSION]):
+        if candidate.is_file():
+            return _schema_at(candidate)
+    return None
+
+
+@functools.cache
+def _schema_at(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _validate_t4(path: Path, data: Any) -> bool:
+    """Validate ``data`` against Kernel Tuner's T4 schema; False where it cannot be (not installed).
+    The error names the file and the place in the JSON (``$.results[3].invalidity``)."""
+    schema = _t4_schema(str(data.get("schema_version", "")))
+    if schema is None:
+        return False
+    from jsonschema import validators
+    from jsonschema.exceptions import best_match
+
+    error = best_match(validators.validator_for(schema)(schema).iter_errors(data))
+    if error is not None:
+        message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+        raise RecordedSpaceError(f"{path}: {error.json_path} does not follow the T4 results schema "
+                                 f"(Kernel Tuner's): {message}")
+    return True
+
+
 def read_t4(path: str | os.PathLike, name: str | None = None) -> RecordedSpace:
-    """A T4 results file (``schema_version`` 1.0.0)."""
+    """A T4 results file (``schema_version`` 1.0.0), validated against the T4 schema where
+    jsonschema and Kernel Tuner (which ships the schema) are installed. Without them only what
+    the reader needs is checked, and an error says what to install."""
     path = Path(path)
     data = _load_json(path, _open_text(path))
     if not isinstance(data, dict) or "results" not in data or "schema_version" not in data:
-        raise RecordedSpaceError(f"{path}: not a T4 results file (no 'results' or 'schema_version')")
+        raise RecordedSpaceError(f"{path}: not a T4 results file (no 'results' or 'schema_version' in $)")
+    validated = _validate_t4(path, data)
+
+    def unreadable(where: str, problem: str) -> RecordedSpaceError:
+        """What the schema would have said, had it been there to check."""
+        return RecordedSpaceError(f"{path}: {where} {problem}" + ("" if validated else f" ({_T4_SCHEMA_HINT})"))
+
+    if not isinstance(data["results"], list):
+        raise unreadable("$.results", "is not a list")
     records: list[Record] = []
     names: list[str] | None = None
     for index, result in enumerate(data["results"]):
-        try:
-            params = dict(result["configuration"])
-            invalidity = result.get("invalidity", "correct")
-            times = result.get("times", {})
-        except (KeyError, TypeError) as error:
-            raise RecordedSpaceError(f"{path}: result {index} is malformed ({error!r})") from error
+        where = f"$.results[{index}]"
+        # the reader's needs, checked by the schema where it is installed
+        if not isinstance(result, dict) or "configuration" not in result:
+            raise unreadable(where, "is not an object with a 'configuration'")
+        if not isinstance(result["configuration"], dict):
+            raise unreadable(f"{where}.configuration", "is not an object")
+        invalidity, times = result.get("invalidity", "correct"), result.get("times", {})
+        measurements = result.get("measurements", [])
+        if invalidity != "constraints" and invalidity not in _T4_STATUS:
+            raise unreadable(f"{where}.invalidity", f"is {invalidity!r}, not one of {['constraints', *_T4_STATUS]}")
+        if not isinstance(times, dict):
+            raise unreadable(f"{where}.times", "is not an object")
+        if not isinstance(measurements, list) or not all(isinstance(m, dict) for m in measurements):
+            raise unreadable(f"{where}.measurements", "is not a list of objects")
+        # what the schema allows but a recorded space cannot hold
+        params = dict(result["configuration"])
         if names is None:
             names = list(params)
         elif list(params) != names:
-            raise RecordedSpaceError(f"{path}: result {index} has parameters {list(params)}, the first had {names}")
+            raise RecordedSpaceError(f"{path}: {where}.configuration has parameters {list(params)}, "
+                                     f"$.results[0] had {names}")
         if invalidity == "constraints":
             continue
-        if invalidity not in _T4_STATUS:
-            raise RecordedSpaceError(f"{path}: result {index} has an unknown invalidity {invalidity!r}")
         status = _T4_STATUS[invalidity]
         time_ms = None
         if status is Status.OK:
-            values = [m.get("value") for m in result.get("measurements", []) if m.get("name") == "time"]
-            if not values or not isinstance(values[0], (int, float)):
-                raise RecordedSpaceError(f"{path}: result {index} is 'correct' but has no numeric time measurement")
+            values = [m.get("value") for m in measurements if m.get("name") == "time"]
+            if not values or not _is_number(values[0]):
+                raise RecordedSpaceError(f"{path}: {where}.measurements: the result is 'correct' but has no "
+                                         "numeric time measurement")
             time_ms = float(values[0])
         compile_ms = _number(times.get("compilation", times.get("compilation_time")))
-        benchmark_ms = float(sum(_number(t) for t in times.get("runtimes", []) or []))
+        runtimes = times.get("runtimes") or []
+        benchmark_ms = float(sum(_number(t) for t in runtimes)) if isinstance(runtimes, list) else 0.0
         records.append(Record(params, status, time_ms, compile_ms, benchmark_ms, _number(times.get("validation"))))
     return RecordedSpace(name=name or _default_name(path), param_names=names or [], records=records,
                          source=str(path))
