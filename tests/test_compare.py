@@ -72,21 +72,22 @@ def test_a_seconds_budget_cuts_a_replayed_tuning(tmp_path):
     assert len(run.times_ms) == 3  # the third config takes the clock past 2.5 s; no fourth is started
 
 
-def test_refuses_an_output_directory_with_other_files(tmp_path):
+def test_refuses_an_output_directory_with_other_files(tmp_path, usage_error):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "thesis.tex").write_text("keep")
-    with pytest.raises(SystemExit, match="files tunekit did not write"):
-        main(["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "random", "--seeds", "1",
-              "--out", str(tmp_path / "out")])
+    assert "files tunekit did not write" in usage_error(
+        ["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "random", "--seeds", "1",
+         "--out", str(tmp_path / "out")])
     assert (tmp_path / "out" / "thesis.tex").read_text() == "keep"
 
 
-def test_bad_arguments_fail_before_any_work(tmp_path):
-    with pytest.raises(SystemExit, match="Unknown strategy 'annealing'"):
-        main(["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "annealing",
-              "--out", str(tmp_path / "o")])
-    with pytest.raises(SystemExit, match="no such file"):
-        main(["compare", "--space", str(tmp_path / "missing.json"), "--strategy", "random", "--out", str(tmp_path)])
+def test_bad_arguments_fail_before_any_work(tmp_path, usage_error):
+    assert "Unknown strategy 'annealing'" in usage_error(
+        ["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "annealing",
+         "--out", str(tmp_path / "o")])
+    assert "no such file" in usage_error(
+        ["compare", "--space", str(tmp_path / "missing.json"), "--strategy", "random", "--out", str(tmp_path)])
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared/spaces is not beside this checkout")
