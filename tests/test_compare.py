@@ -80,10 +80,11 @@ def test_refuses_an_output_directory_with_other_files(tmp_path):
     assert (tmp_path / "out" / "thesis.tex").read_text() == "keep"
 
 
-def test_bad_arguments_fail_before_any_work(tmp_path):
-    with pytest.raises(SystemExit, match="Unknown strategy 'annealing'"):
+def test_bad_arguments_fail_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:  # a usage error (more in test_compare_strategies.py)
         main(["compare", "--space", str(hand_space(tmp_path / "h.json")), "--strategy", "annealing",
               "--out", str(tmp_path / "o")])
+    assert exited.value.code == 2 and "Unknown strategy 'annealing'" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="no such file"):
         main(["compare", "--space", str(tmp_path / "missing.json"), "--strategy", "random", "--out", str(tmp_path)])
 
