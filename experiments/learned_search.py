@@ -8,7 +8,7 @@ strategy, seed and the time and clock after every evaluation) and resumed from t
 
 * ``tunekit``: tunekit's strategies on the 25 shared Kernel Tuner files and the 12 H200 spaces;
 * ``kernel_tuner``: Kernel Tuner's strategies on the same files, in its simulation mode
-  (``kernel_tuner_side_by_side.py`` says how they are made comparable);
+  (``tunekit.kerneltuner`` says how they are made comparable);
 * ``transfer``: the H200 spaces again, each tuning starting with the store holding the kernel's
   other shapes (leave one shape out).
 
@@ -94,11 +94,10 @@ def _tunekit_task(path: str, strategy: str, seed: int, budget: int, history: Seq
 
 
 def _kernel_tuner_task(path: str, strategy: str, seed: int, budget: int, history: Sequence[str]) -> Run:
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    from kernel_tuner_side_by_side import kernel_tuner_run
+    from tunekit.kerneltuner import replay_kernel_tuner
 
-    return kernel_tuner_run(_space(path), strategy, seed, budget, Path(os.environ["TMPDIR_KT"]) / str(os.getpid()))
+    return replay_kernel_tuner(_space(path), strategy, seed, budget,
+                               scratch=Path(os.environ["TMPDIR_KT"]) / str(os.getpid()))
 
 
 def part_tasks(part: str, budget: int, seeds: int, strategies: Sequence[str] | None = None) -> list[tuple]:

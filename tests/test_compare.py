@@ -44,7 +44,8 @@ def test_compare_writes_the_four_outputs_with_hand_checked_numbers(tmp_path, cap
     exhaustive = [r for r in summary if r["strategy"] == "exhaustive"]
     # exhaustive visits the file order 16, 8, 4, 2, 1: best-so-far 16, 8, 4, 2, 1
     assert [r["evals_to_1.02"] for r in exhaustive] == ["5"] * 3
-    assert float(exhaustive[0]["seconds_to_1.02"]) == pytest.approx(5.0, abs=0.05)  # 1 s a config + strategy time
+    # 1 s a config + the strategy's time, measured for real: a garbage collection there took 0.15 s
+    assert 5.0 <= float(exhaustive[0]["seconds_to_1.02"]) < 5.5
     # score range 3..5 evaluations; at 3 and 4: (1.6 - 4) / 0.6 = -4 and (1.2 - 2) / 0.2 = -4 (test_metrics)
     assert float(exhaustive[0]["score"]) == pytest.approx(-4.0)
     assert float(exhaustive[0]["best_over_optimum"]) == 1.0 and exhaustive[0]["n_valid"] == "5"

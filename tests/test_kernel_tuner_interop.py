@@ -75,16 +75,23 @@ def test_t4_output_follows_kernel_tuners_schema(tmp_path):
     jsonschema.validate(json.loads(t4.read_text()), json.loads(schema_path.read_text()))
 
 
-def test_the_side_by_side_experiment_runs_kernel_tuner_on_the_same_space(tmp_path):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-    from kernel_tuner_side_by_side import kernel_tuner_run
+@pytest.mark.parametrize("format", ["kerneltuner", "t4", "unclosed"])
+def test_kernel_tuner_replays_its_strategy_on_a_recorded_space(tmp_path, format):
+    """``tunekit compare --strategy kt:NAME``: the same run whatever the file's format."""
+    from tunekit.kerneltuner import replay_kernel_tuner
 
-    kernel_tuner_writes_a_cache(tmp_path / "kt.json", close=True)
+    kernel_tuner_writes_a_cache(tmp_path / "kt.json", close=format != "unclosed")
     space = read_space(tmp_path / "kt.json")
-    run = kernel_tuner_run(space, "random_sample", seed=0, budget=24, scratch=tmp_path / "scratch")  # all 24
+    if format == "t4":
+        space = read_space(write_t4(space, tmp_path / "t4.json"))
+    run = replay_kernel_tuner(space, "random_sample", seed=0, budget=24)  # all 24
+    assert run.strategy == "kt:random_sample"
     assert len(run.times_ms) == 24 and int(np.isinf(run.times_ms).sum()) == 2  # failures count as evaluations
     assert run.times_ms.min() == pytest.approx(space.optimum_ms)
     assert run.seconds[-1] == pytest.approx(22 * 0.53)  # recorded compile + benchmark of the 22 that ran
+    cut = replay_kernel_tuner(space, "kt:random_sample", seed=0, budget=24, seconds=2.0)
+    assert list(cut.times_ms) == list(run.times_ms[:len(cut.times_ms)])  # the same run, cut where tunekit's is:
+    assert cut.seconds[-2] < 2.0 <= cut.seconds[-1]  # none started once 2 s are spent
 
 
 @pytest.mark.slow

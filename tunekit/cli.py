@@ -414,6 +414,41 @@ def _ratio(text: str) -> float:
     return value
 
 
+def _strategy(text: str) -> str:
+    """``compare --strategy``: a registered name, ``module:Class`` or ``kt:NAME``, checked now so
+    that a bad one costs no replay. The current directory goes first on the import path, as with
+    ``python -m``, so that a ``my_strategies.py`` beside the user is found (workers inherit the path)."""
+    from .compare import check_strategy
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        return check_strategy(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+class _CompareHelp(argparse.Action):
+    """``compare --help``, listing the registered strategies: found only when asked for, since
+    finding them loads every installed strategy plugin."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from .strategy import available
+
+        parser.epilog = (f"Strategies (--strategy): a registered name: {', '.join(available())}; or module:Class, a "
+                         "tunekit.Strategy subclass importable from the current directory or PYTHONPATH (for "
+                         "example my_strategies:Reverse); or kt:NAME, Kernel Tuner's strategy NAME on the same "
+                         'spaces, seeds and budgets (for example kt:genetic_algorithm; pip install '
+                         '"tunekit[experiments]"). Each is named in the report as given.')
+        parser.print_help()
+        parser.exit()
+
+
 def _seconds(text: str) -> float:
     """A number of seconds > 0 (``--seconds``, ``--lease``)."""
     try:
@@ -555,13 +590,15 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(tune, "outcomes (or with --dry-run, the plan)")
     tune.set_defaults(handler=cmd_tune)
 
-    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces",
+    compare = commands.add_parser("compare", help="compare search strategies on recorded spaces", add_help=False,
                                   description="Replay search strategies on fully recorded spaces (Kernel Tuner cache "
                                               "files, T4 files, tunekit exports) with the same budgets and seeds, "
                                               "and write a report, tables and tuning curves. No GPU needed.")
+    compare.add_argument("-h", "--help", action=_CompareHelp, help="show this help message and exit")
     compare.add_argument("--space", action="append", required=True,
                          help="a Kernel Tuner cache file, T4 file or tunekit export (glob patterns allowed); repeat")
-    compare.add_argument("--strategy", action="append", required=True, help="a registered strategy; repeat")
+    compare.add_argument("--strategy", action="append", required=True, type=_strategy,
+                         help="a registered name, module:Class or kt:NAME (listed below); repeat")
     compare.add_argument("--seeds", type=_at_least_one("seeds per space and strategy"), default=20,
                          help="seeds per space and strategy (default 20): the tables give medians over them")
     compare.add_argument("--budget", type=_budget, default=None,

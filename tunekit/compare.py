@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from . import metrics
+from . import kerneltuner, metrics
 from .budget import Budget
 from .metrics import THRESHOLDS, Comparison, Run, SpaceStats
 from .plots import plot_comparison, slug  # noqa: F401 - slug re-exported: tunekit.compare.slug
@@ -52,7 +52,10 @@ def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, second
     """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
     of the same kernel at other shapes, given to the strategy as the store's earlier trials.
     The strategy's seed comes from ``seed`` and the space's content (``RecordedSpace.digest``),
-    not its name or path: a moved file replays the same."""
+    not its name or path: a moved file replays the same.
+    ``strategy``: as ``check_strategy`` takes it, resolved here (in a worker process too)."""
+    if kerneltuner.is_kernel_tuner(strategy):  # Kernel Tuner's strategies get no history
+        return kerneltuner.replay_kernel_tuner(recorded, strategy, seed, evals, seconds)
     earlier = tuple(trial for other in history for trial in other.trials())
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
                             derive_seed(seed, recorded.digest), earlier)
@@ -60,6 +63,19 @@ def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, second
     return Run(recorded.name, strategy, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
                np.array([step.seconds for step in result.steps], dtype=float))
+
+
+def check_strategy(spec: str) -> str:
+    """``spec`` if ``replay`` can run it, else ``ValueError`` naming it: a registered name, an
+    importable ``module:Class`` (a Strategy subclass), or Kernel Tuner's ``kt:NAME``."""
+    if kerneltuner.is_kernel_tuner(spec):
+        kerneltuner.check_strategy(spec)
+        return spec
+    try:
+        make_strategy(spec)
+    except TypeError as error:  # a class whose __init__ needs arguments
+        raise ValueError(f"strategy {spec!r} cannot be made without arguments: {error}") from error
+    return spec
 
 
 _loaded: dict[str, RecordedSpace] = {}
@@ -107,7 +123,7 @@ def run_comparison(
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
     for strategy in strategies:
-        make_strategy(strategy)  # an unknown name fails here, before any work
+        check_strategy(strategy)  # an unknown name fails here, before any work
     spaces: dict[str, RecordedSpace] = {}
     sources: dict[str, str] = {}
     for path in paths:

@@ -156,8 +156,39 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def import_strategy(spec: str) -> type[Strategy]:
+    """The Strategy subclass that ``spec`` (``"module:Class"``, ``"package.module:Class"``) names,
+    imported from ``sys.path``: a strategy used by path, without registering it (what a process
+    that never ran the user's ``register_strategy`` can still find). ``ValueError`` says what is wrong."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"strategy {spec!r}: give a registered name or module:Class (for example "
+                         "my_strategies:Reverse).")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module_name == error.name or module_name.startswith(error.name + ".")):
+            raise ValueError(f"strategy {spec!r}: importing {module_name} failed: {error}") from error
+        raise ValueError(f"strategy {spec!r}: no module named {error.name!r} on the import path; run from the "
+                         f"directory that holds {module_name.replace('.', '/')}.py, or add that directory to "
+                         "PYTHONPATH.") from error
+    except Exception as error:  # the user's module raised while importing: say so, and which
+        raise ValueError(f"strategy {spec!r}: importing {module_name} failed: "
+                         f"{type(error).__name__}: {error}") from error
+    loaded: Any = module
+    for part in attribute.split("."):
+        if not hasattr(loaded, part):
+            raise ValueError(f"strategy {spec!r}: {module_name} ({getattr(module, '__file__', '?')}) has no "
+                             f"attribute {attribute!r}; name a Strategy subclass defined there.")
+        loaded = getattr(loaded, part)
+    if not (isinstance(loaded, type) and issubclass(loaded, Strategy)):
+        raise ValueError(f"strategy {spec!r}: {attribute} is {loaded!r}, not a subclass of tunekit.Strategy; "
+                         "name a class that derives from tunekit.Strategy.")
+    return loaded
+
+
 def make_strategy(strategy: str | Strategy, **options: Any) -> Strategy:
-    """Turn what the user passed (a name or an instance) into a Strategy instance."""
+    """Turn what the user passed (a name, ``"module:Class"``, or an instance) into a Strategy instance."""
     if isinstance(strategy, Strategy):
         return strategy
     if isinstance(strategy, type) and issubclass(strategy, Strategy):
@@ -165,6 +196,9 @@ def make_strategy(strategy: str | Strategy, **options: Any) -> Strategy:
     if not isinstance(strategy, str):
         raise TypeError(f"strategy must be a registered name or a Strategy instance. Got {strategy!r} instead.")
     names = available()
-    if strategy not in _REGISTRY:
-        raise ValueError(f"Unknown strategy {strategy!r}. Valid strategies: {', '.join(names)}.")
-    return strategy_class(strategy)(**options)
+    if strategy in _REGISTRY:
+        return strategy_class(strategy)(**options)
+    if ":" in strategy:
+        return import_strategy(strategy)(**options)
+    raise ValueError(f"Unknown strategy {strategy!r}. Valid strategies: {', '.join(names)}; or module:Class, "
+                     "naming an importable Strategy subclass.")
