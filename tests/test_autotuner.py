@@ -423,6 +423,7 @@ def test_print_autotuning_prints_what_stock_prints(capsys, monkeypatch):
     launch_add(kernel)
     printed = capsys.readouterr().out
     assert "Triton autotuning for function add_kernel" in printed and "best config selected: BLOCK: 512" in printed
+    assert f"pass {kernel.tuning_report.pin}" in printed
 
 
 def test_configs_shows_the_winners_once_tuned_so_torch_compile_does_not_sweep_the_space(store_path):

@@ -1,4 +1,5 @@
 import importlib.util
+import inspect
 import json
 
 import pytest
@@ -350,3 +351,70 @@ def test_a_tunings_report_reads_as_python_and_the_log_says_how_to_pin_the_winner
     assert any(report.pin in record.getMessage() for record in caplog.records)
     pinned = eval(report.pin.removeprefix("configs="), {"triton": triton})
     assert [config_json(c) for c in pinned] == [config_json(kernel.best_config)]
+
+
+def reset_output(nargs):
+    nargs["out"].zero_()
+
+
+def test_a_pinned_config_keeps_its_pre_hook_by_name_and_its_ir_override():
+    import triton
+
+    from tunekit.config import config_source
+
+    config = triton.Config({"BLOCK": 64}, num_warps=8, num_stages=2, pre_hook=reset_output)
+    assert config_source(config) == "triton.Config({'BLOCK': 64}, num_warps=8, num_stages=2, pre_hook=reset_output)"
+    rebuilt = eval(config_source(config), {"triton": triton, "reset_output": reset_output})
+    assert rebuilt.pre_hook is reset_output
+    if "ir_override" in inspect.signature(triton.Config).parameters:
+        overridden = triton.Config({"BLOCK": 64}, ir_override="kernel.ttgir")
+        assert eval(config_source(overridden), {"triton": triton}).ir_override == "kernel.ttgir"
+
+
+def _strict_json(text: str):
+    """JSON as parsers other than Python's read it: NaN and Infinity are errors."""
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_output_and_exports_are_strict_json_and_an_infinite_error_survives_the_round_trip(
+        tuned_store, tmp_path, capsys):
+    """Injected: a wrong output with an infinite relative error in the store. Python's json writes
+    it as ``Infinity``, which jq and JavaScript refuse; here --json gives null and the export
+    "inf", which the import reads back as infinity."""
+    import math
+
+    from tunekit.store import ResultsStore
+    from tunekit.testing.stores import IDENTITY, KEY, ok_trial
+    from tunekit.trial import Status, Trial
+
+    path, _ = tuned_store
+    store = ResultsStore(path)
+    store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id="wrong-run")
+    store.record(IDENTITY, KEY, Trial(ok_trial(64, 1.0).config, Status.WRONG, error="inf", relative_error=math.inf),
+                 strategy="s", run_id="wrong-run")
+    assert main(["store", "show", "wrong-run", "--store", str(path), "--json"]) == 0
+    (shown,) = _strict_json(capsys.readouterr().out)
+    assert shown["status"] == "wrong" and shown["relative_error"] is None
+    assert main(["store", "export", "-", "--store", str(path), "--format", "jsonl"]) == 0
+    exported = capsys.readouterr().out
+    assert [_strict_json(line) for line in exported.splitlines()]
+    (tmp_path / "all.jsonl").write_text(exported)
+    assert main(["store", "import", str(tmp_path / "all.jsonl"), "--store", str(tmp_path / "copy.db")]) == 0
+    (copied,) = [row for row in ResultsStore(tmp_path / "copy.db").rows() if row["status"] == "wrong"]
+    assert copied["relative_error"] == math.inf
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tuned_store):
+    """``tunekit store ls | head -1``: the pipe closes before the listing is written."""
+    import subprocess
+    import sys
+
+    path, _ = tuned_store
+    listing = subprocess.Popen([sys.executable, "-m", "tunekit.cli", "store", "ls", "--store", str(path), "--wide"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listing.stdout.close()  # before the command has imported tunekit, let alone written
+    _, errors = listing.communicate(timeout=120)
+    assert b"Traceback" not in errors and b"BrokenPipeError" not in errors, errors.decode()
+    assert listing.returncode == 1

@@ -110,9 +110,11 @@ def test_a_seconds_budget_holds_with_the_finalists_retimed(store_path):
     assert kernel.best_config.kwargs["BLOCK"] in (64, 2048) and torch.equal(out, x + y)
 
 
-def test_a_budget_that_ends_before_any_measurement_falls_back_with_a_warning(store_path):
+def test_a_budget_that_ends_before_any_measurement_falls_back_with_a_warning(store_path, capsys, monkeypatch):
     """Injected: the first config hangs and the budget is 3 s. Survives: no TuningError; the
-    default config is used, with a warning that says so; nothing is stored as the winner."""
+    default config is used, with a warning that says so; nothing is stored as the winner, and
+    nothing tells the user to pin the fallback."""
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
     kernel = tunekit.autotune(space=Space(BLOCK=[faults.HANG_BLOCK, 64], num_warps=[4]), key=["n"],
                               strategy="exhaustive", budget=tunekit.Budget(seconds=3), store=store_path,
                               isolate=True, default_config=tunekit.Config({"BLOCK": 2048}, num_warps=4))(faults.faulty_add)
@@ -127,6 +129,8 @@ def test_a_budget_that_ends_before_any_measurement_falls_back_with_a_warning(sto
     assert fallback.filename == __file__  # the line that launched the kernel, not one of tunekit's
     assert kernel.best_config.kwargs["BLOCK"] == 2048 and torch.equal(out, x + y)
     assert kernel.tuning_report.fallback and ResultsStore(store_path).winner_rows() == []
+    printed = capsys.readouterr().out
+    assert "best config selected: BLOCK: 2048" in printed and "configs=[" not in printed
 
 
 def test_a_budget_that_ends_in_a_hanging_config_never_launches_it(store_path):

@@ -257,9 +257,9 @@ class Autotuner(_TritonAutotuner):
             self.launch.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **winner.all_kwargs()},
                                  reset_only=True)
         if settings.print_autotuning():
+            pin = "" if report.fallback else f"\nto launch it without tuning, at every key, pass {report.pin}"
             print(f"Triton autotuning for function {self.base_fn.__name__},\nwith key as {key.triton_key},\n"
-                  f"finished after {report.seconds:.2f}s,\nbest config selected: {winner};\n"
-                  f"to skip tuning at this key: {report.pin}")
+                  f"finished after {report.seconds:.2f}s,\nbest config selected: {winner};{pin}")
 
     def wait_for_tuning(self, timeout: float | None = None) -> bool:
         """Wait until the background tunings started so far have ended (``background=True``);

@@ -76,7 +76,7 @@ def _find_run(store, prefix: str) -> dict[str, Any]:
     matches = [r for r in store.runs() if r["run_id"].startswith(prefix)]
     if len(matches) != 1:
         listed = "" if matches else " (tunekit store ls lists the runs)"
-        raise UsageError(f"{'no run' if not matches else f'{len(matches)} runs'} match {prefix!r} in "
+        raise UsageError(f"{'no run matches' if not matches else f'{len(matches)} runs match'} {prefix!r} in "
                          f"{store.shown_url}{listed}")
     return matches[0]
 
@@ -641,10 +641,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        status: int = args.handler(args)
+        sys.stdout.flush()  # here, so that a reader that went away is caught below, not at exit
+        return status
     except (UsageError, StoreError) as error:
         print(f"tunekit: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `tunekit store ls | head -1`: the reader has what it wanted
+        # What is still buffered would fail again at exit: stdout goes to /dev/null (Python's
+        # documented recipe for SIGPIPE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -46,11 +46,15 @@ def config_json(config: Config | Mapping[str, Any]) -> str:
 
 def config_source(config: Config) -> str:
     """The Python that builds ``config``, e.g. ``triton.Config({'BLOCK': 256}, num_warps=4,
-    num_stages=3)``: what to paste into ``configs=[...]`` to pin a winner (a ``pre_hook`` is
-    code, not a value, and is left out)."""
+    num_stages=3)``: what to paste into ``configs=[...]`` to pin a winner. A ``pre_hook`` is code,
+    not a value: it is written by its qualified name, which pastes as is for a module-level function."""
     options = [f"{name}={getattr(config, name)!r}" for name in COMPILE_OPTIONS
                if getattr(config, name, None) is not None
                and (name in ("num_warps", "num_stages") or getattr(config, name) != _OPTION_DEFAULTS[name])]
+    if getattr(config, "ir_override", None) is not None:
+        options.append(f"ir_override={config.ir_override!r}")
+    if config.pre_hook is not None:
+        options.append(f"pre_hook={getattr(config.pre_hook, '__qualname__', repr(config.pre_hook))}")
     return f"triton.Config({dict(config.kwargs)!r}{''.join(', ' + option for option in options)})"
 
 

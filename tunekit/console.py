@@ -2,14 +2,16 @@
 
 A command describes its output once, as rows (mappings of plain values, as the store gives
 them) and the ``Column``s a table shows of them; ``emit`` writes them in the format asked for.
-JSON holds every field of every row, JSON text (keys, configs) decoded into objects; CSV every
-field as text; a table the columns, each cut to its width unless ``wide``.
+JSON holds every field of every row, JSON text (keys, configs) decoded into objects, and is
+strict (RFC 8259): a value that is not finite, such as a budget without a seconds limit, is null.
+CSV holds every field as text; a table the columns, each cut to its width unless ``wide``.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt: str 
     """Write ``rows`` to ``stream`` (stdout) as a table of ``columns``, JSON or CSV."""
     stream = stream or sys.stdout
     if fmt == "json":
-        json.dump([decoded(row) for row in rows], stream, indent=2, default=str)
+        json.dump([finite(decoded(row)) for row in rows], stream, indent=2, default=str, allow_nan=False)
         stream.write("\n")
     elif fmt == "csv":
         names = list(dict.fromkeys(name for row in rows for name in row))
@@ -70,6 +72,19 @@ def decoded(row: Mapping[str, Any]) -> dict[str, Any]:
             except json.JSONDecodeError:
                 pass  # not JSON after all (a strategy's name, say): kept as text
     return out
+
+
+def finite(value: Any, *, as_text: bool = False) -> Any:
+    """``value`` with every float that is not finite (NaN, infinity) replaced by None, or by its
+    text ("inf", "nan", which ``float()`` reads back) with ``as_text``, in lists and mappings too:
+    what strict JSON can hold (Python writes ``Infinity``, which other JSON parsers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value) if as_text else None
+    if isinstance(value, Mapping):
+        return {name: finite(item, as_text=as_text) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item, as_text=as_text) for item in value]
+    return value
 
 
 def _cut(text: str, width: int | None) -> str:

@@ -232,7 +232,7 @@ class TuningSession:
                     report.seconds, report.stopped_because, report.compile_workers_started,
                     report.benchmark_workers_started, report.seconds_waiting_for_workers)
         if not report.fallback:
-            logger.info("%s %s: to launch this winner at this key without tuning, pin it: %s", self.launch.kernel_name,
+            logger.info("%s %s: to launch this winner without tuning, at every key, pass %s", self.launch.kernel_name,
                         self.key.json, report.pin)
         return config, report
 

@@ -44,6 +44,7 @@ from sqlalchemy.exc import DatabaseError, DataError, IntegrityError, Operational
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, Session, mapped_column
 
 from .config import config_from_dict
+from .console import finite
 from .database import (  # MissingStoreError, ReadOnlyStoreError, StoreError: raised by the store, so imported from it
     MissingStoreError,
     ReadOnlyStoreError,
@@ -1067,7 +1068,8 @@ def write_export(rows: Sequence[dict[str, Any]], stream: TextIO, fmt: str) -> No
         raise ValueError(f"Export format must be 'csv' or 'jsonl'. Got {fmt!r} instead.")
     if fmt == "jsonl":
         for row in rows:
-            stream.write(json.dumps(row, default=str) + "\n")
+            # A wrong output's infinite error as "inf", which the import reads back: strict JSON
+            stream.write(json.dumps(finite(row, as_text=True), default=str, allow_nan=False) + "\n")
     else:
         writer = csv.DictWriter(stream, fieldnames=list(rows[0]) if rows else [])
         writer.writeheader()
