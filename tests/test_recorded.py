@@ -164,6 +164,26 @@ def test_a_space_tuned_by_tunekit_exports_to_kernel_tuner(tmp_path):
     assert all(r.benchmark_ms > 0 for r in space.records)
 
 
+@pytest.mark.parametrize("fmt", ["kerneltuner", "t4"])
+def test_configs_that_set_maxnreg_beside_configs_that_do_not_export_and_read_back(tmp_path, fmt):
+    """``maxnreg`` set on one config only: the export used to fail with KeyError 'maxnreg'."""
+    import triton
+
+    from tunekit.cli import main
+    from tunekit.kernels import vector_add
+
+    store = tmp_path / "store.db"
+    configs = [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}, maxnreg=128)]
+    kernel = tunekit.autotune(configs=configs, key=["n"], store=store)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(1024)
+    kernel[vector_add.grid(1024)](x, y, out, 1024)
+    assert main(["store", "export", str(tmp_path / "add.json"), "--store", str(store), "--format", fmt,
+                 "--kernel", "add_kernel"]) == 0
+    space = read_space(tmp_path / "add.json")
+    assert sorted(tunekit.config.config_json(space.config(r)) for r in space.records) == \
+        sorted(t.config_id for t in kernel.trials)
+
+
 def _shared_table():
     rows = []
     for line in (SHARED / "README.md").read_text().splitlines():

@@ -415,10 +415,13 @@ def from_store_rows(
             "choose one with kernel= and key=" if groups else f"{source}: no measured trials"
         )
     latest = {row["config"]: row for row in rows}  # a config measured twice keeps its latest trial
-    records, names = [], None
+    configs = {text: json.loads(text) for text in latest}
+    # Every parameter any config sets; one a config leaves out (``maxnreg`` where only some set it)
+    # is None there, as in Triton's Config.
+    names = list(dict.fromkeys(name for params in configs.values() for name in params))
+    records = []
     for text, row in latest.items():
-        params = json.loads(text)
-        names = names or list(params)
+        params = {name: configs[text].get(name) for name in names}
         status = Status(row["status"])
         extra = {"time_p20": row.get("p20_ms"), "time_p80": row.get("p80_ms")} if status is Status.OK else {}
         extra["shared_bytes"] = row.get("shared_bytes")
@@ -426,7 +429,7 @@ def from_store_rows(
                               1e3 * _number(row.get("compile_seconds")), 1e3 * _number(row.get("bench_seconds")),
                               extra={k: v for k, v in extra.items() if v is not None}))
     kernel_name, device, key_text = groups.pop()
-    return RecordedSpace(name=name, param_names=names or [], records=records, kernel_name=kernel_name or "",
+    return RecordedSpace(name=name, param_names=names, records=records, kernel_name=kernel_name or "",
                          device=device or "", problem_size=key_text, source=source)
 
 
