@@ -305,6 +305,49 @@ def test_store_plot_draws_a_runs_history_to_a_png_and_never_overwrites(tuned_sto
     before = out.read_bytes()
     assert _exit_code(["store", "plot", kernel.run_id[:8], "--store", str(path), "--out", str(out)]) == 2
     assert "does not overwrite" in capsys.readouterr().err and out.read_bytes() == before
+    assert main(["store", "plot", kernel.run_id[:8], "--store", str(path), "--out", str(tmp_path / "h.svg")]) == 0
+    assert (tmp_path / "h.svg").read_text().lstrip().startswith("<?xml")
+    assert _exit_code(["store", "plot", kernel.run_id[:8], "--store", str(path), "--out",
+                       str(tmp_path / "h.unknown")]) == 2
+    assert ".png" in capsys.readouterr().err and not (tmp_path / "h.unknown").exists()
+
+
+def test_store_plot_with_a_matplotlib_that_fails_to_import_is_a_usage_error(tuned_store, tmp_path, monkeypatch,
+                                                                            capsys):
+    """Injected: matplotlib is found but its import raises ImportError (as a wheel built for
+    another Python does)."""
+    import builtins
+
+    pytest.importorskip("matplotlib")
+    path, kernel = tuned_store
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("matplotlib's C extension is for another Python")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    assert _exit_code(["store", "plot", kernel.run_id[:8], "--store", str(path), "--out",
+                       str(tmp_path / "h.png")]) == 2
+    assert "another Python" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_store_plot_counts_the_searchs_evaluations_and_draws_the_finalists_re_timings_apart(tuned_store, capsys,
+                                                                                            tmp_path, monkeypatch):
+    """The finalists' re-timings are stored as trials of the run; they are not evaluations."""
+    monkeypatch.chdir(tmp_path)
+    from tunekit.history_plot import split_history
+    from tunekit.store import ResultsStore
+
+    path, kernel = tuned_store
+    rows = ResultsStore(path).rows(run_id=kernel.run_id)
+    evaluations, retimed = split_history(rows)
+    assert retimed and len(evaluations) == kernel.tuning_report.evaluations == 3
+    assert all(evaluations[position - 1]["config"] == row["config"] for position, row in retimed)
+    assert main(["store", "plot", kernel.run_id, "--store", str(path)]) == 0
+    assert f"3 evaluations and {len(retimed)} finalists re-timed" in capsys.readouterr().out
+    assert (tmp_path / f"tunekit-run-{kernel.run_id[:12]}.png").exists()
 
 
 def test_every_command_and_option_has_help_in_plain_text_and_help_lists_strategies_and_spaces():

@@ -109,7 +109,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     the run started, coloured by status, with the best so far and the winner."""
     if importlib.util.find_spec("matplotlib") is None:
         raise UsageError("tunekit store plot needs matplotlib: pip install \"tunekit[plots]\"")
-    from .history_plot import plot_history
+    from .history_plot import plot_history, split_history
 
     with _store(args) as store:
         run = _find_run(store, args.run)
@@ -119,11 +119,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
     out = args.out or f"tunekit-run-{run['run_id'][:12]}.png"
     try:
         target = plot_history(run, rows, out, _winning_trial(rows, run["winner"]))
-    except FileExistsError as error:
+    except (FileExistsError, ValueError) as error:
         raise UsageError(str(error)) from error
+    except ImportError as error:  # installed, but broken (a wheel of another Python, say)
+        raise UsageError(f"tunekit store plot needs matplotlib, whose import failed: {error}") from error
     except OSError as error:
         raise _cannot_write(out, error) from error
-    print(f"wrote {target}: {len(rows)} trials of run {run['run_id'][:12]}")
+    evaluations, retimed = split_history(rows)
+    print(f"wrote {target}: {len(evaluations)} evaluations"
+          f"{f' and {len(retimed)} finalists re-timed' if retimed else ''} of run {run['run_id'][:12]}")
     return 0
 
 
@@ -519,13 +523,14 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(show, "trials")
     show.set_defaults(handler=cmd_show)
     plot = store_commands.add_parser("plot", help="draw one run's history to a PNG",
-                                     description="Draw one run's history: each trial's time against its position and "
-                                                 "the seconds since the run started, coloured by status, with the best "
-                                                 "so far and the winner. Needs matplotlib (pip install "
-                                                 "\"tunekit[plots]\").")
+                                     description="Draw one run's history: each evaluation's time against its position "
+                                                 "and the seconds since the run started, coloured by status, with the "
+                                                 "best so far, the finalists' re-timings and the winner. Needs "
+                                                 "matplotlib (pip install \"tunekit[plots]\").")
     plot.add_argument("run", help="the run's id, or enough of its start to be unique")
     plot.add_argument("--store", **store_flag)
-    plot.add_argument("--out", help="the PNG to write (default: tunekit-run-RUN.png; never overwritten)")
+    plot.add_argument("--out", help="the image to write, in the format its suffix names: .png, .svg, .pdf, ... "
+                                    "(default: tunekit-run-RUN.png; never overwritten)")
     plot.set_defaults(handler=cmd_plot)
     export = store_commands.add_parser("export", help="export trials or winners (CSV, JSONL), or a kernel's space",
                                        description="Export trials, or the winners (--winners), to CSV or JSONL that "
