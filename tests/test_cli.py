@@ -263,6 +263,48 @@ def test_show_marks_the_trial_the_winner_was_chosen_by(tuned_store, capsys):
         tunekit.config.config_to_dict(kernel.best_config), sort_keys=True) in marked[0]
 
 
+def test_show_says_why_a_run_has_no_winner_and_where_a_winner_not_timed_in_the_run_came_from(store_path, capsys):
+    from tunekit.store import ResultsStore
+    from tunekit.testing.stores import IDENTITY, KEY, ok_trial
+    from tunekit.trial import Status, Trial
+
+    store = ResultsStore(store_path)
+
+    def winner_line(run_id: str) -> str:
+        assert main(["store", "show", run_id, "--store", str(store_path)]) == 0
+        return capsys.readouterr().out.splitlines()[1]
+
+    def run(run_id: str, trials: list, winner=None) -> str:
+        store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id=run_id)
+        for trial in trials:
+            store.record(IDENTITY, KEY, trial, strategy="s", run_id=run_id)
+        store.finish_run(IDENTITY, KEY, run_id=run_id, winner=winner, evaluations=len(trials), tuning_seconds=1.0,
+                         space_hash="h")
+        return winner_line(run_id)
+
+    assert run("empty", []) == "winner: none (the run ended before any config was measured)"
+    failed = Trial(ok_trial(64, 1.0).config, Status.COMPILE_ERROR, error="no")
+    assert run("failed", [failed]) == "winner: none (every config failed)"
+    earlier = ok_trial(128, 1.0)
+    assert run("earlier", [ok_trial(64, 2.0)], winner=earlier) == f"winner: {earlier.config_id} (measured in an earlier run)"
+    store.start_run(IDENTITY, KEY, strategy="s", budget=None, run_id="open")
+    assert winner_line("open") == "winner: none yet"
+    assert run("won", [ok_trial(256, 0.5)], winner=ok_trial(256, 0.5)).startswith("winner (*): ")
+
+
+def test_show_marks_the_winner_of_a_run_whose_winners_were_imported_after_its_trials(tuned_store, tmp_path, capsys):
+    path, kernel = tuned_store
+    copy = str(tmp_path / "copy.db")
+    for what, extra in (("trials", []), ("winners", ["--winners"])):
+        assert main(["store", "export", str(tmp_path / f"{what}.jsonl"), "--store", str(path), *extra]) == 0
+        assert main(["store", "import", str(tmp_path / f"{what}.jsonl"), "--store", copy]) == 0
+    capsys.readouterr()
+    assert main(["store", "show", kernel.run_id, "--store", copy]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"winner (*): {json.dumps(tunekit.config.config_to_dict(kernel.best_config), sort_keys=True)}"
+    assert len([line for line in lines if line.startswith("*")]) == 1
+
+
 def test_export_to_dash_writes_rows_to_stdout_that_import_reads_back(tuned_store, tmp_path, monkeypatch, capsys):
     path, _ = tuned_store
     monkeypatch.chdir(tmp_path)

@@ -93,15 +93,36 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _store(args) as store:
         run = _find_run(store, args.run)
         rows = store.rows(run_id=run["run_id"])
-    chosen = _winning_trial(rows, run["winner"])
+        # winners imported after the run's trials are not in the run's row
+        winner = run["winner"] or next((w["config"] for w in store.winner_rows() if w["run_id"] == run["run_id"]),
+                                       None)
+    chosen = _winning_trial(rows, winner)
     trials = [{**row, "winner": row["id"] == chosen} for row in rows]
     if args.format == "table":
-        winner = run["winner"] or ("none (every config failed)" if run["tuning_seconds"] is not None else "none yet")
         print(f"run {run['run_id']}: {run['kernel_name']} on {run['device']}, key {run['key']}, "
               f"{run['strategy']}, {_run_state(run)}")
-        print(f"winner (*): {winner}")
+        print(f"winner{' (*)' if chosen is not None else ''}: {_winner_text(run, rows, winner, chosen)}")
     emit(trials, TRIAL_COLUMNS, args.format, wide=args.wide)
     return 0
+
+
+def _winner_text(run: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], winner: str | None,
+                 chosen: int | None) -> str:
+    """What ``store show`` says of a run's winner, and why where there is none."""
+    state = _run_state(run)
+    if winner is not None:
+        if chosen is not None:
+            return winner
+        return f"{winner} ({'its trial was not imported' if state == 'imported' else 'measured in an earlier run'})"
+    if state == "unfinished":
+        return "none yet"
+    if state == "imported":
+        return "none imported"
+    if not rows:
+        return "none (the run ended before any config was measured)"
+    if all(row["status"] != "ok" for row in rows):
+        return "none (every config failed)"
+    return "none stored"
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
