@@ -392,15 +392,20 @@ def test_store_plot_counts_the_searchs_evaluations_and_draws_the_finalists_re_ti
     assert (tmp_path / f"tunekit-run-{kernel.run_id[:12]}.png").exists()
 
 
-def test_every_command_and_option_has_help_in_plain_text_and_help_lists_strategies_and_spaces():
+def test_every_command_and_option_has_help_in_plain_text_and_help_lists_strategies_and_spaces(capsys):
     import argparse
 
     from tunekit.cli import build_parser
     from tunekit.kernels import shipped
     from tunekit.strategy import available
 
+    assert _exit_code(["--help"]) == 0
+    top = capsys.readouterr().out
+    assert all(name in top for name in available()) and str(shipped.DIRECTORY) in top
+    assert all(path.name.removesuffix(".json.gz") in top for path in shipped.paths())
+    assert _exit_code(["tune", "--help"]) == 0
+    assert "(default: 60.0)" in capsys.readouterr().out  # --lease
     parser = build_parser()
-    assert all(name in parser.epilog for name in available()) and str(shipped.DIRECTORY) in parser.epilog
 
     def parsers(p: argparse.ArgumentParser):
         yield p

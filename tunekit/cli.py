@@ -14,6 +14,7 @@ import keyword
 import os
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -454,24 +455,41 @@ def _strategy(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
-class _CompareHelp(argparse.Action):
-    """``compare --help``, listing the registered strategies: found only when asked for, since
-    finding them loads every installed strategy plugin."""
+class _HelpWithEpilog(argparse.Action):
+    """``--help`` whose epilog is written only when asked for: listing the strategies loads every
+    installed strategy plugin, which no other use of the command should pay for."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None,
+                 epilog: Callable[[], str] = str) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+        self.epilog = epilog
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from .strategy import available
-
-        parser.epilog = (f"Strategies (--strategy): a registered name: {', '.join(available())}; or module:Class, a "
-                         "tunekit.Strategy subclass importable from the current directory or PYTHONPATH (for "
-                         "example my_strategies:Reverse); or kt:NAME, Kernel Tuner's strategy NAME on the same "
-                         'spaces, seeds and budgets (for example kt:genetic_algorithm; pip install '
-                         '"tunekit[experiments]"). Each is named in the report as given.')
+        parser.epilog = self.epilog()
         parser.print_help()
         parser.exit()
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Each option's default, where it has one its help does not already state."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help = action.help or ""
+        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) \
+                and "default" not in help:
+            help += " (default: %(default)s)"
+        return help
+
+
+def _compare_epilog() -> str:
+    from .strategy import available
+
+    return (f"Strategies (--strategy): a registered name: {', '.join(available())}; or module:Class, a "
+            "tunekit.Strategy subclass importable from the current directory or PYTHONPATH (for "
+            "example my_strategies:Reverse); or kt:NAME, Kernel Tuner's strategy NAME on the same "
+            'spaces, seeds and budgets (for example kt:genetic_algorithm; pip install '
+            '"tunekit[experiments]"). Each is named in the report as given.')
 
 
 def _seconds(text: str) -> float:
@@ -515,13 +533,26 @@ def _epilog() -> str:
     from .kernels import shipped
     from .strategy import available
 
-    return (f"strategies: {', '.join(available())}\n"
-            f"recorded H200 spaces shipped with tunekit (for tunekit compare --space): {shipped.DIRECTORY}/*.json.gz")
+    spaces = ", ".join(path.name.removesuffix(".json.gz") for path in shipped.paths())
+    return (f"strategies: {', '.join(available())}\n\n"
+            "recorded H200 spaces shipped with tunekit (tunekit demo replays them all), for tunekit compare --space\n"
+            f"{shipped.DIRECTORY}/NAME.json.gz:\n{textwrap.fill(spaces, 100, initial_indent='  ', subsequent_indent='  ', break_on_hyphens=False)}")
+
+
+def _formatted(parser: argparse.ArgumentParser) -> None:
+    """``parser`` and every parser under it show the options' defaults."""
+    parser.formatter_class = _HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _formatted(child)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tunekit", description=DESCRIPTION, epilog=_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from .demo import NOT_REPLAYED
+
+    parser = argparse.ArgumentParser(prog="tunekit", description=DESCRIPTION, add_help=False)
+    parser.add_argument("-h", "--help", action=_HelpWithEpilog, epilog=_epilog, help="show this help message and exit")
     parser.add_argument("--version", action="version", version=f"tunekit {__version__} (Triton {_triton_version()})")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_flag: dict[str, Any] = {
@@ -620,7 +651,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   description="Replay search strategies on fully recorded spaces (Kernel Tuner cache "
                                               "files, T4 files, tunekit exports) with the same budgets and seeds, "
                                               "and write a report, tables and tuning curves. No GPU needed.")
-    compare.add_argument("-h", "--help", action=_CompareHelp, help="show this help message and exit")
+    compare.add_argument("-h", "--help", action=_HelpWithEpilog, epilog=_compare_epilog,
+                         help="show this help message and exit")
     compare.add_argument("--space", action="append", required=True,
                          help="a Kernel Tuner cache file, T4 file or tunekit export (glob patterns allowed); repeat")
     compare.add_argument("--strategy", action="append", required=True, type=_strategy,
@@ -645,10 +677,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="tune a GEMM live (GPU) or replay the shipped H200 spaces (no GPU)",
                                description="With a GPU: tune the kernel suite's GEMM live beside stock "
                                            "triton.autotune and torch.matmul. Without one (or with --replay): replay "
-                                           "the recorded H200 spaces shipped with tunekit with every strategy and write "
-                                           "tables and tuning curves.")
-    demo.add_argument("--strategy", action="append", help="repeatable; default: every strategy but exhaustive "
-                      "(replay), the default strategy (live)")
+                                           "the recorded H200 spaces shipped with tunekit with every registered strategy "
+                                           f"but {' and '.join(NOT_REPLAYED)}, and write tables and tuning curves.")
+    demo.add_argument("--strategy", action="append", help="a registered name; repeat (default: every strategy but "
+                      f"{' and '.join(NOT_REPLAYED)} when replaying, the default strategy live)")
     demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
     demo.add_argument("--seeds", type=int, default=3, help="replay: seeds per strategy and space")
     demo.add_argument("--budget", type=_budget, default=50, help="replay: evaluations per tuning")
@@ -658,6 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="replay: a progress bar on stderr (default: on a terminal)")
     demo.set_defaults(handler=cmd_demo)
+    _formatted(parser)
     return parser
 
 
