@@ -68,6 +68,16 @@ def test_failures_count_as_evaluations_and_first_visits_only(tmp_path):
     assert len(short.times_ms) == 3
 
 
+def test_a_strategy_instance_with_its_own_options_replays_as_its_name_does(tmp_path):
+    """experiments/design_variants.py replays strategy instances built with other options."""
+    from tunekit.strategies import RandomSearch
+
+    space = read_space(hand_space(tmp_path / "hand.json"))
+    by_instance = replay(space, RandomSearch(), seed=3, evals=4)
+    assert by_instance.strategy == "random"
+    assert list(by_instance.times_ms) == list(replay(space, "random", seed=3, evals=4).times_ms)
+
+
 def test_a_seconds_budget_cuts_a_replayed_tuning(tmp_path):
     run = replay(read_space(hand_space(tmp_path / "hand.json")), "exhaustive", seed=0, evals=5, seconds=2.5)
     assert len(run.times_ms) == 3  # the third config takes the clock past 2.5 s; no fourth is started

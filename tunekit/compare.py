@@ -42,25 +42,26 @@ from .recorded import RecordedSpace, read_space
 from .replay import ReplayEvaluator
 from .deadline import SimulatedClock
 from .search import run_search
-from .strategy import SearchContext, derive_seed, make_strategy
+from .strategy import SearchContext, Strategy, derive_seed, make_strategy
 
 logger = logging.getLogger(__name__)
 
 
-def replay(recorded: RecordedSpace, strategy: str, seed: int, evals: int, seconds: float | None = None,
+def replay(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: int, seconds: float | None = None,
            history: Sequence[RecordedSpace] = ()) -> Run:
     """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
     of the same kernel at other shapes, given to the strategy as the store's earlier trials.
     The strategy's seed comes from ``seed`` and the space's content (``RecordedSpace.digest``),
     not its name or path: a moved file replays the same.
-    ``strategy``: as ``check_strategy`` takes it, resolved here (in a worker process too)."""
-    if kerneltuner.is_kernel_tuner(strategy):  # Kernel Tuner's strategies get no history
+    ``strategy``: as ``check_strategy`` takes it, resolved here (in a worker process too), or a
+    Strategy instance (a design variant with its own options)."""
+    if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):  # they get no history
         return kerneltuner.replay_kernel_tuner(recorded, strategy, seed, evals, seconds)
     earlier = tuple(trial for other in history for trial in other.trials())
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
                             derive_seed(seed, recorded.digest), earlier)
     result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
-    return Run(recorded.name, strategy, seed, evals,
+    return Run(recorded.name, strategy if isinstance(strategy, str) else strategy.name, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
                np.array([step.seconds for step in result.steps], dtype=float))
 
