@@ -225,18 +225,18 @@ class Space:
         rows: list[Config | Mapping[str, Any]] = (
             [configs] if isinstance(configs, (Config, Mapping)) else list(configs))
         encoded = np.empty((len(rows), len(self.domains)), dtype=np.float64)
+        # each column's encoding, chosen once per call: a search encodes its trials at every step
+        columns = []
+        for name, domain in self.domains.items():
+            if self._log_scaled(name):
+                columns.append((name, math.log2))
+            elif self._numeric(name):
+                columns.append((name, float))
+            else:
+                columns.append((name, _position_in(domain)))
         for i, config in enumerate(rows):
-            params = config_to_dict(config) if isinstance(config, Config) else dict(config)
-            for j, (name, domain) in enumerate(self.domains.items()):
-                value = params.get(name)
-                if value is None:
-                    encoded[i, j] = -1.0
-                elif self._log_scaled(name):
-                    encoded[i, j] = math.log2(value)
-                elif self._numeric(name):
-                    encoded[i, j] = float(value)
-                else:
-                    encoded[i, j] = float(domain.index(value)) if value in domain else -1.0
+            params = config_to_dict(config) if isinstance(config, Config) else config
+            encoded[i] = [-1.0 if (value := params.get(name)) is None else encode(value) for name, encode in columns]
         return encoded[0] if single else encoded
 
     # -- checks against a kernel -------------------------------------------------------------
@@ -254,3 +254,15 @@ class Space:
         domains = ", ".join(f"{name}={list(values)}" for name, values in self.domains.items())
         extra = f", constraints={len(self.constraints)}" if self.constraints else ""
         return f"Space({domains}{extra})"
+
+
+def _position_in(domain: Sequence[Any]) -> Callable[[Any], float]:
+    """A value's position in ``domain`` as a float; -1 for a value outside it."""
+    positions = {value: float(i) for i, value in enumerate(domain)}
+
+    def position(value: Any) -> float:
+        try:
+            return positions.get(value, -1.0)
+        except TypeError:  # unhashable, so in no domain
+            return -1.0
+    return position
