@@ -1,0 +1,127 @@
+"""The frozen corpus of fully recorded spaces that search designs are chosen and judged on.
+
+A corpus is a JSON manifest (``experiments/corpus/v1.json``): per space its file, where that file
+lives (``shared``: the community's Kernel Tuner files, ``$TUNEKIT_SHARED_SPACES``; ``shipped``: the
+H200 spaces inside tunekit; ``corpus``: the H200 spaces recorded for the corpus, beside the
+manifest), its kernel family and the digest of what it measured (``RecordedSpace.digest``).
+``load`` refuses a space whose digest changed, so a corpus version means the same measurements
+wherever it is read. A new space makes a new version; a version, once results were reported on it,
+is never edited.
+
+Families group the spaces of one kernel implementation (its shapes, GPUs and re-measurements):
+leaving a family out leaves out everything a design could have learned about that kernel.
+
+    python experiments/corpus.py freeze experiments/corpus/v1.json   # write a new version
+    python experiments/corpus.py show experiments/corpus/v1.json     # families and counts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunekit.kernels import shipped
+from tunekit.recorded import RecordedSpace, read_space
+
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("TUNEKIT_SHARED_SPACES", HERE.parents[1] / "shared" / "spaces")) / "kerneltuner"
+#: The H200 spaces recorded for the corpus (experiments/run_h200_record_corpus.sh).
+RECORDED = HERE / "corpus" / "h200"
+
+#: Families of the community's files, by their kernel's name.
+SHARED_FAMILIES = {"convolution_kernel": "kt-convolution", "Xgemm": "kt-gemm", "cn_pnpoly": "kt-pnpoly"}
+#: Families of the shipped H200 spaces, by their kernel module: one implementation's variants together.
+SHIPPED_FAMILIES = {"matmul": "triton-gemm", "matmul_hopper": "triton-gemm", "matmul_splitk": "triton-gemm",
+                    "attention": "triton-attention", "attention_hopper": "triton-attention",
+                    "softmax": "triton-softmax", "rmsnorm": "triton-rmsnorm"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One space of a corpus."""
+
+    name: str
+    root: str
+    file: str
+    family: str
+    digest: str
+
+    def path(self, manifest: Path) -> Path:
+        base = {"shared": SHARED, "shipped": shipped.DIRECTORY, "corpus": manifest.parent / "h200"}[self.root]
+        return base / self.file
+
+
+def discover() -> list[tuple[str, str, str, str]]:
+    """(name, root, file, family) of every space there is to freeze: the community's files (the T4
+    copy of one of them left out), the shipped H200 spaces, and the corpus's own recordings,
+    whose family is their kernel's name."""
+    found = []
+    for path in sorted(SHARED.rglob("*.json.gz")):
+        if "t4_example" in path.parts:
+            continue
+        space = read_space(path)
+        relative = path.relative_to(SHARED).as_posix()
+        found.append((relative.removesuffix(".json.gz"), "shared", relative, SHARED_FAMILIES[space.kernel_name]))
+    for row in shipped.index()["spaces"]:
+        found.append((f"h200/{row['kernel']}-{row['shape']}", "shipped", row["file"], SHIPPED_FAMILIES[row["kernel"]]))
+    for path in sorted(RECORDED.glob("*.json.gz")):
+        space = read_space(path)
+        found.append((f"h200/{path.name.removesuffix('.json.gz')}", "corpus", path.name, space.kernel_name))
+    return found
+
+
+def freeze(manifest: Path) -> list[Entry]:
+    """Write a new corpus version at ``manifest`` (never over an existing one)."""
+    if manifest.exists():
+        raise SystemExit(f"{manifest} exists: a corpus version is never rewritten; freeze a new version")
+    entries = []
+    for name, root, file, family in discover():
+        entry = Entry(name, root, file, family, "")
+        entries.append(Entry(name, root, file, family, read_space(entry.path(manifest)).digest))
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({"version": manifest.stem, "spaces": [vars(e) for e in entries]}, indent=1) + "\n")
+    return entries
+
+
+def load(manifest: Path | str, verify: bool = True) -> list[tuple[Entry, RecordedSpace]]:
+    """The corpus's spaces, each read and named by its entry; with ``verify``, a ``SystemExit``
+    naming every space whose file is missing or whose measurements differ from the frozen ones."""
+    manifest = Path(manifest)
+    entries = [Entry(**row) for row in json.loads(manifest.read_text())["spaces"]]
+    spaces, problems = [], []
+    for entry in entries:
+        path = entry.path(manifest)
+        if not path.exists():
+            problems.append(f"{entry.name}: {path} is missing")
+            continue
+        space = read_space(path, name=entry.name)
+        if verify and space.digest != entry.digest:
+            problems.append(f"{entry.name}: {path} measures something else than the frozen corpus")
+        spaces.append((entry, space))
+    if problems:
+        raise SystemExit(f"corpus {manifest} cannot be used as frozen:\n  " + "\n  ".join(problems))
+    return spaces
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("freeze", "show"))
+    parser.add_argument("manifest", type=Path)
+    args = parser.parse_args()
+    if args.command == "freeze":
+        entries = freeze(args.manifest)
+    else:
+        entries = [entry for entry, _ in load(args.manifest)]
+    families = Counter(entry.family for entry in entries)
+    print(f"{len(entries)} spaces in {len(families)} families:")
+    for family, count in sorted(families.items()):
+        print(f"  {family}: {count}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

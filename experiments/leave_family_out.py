@@ -1,0 +1,232 @@
+"""Choose the default search's design by leave-family-out cross-validation on a frozen corpus,
+and report its held-out figures beside the baselines, in one command.
+
+    python experiments/leave_family_out.py --corpus experiments/corpus/v1.json \\
+        --designs experiments/corpus/designs.json --seeds 10 --jobs 16 --out DIR
+
+Every design (a strategy with options, ``--designs``) and every baseline (``--baseline``) is
+replayed on every space of the corpus with the same seeds and budget; each tuning is appended to
+``OUT/runs.jsonl.gz`` as it ends, and a run started again replays only what is missing
+(``--stop-after`` stops starting tunings after that many seconds, for time-limited calls).
+
+Then, for each family F of the corpus, the design with the best selection score on the other
+families is chosen, and its runs on F are F's held-out runs: no design choice ever sees the
+family it is judged on. The selection score is the mean over spaces of log(best / optimum)
+averaged at 20, 50 and 200 evaluations (lower is better). ``OUT/report.md`` gives:
+
+* the held-out figures over every family together and per family: runs within 2 % of the optimum
+  in the budget, geometric mean of best / optimum after 20, 50 and 200 evaluations, beside the
+  same for each baseline and each design;
+* which design each fold chose, and the design chosen on the whole corpus (what ships);
+* the median CPU time the strategy took per proposed config on the corpus's largest space.
+
+The held-out figures are computed once, from the runs; designs are never tuned on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus  # noqa: E402
+from learned_search import Table, as_run, fmt, geomean, markdown, read_runs  # noqa: E402
+
+from tunekit.compare import replay  # noqa: E402
+from tunekit.metrics import SpaceStats  # noqa: E402
+from tunekit.recorded import RecordedSpace  # noqa: E402
+from tunekit.strategy import make_strategy  # noqa: E402
+
+CHECKPOINTS = (20, 50, 200)
+BASELINES = ("random", "rf", "optuna-gp", "lfbo", "kt:genetic_algorithm")
+#: Item 2's targets: runs within 2 %, and best / optimum after 20, 50 and 200 evaluations.
+TARGETS = {"within": 0.92, 20: 1.12, 50: 1.04, 200: 1.005}
+
+_loaded: dict[str, dict[str, RecordedSpace]] = {}
+
+
+def _spaces(manifest: str) -> dict[str, RecordedSpace]:
+    if manifest not in _loaded:
+        _loaded[manifest] = {entry.name: space for entry, space in corpus.load(Path(manifest))}
+    return _loaded[manifest]
+
+
+def _tuning(manifest: str, space: str, label: str, strategy: str, options: str, seed: int,
+            budget: int) -> dict:
+    """One replayed tuning, as a line of runs.jsonl.gz (``cpu_seconds``: what the process spent,
+    nearly all of it the strategy's: the replay answers from the records)."""
+    recorded = _spaces(manifest)[space]
+    made = make_strategy(strategy, **json.loads(options)) if options != "{}" else strategy
+    started = time.process_time()
+    run = replay(recorded, made, seed, budget)
+    return {"space": space, "strategy": label, "seed": seed, "budget": budget,
+            "times_ms": [t if math.isfinite(t) else None for t in run.times_ms.tolist()],
+            "seconds": run.seconds.tolist(), "cpu_seconds": time.process_time() - started}
+
+
+def contenders(designs: dict[str, dict], baselines: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """label -> (strategy, options as JSON) of every design and baseline."""
+    found = {label: (d["strategy"], json.dumps(d.get("options", {}), sort_keys=True)) for label, d in designs.items()}
+    for name in baselines:
+        found.setdefault(name, (name, "{}"))
+    return found
+
+
+def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int, budget: int, jobs: int,
+               stop_after: float | None) -> None:
+    target = out / "runs.jsonl.gz"
+    out.mkdir(parents=True, exist_ok=True)
+    done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
+    names = list(_spaces(str(manifest)))
+    # the biggest spaces first, so that a time-limited call does not end on a long tail
+    names.sort(key=lambda name: -len(_spaces(str(manifest))[name]))
+    tasks = [(str(manifest), name, label, strategy, options, seed, budget)
+             for name in names for label, (strategy, options) in labels.items() for seed in range(seeds)
+             if (name, label, seed, budget) not in done]
+    print(f"{len(tasks)} tunings to replay ({len(done)} done)", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool, gzip.open(target, "at") as sink:
+        queue, running = iter(tasks), {}
+        while True:
+            late = stop_after is not None and time.perf_counter() - started > stop_after
+            while len(running) < jobs and not late and (task := next(queue, None)) is not None:
+                running[pool.submit(_tuning, *task)] = task
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                task = running.pop(future)
+                try:
+                    sink.write(json.dumps(future.result()) + "\n")
+                except Exception as error:  # one broken tuning must not cost the others' results
+                    print(f"{task[1]} {task[2]} seed {task[5]} failed: {error!r}", file=sys.stderr, flush=True)
+                sink.flush()
+    print(f"stopped after {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def checkpoints(table: Table) -> list[int]:
+    """The checkpoints within the budget."""
+    return [n for n in CHECKPOINTS if n <= table.budget]
+
+
+def selection_score(table: Table, label: str, spaces: Sequence[str]) -> float:
+    """Mean over ``spaces`` of log(best / optimum) averaged over the checkpoints (lower is better);
+    inf where the label lacks runs on one of them."""
+    if any((space, label) not in table.runs for space in spaces):
+        return math.inf
+    per_space = [statistics.fmean(math.log(r) for n in checkpoints(table) for r in table.ratio_after(space, label, n))
+                 for space in spaces]
+    return statistics.fmean(per_space)
+
+
+def figures(table: Table, label: str, spaces: Sequence[str]) -> dict:
+    """Item 2's figures of ``label`` over ``spaces``: runs within 2 % and geomeans after 20, 50, 200."""
+    spaces = [s for s in spaces if (s, label) in table.runs]
+    if not spaces:
+        return {}
+    found: dict = {"spaces": len(spaces),
+                   "within": statistics.fmean(w for s in spaces for w in table.within(s, label))}
+    for n in checkpoints(table):
+        found[n] = geomean(r for s in spaces for r in table.ratio_after(s, label, n))
+    return found
+
+
+def row(name: str, found: dict, points: Sequence[int]) -> list[str]:
+    if not found:
+        return [name, *["-"] * (2 + len(points))]
+    return [name, str(found["spaces"]), f"{100 * found['within']:.0f} %", *(fmt(found[n]) for n in points)]
+
+
+def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequence[str]) -> dict[str, str]:
+    """family -> the design chosen on every other family."""
+    chosen = {}
+    for family in families:
+        training = [s for other, spaces in families.items() if other != family for s in spaces]
+        chosen[family] = min(designs, key=lambda label: selection_score(table, label, training))
+    return chosen
+
+
+def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequence[str], budget: int) -> str:
+    spaces = _spaces(str(manifest))
+    entries = {entry.name: entry for entry, _ in corpus.load(manifest, verify=False)}
+    runs = [as_run(r) for r in read_runs(out / "runs.jsonl.gz")]
+    cpu = {}
+    for line in read_runs(out / "runs.jsonl.gz"):
+        cpu.setdefault((line["space"], line["strategy"]), []).append(line.get("cpu_seconds", math.nan) /
+                                                                    max(1, len(line["times_ms"])))
+    table = Table(runs, {name: SpaceStats.of(space) for name, space in spaces.items()}, budget)
+    families: dict[str, list[str]] = {}
+    for name, entry in entries.items():
+        families.setdefault(entry.family, []).append(name)
+    chosen = cross_validate(table, families, designs)
+    held_out = [(family, name) for family, names in families.items() for name in names]
+    # the held-out table: each family's runs of the design chosen without it
+    held = Table([r for r in runs for family, name in held_out if r.space == name and r.strategy == chosen[family]],
+                 table.stats, budget)
+    for key in list(held.runs):
+        held.runs[key[0], "held-out"] = held.runs.pop(key)
+    everything = sorted(spaces)
+    lines = [f"# Leave-family-out: {manifest.name}, {len(spaces)} spaces in {len(families)} families, "
+             f"budget {budget}", ""]
+    points = checkpoints(table)
+    header = ["strategy", "spaces", "runs within 2 %", *(f"best/opt @{n}" for n in points)]
+    lines += ["## All families, held out", ""]
+    lines += markdown(header, [row("held-out design", figures(held, "held-out", everything), points)]
+                      + [row(label, figures(table, label, everything), points) for label in [*baselines, *designs]])
+    target = figures(held, "held-out", everything)
+    if target:
+        lines += ["", "Targets: " + ", ".join([
+            f"runs within 2 % {100 * target['within']:.0f} % (target >= {100 * TARGETS['within']:.0f} %)",
+            *(f"@{n} {target[n]:.3f} (target <= {TARGETS[n]})" for n in points)])]
+    lines += ["", "## Per family, held out", ""]
+    for family, names in sorted(families.items()):
+        lines += [f"### {family} ({len(names)} spaces; chosen without it: {chosen[family]})", ""]
+        lines += markdown(header, [row("held-out design", figures(held, "held-out", names), points)]
+                          + [row(label, figures(table, label, names), points) for label in baselines])
+        lines.append("")
+    whole = min(designs, key=lambda label: selection_score(table, label, everything))
+    lines += [f"Chosen on the whole corpus (what ships): {whole}.", ""]
+    largest = max(spaces, key=lambda name: len(spaces[name]))
+    lines += [f"## Strategy CPU time per proposed config on {largest} ({len(spaces[largest])} configs)", ""]
+    lines += markdown(["strategy", "median ms per config"],
+                      [[label, fmt(1e3 * statistics.median(cpu[largest, label]), 1)]
+                       for label in [*designs, *baselines] if (largest, label) in cpu])
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parent / "corpus" / "v1.json")
+    parser.add_argument("--designs", type=Path, required=True,
+                        help="JSON: label -> {strategy, options}, the candidates for the default")
+    parser.add_argument("--baseline", action="append", help=f"repeat (default: {', '.join(BASELINES)})")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--stop-after", type=float, default=None, help="stop starting tunings after S seconds")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    designs = json.loads(args.designs.read_text())
+    baselines = args.baseline or list(BASELINES)
+    if not args.report_only:
+        replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
+                   args.stop_after)
+    text = report(args.corpus, args.out, list(designs), baselines, args.budget)
+    (args.out / "report.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
