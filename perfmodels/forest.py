@@ -27,22 +27,28 @@ class RandomForest(PerfModel):
             their spread says more about what is unknown.
         random_state: seeds both forests.
         failure_threshold: see ``PerfModel``.
+        failure_trees: trees of the failure forest (None: half of ``n_estimators``, at least 8).
     """
 
     def __init__(self, space: Space, n_estimators: int = 64, min_samples_leaf: int = 1,
-                 random_state: int | None = 0, failure_threshold: float = 0.5, max_features: float = 1.0) -> None:
+                 random_state: int | None = 0, failure_threshold: float = 0.5, max_features: float = 1.0,
+                 failure_trees: int | None = None) -> None:
         self.n_estimators = n_estimators
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
         self.max_features = max_features
+        self.failure_trees = failure_trees
         super().__init__(space, None, None, failure_threshold)
 
     def _default_regressor(self) -> RandomForestRegressor:
         return RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
                                      max_features=self.max_features, random_state=self.random_state)
 
+    def _failure_trees(self) -> int:
+        return self.failure_trees if self.failure_trees is not None else max(8, self.n_estimators // 2)
+
     def _default_classifier(self) -> RandomForestClassifier:
-        return RandomForestClassifier(n_estimators=max(8, self.n_estimators // 2), random_state=self.random_state)
+        return RandomForestClassifier(n_estimators=self._failure_trees(), random_state=self.random_state)
 
     def predict_log_spread(self, configs: Sequence[Config | Mapping[str, Any]], key: KeyLike | None
                            ) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +65,26 @@ class RandomForest(PerfModel):
         if np.isinf(rows).any():  # as the forest's own checks refuse (NaN is a missing value to the trees)
             raise ValueError("RandomForest.per_tree_log: a feature is infinite or too large for float32")
         return np.stack([tree.predict(rows, check_input=False) for tree in self.regressor_.estimators_])
+
+    def refreshed(self, trials: Sequence, key: KeyLike | None = None, *, trees: int, random_state: int,
+                  **fit_options: Any) -> RandomForest:
+        """A model whose ``trees`` newest regression trees are fit on ``trials`` and whose others
+        are this model's newest: a search that refits after every trial pays for ``trees`` trees,
+        not for the whole forest, and no tree is more than ``n_estimators / trees`` fits old. The
+        failure forest is fit anew, at its full size (a failure seen once must count at once).
+        Where the features changed (a key of other arguments), every tree is fit anew."""
+        def fit(count: int) -> RandomForest:
+            return RandomForest(self.space, count, self.min_samples_leaf, random_state, self.failure_threshold,
+                                self.max_features, self._failure_trees()).fit(trials, key, **fit_options)
+
+        if trees >= self.n_estimators:
+            return fit(self.n_estimators)
+        newer = fit(trees)
+        if newer.key_feature_names_ != self.key_feature_names_:
+            return fit(self.n_estimators)
+        newer.regressor_.estimators_ = self.regressor_.estimators_[trees:] + newer.regressor_.estimators_
+        newer.regressor_.n_estimators = newer.n_estimators = self.n_estimators
+        return newer
 
     @classmethod
     def from_store(cls, store: ResultsStore, kernel: str, space: Space, device: str | None = None,

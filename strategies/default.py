@@ -82,9 +82,9 @@ class DefaultSearch(ForestSearch):
     def __init__(self, local_fraction: float = 0.2, noise: float = 0.01, patience: int = 20, min_evals: int = 30,
                  top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
-                 warm_start: int = 3, max_features: float = 0.5) -> None:
+                 warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = None) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
-                         max_features)
+                         max_features, refit_trees)
         self.local_fraction = local_fraction
         self.noise = noise
         self.patience = patience

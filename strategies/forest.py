@@ -37,13 +37,15 @@ class ForestSearch(Strategy):
         failure_threshold: configs the failure forest gives a higher probability of failing rank last.
         max_features: share of the features each split of the forest considers, a float in (0, 1]
             (scikit-learn's; an int would be a number of features).
+        refit_trees: at each refit after the first, fit only this many new trees, which replace
+            the oldest (``RandomForest.refreshed``); None: fit the whole forest anew.
     """
 
     name = "rf"
 
     def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5,
-                 max_features: float = 1.0) -> None:
+                 max_features: float = 1.0, refit_trees: int | None = None) -> None:
         self.top_k = top_k
         self.initial = initial
         self.kappa = kappa
@@ -52,6 +54,7 @@ class ForestSearch(Strategy):
         self.refit_growth = refit_growth
         self.failure_threshold = failure_threshold
         self.max_features = max_features
+        self.refit_trees = refit_trees
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
@@ -116,7 +119,11 @@ class ForestSearch(Strategy):
 
     def _fit(self) -> None:
         key = self.context.key
-        self._model = self._new_model().fit(self._training_trials(), key, **self._fit_options())
+        if self.refit_trees and self._model is not None:
+            self._model = self._model.refreshed(self._training_trials(), key, trees=self.refit_trees,
+                                                random_state=int(self.rng.integers(2**31)), **self._fit_options())
+        else:
+            self._model = self._new_model().fit(self._training_trials(), key, **self._fit_options())
         self._fitted_at = len(self._here)
         untried = np.flatnonzero(~self._tried)
         scored = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)

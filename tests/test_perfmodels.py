@@ -170,3 +170,30 @@ def test_per_tree_predictions_match_each_trees_own_checked_predict():
     features[0, 0] = np.inf  # the forest's own checks refuse it; so must the unchecked path
     with pytest.raises(ValueError, match="infinite"):
         model.per_tree_log(features)
+
+
+def test_a_refreshed_forest_replaces_its_oldest_trees_and_refits_failures_in_full():
+    configs = toy_space().configs()
+    first = [toy_trial(c) for c in configs[::4]]
+    assert any(not t.ok for t in first)
+    model = RandomForest(toy_space(), n_estimators=16, random_state=1).fit(first, key(64))
+    more = first + [toy_trial(c) for c in configs[1::4]]
+    refreshed = model.refreshed(more, key(64), trees=4, random_state=2)
+    old, new = model.regressor_.estimators_, refreshed.regressor_.estimators_
+    assert len(new) == 16 and new[:12] == old[4:]  # the 12 newest kept, the 4 oldest replaced
+    assert all(tree not in old for tree in new[12:])
+    assert refreshed.n_estimators == 16 and len(refreshed.classifier_.estimators_) == 8  # as a full fit's
+    unseen = configs[2::4]
+    predicted = refreshed.predict(unseen, key(64))
+    wrong = sum(math.isinf(t) != (not toy_trial(c).ok) for t, c in zip(predicted, unseen))
+    assert wrong <= len(unseen) // 10
+
+
+def test_a_forest_refreshed_on_a_key_of_other_arguments_is_refit_in_full():
+    configs = toy_space().configs()
+    model = RandomForest(toy_space(), n_estimators=8, random_state=1).fit([shaped_trial(c, 64) for c in configs[:20]])
+    other = [Trial(c, Status.OK, Timing(1.0, 1.0, 1.0), key=TuningKey.from_dict({"args": {"N": 8}, "dtypes": []}))
+             for c in configs[:20]]
+    refreshed = model.refreshed(other, trees=2, random_state=2)
+    assert not set(map(id, refreshed.regressor_.estimators_)) & set(map(id, model.regressor_.estimators_))
+    assert len(refreshed.regressor_.estimators_) == 8

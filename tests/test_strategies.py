@@ -79,6 +79,18 @@ class TestForestSearch(StrategyConformance):
         assert len(strategy.ask(8)) == 2
 
 
+class TestDefaultSearchRefreshingTrees(StrategyConformance):
+    """``refit_trees``: each refit fits a few new trees in place of the oldest."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, refit_trees=8)
+
+    def test_learns_the_toy_optimum_sooner_than_random(self):
+        default = sorted(evaluations_to_optimum(self.make_strategy(), s) for s in range(7))
+        rnd = sorted(evaluations_to_optimum(RandomSearch(), s) for s in range(7))
+        assert default[3] < rnd[3]
+
+
 class TestDefaultSearch(StrategyConformance):
     def make_strategy(self):
         return DefaultSearch(initial=5, min_evals=10**6)  # the conformance suite expects no early stop
