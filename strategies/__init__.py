@@ -20,6 +20,7 @@ _BUILT_IN = {
     "optuna-gp": ("optuna_tpe", "OptunaGPSearch"),
     "rf": ("forest", "ForestSearch"),
     "default": ("default", "DefaultSearch"),
+    "lfbo": ("lfbo", "LFBOSearch"),
 }
 for _name, (_module, _class) in _BUILT_IN.items():
     register_strategy(_name, f"{__name__}.{_module}:{_class}")
@@ -28,8 +29,8 @@ for _name, (_module, _class) in _BUILT_IN.items():
 #: spaces (experiments/learned_search.py; docs/results/learned-search.md says which spaces were held out).
 DEFAULT = "default"
 
-__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "OptunaSearch", "OptunaGPSearch", "RandomSearch",
-           "DEFAULT"]
+__all__ = ["available", "DefaultSearch", "Exhaustive", "ForestSearch", "LFBOSearch", "OptunaSearch", "OptunaGPSearch",
+           "RandomSearch", "DEFAULT"]
 
 
 def __getattr__(name: str) -> Any:

@@ -24,9 +24,10 @@ from . import strategy as strategy_registry
 from .console import print_table
 
 
-#: Registered strategies the demo leaves out: exhaustive search needs no comparison, and one replay
-#: of Optuna's GP sampler takes from 20 s to many minutes.
-NOT_REPLAYED = ("exhaustive", "optuna-gp")
+#: Registered strategies the demo leaves out: exhaustive search needs no comparison, one replay
+#: of Optuna's GP sampler takes from 20 s to many minutes, and lfbo (Helion's search, for comparison)
+#: would add to the demo's time (each is replayed when named: --strategy lfbo).
+NOT_REPLAYED = ("exhaustive", "optuna-gp", "lfbo")
 
 
 def replay(strategies: Sequence[str] | None, seeds: int, budget: int, out: str | os.PathLike, jobs: int = 1,
