@@ -551,6 +551,8 @@ def _formatted(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .demo import NOT_REPLAYED
 
+    not_replayed = " and ".join([", ".join(NOT_REPLAYED[:-1]), NOT_REPLAYED[-1]] if len(NOT_REPLAYED) > 1
+                                else NOT_REPLAYED)
     parser = argparse.ArgumentParser(prog="tunekit", description=DESCRIPTION, add_help=False)
     parser.add_argument("-h", "--help", action=_HelpWithEpilog, epilog=_epilog, help="show this help message and exit")
     parser.add_argument("--version", action="version", version=f"tunekit {__version__} (Triton {_triton_version()})")
@@ -678,9 +680,9 @@ def build_parser() -> argparse.ArgumentParser:
                                description="With a GPU: tune the kernel suite's GEMM live beside stock "
                                            "triton.autotune and torch.matmul. Without one (or with --replay): replay "
                                            "the recorded H200 spaces shipped with tunekit with every registered strategy "
-                                           f"but {' and '.join(NOT_REPLAYED)}, and write tables and tuning curves.")
+                                           f"but {not_replayed}, and write tables and tuning curves.")
     demo.add_argument("--strategy", action="append", help="a registered name; repeat (default: every strategy but "
-                      f"{' and '.join(NOT_REPLAYED)} when replaying, the default strategy live)")
+                      f"{not_replayed} when replaying, the default strategy live)")
     demo.add_argument("--replay", action="store_true", help="replay even where a GPU is present")
     demo.add_argument("--seeds", type=int, default=3, help="replay: seeds per strategy and space")
     demo.add_argument("--budget", type=_budget, default=50, help="replay: evaluations per tuning")
