@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device call replaying the leave-family-out protocol (experiments/leave_family_out.py) on the
+# machine's cores. Expects, carried: .whl/ (tunekit's wheel and its missing dependencies,
+# benchmarks/README.md), .spaces/ (a copy of the community's spaces: their kerneltuner/ folder),
+# and optionally .runs/runs.jsonl.gz, the runs of an earlier call to resume from. Writes
+# $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
+OUT=${OUT:-out}; mkdir -p "$OUT/protocol"
+[ -f .runs/runs.jsonl.gz ] && cp .runs/runs.jsonl.gz "$OUT/protocol/"
+nproc; python3 -c "import numpy, scipy, sklearn, optuna, tunekit; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__, 'tunekit', tunekit.__version__)"
+cat .whl/COMMIT
+baselines() { for b in ${BASELINES:-random rf lfbo}; do printf -- '--baseline %s ' "$b"; done; }
+timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v0.json}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
+    --jobs "$(nproc)" --stop-after "${STOP_AFTER:-420}" --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
+echo "exit $?"
+tail -n 5 "$OUT/protocol.log"
+python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v0.json}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
+    --out "$OUT/protocol" --report-only > /dev/null && head -n 30 "$OUT/protocol/report.md"
