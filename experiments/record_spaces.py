@@ -320,8 +320,13 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
         row.update(dims=list(shape), torch_ms=None)
         if not quick:
             equivalent = TORCH_EQUIVALENT[name]
-            row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options), warmup=warmup,
-                                                      rep=rep)
+            try:
+                row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options),
+                                                          warmup=warmup, rep=rep)
+            except Exception as failure:  # noqa: BLE001 - PyTorch's time is a comparison; the space is the point
+                row["torch_error"] = repr(failure)[:500]
+                print(f"{name} {shape_name}: the PyTorch equivalent failed ({row['torch_error']}); recording goes on",
+                      flush=True)
         progress.save()
     for shape_name, shape in shapes.items():
         row = progress.entry(name, shape_name)
@@ -500,12 +505,18 @@ def markdown_table(index: dict) -> str:
         timing = {key: float(value) for key, value in (row.get("do_bench") or default).items()}
         setting = f"warmup={timing['warmup']:g}, rep={timing['rep']:g}"
         mark = marks.setdefault(setting, "*" * (len(marks) + 1)) if timing != default else ""
+        best, torch_ms = row["best_ms"], row["torch_ms"]
+        ratio = f"{best / torch_ms:.2f}" if best is not None and torch_ms else "-"
         lines.append(f"| {row['kernel']} | {row['shape']}{mark} | {dims} | {row['configs']} "
-                     f"| {row['valid']} | {row['wrong']} | {row['best_ms']:.4f} | {row['torch_ms']:.4f} "
-                     f"| {row['best_ms'] / row['torch_ms']:.2f} | {CALL_NAMES[TORCH_EQUIVALENT[row['kernel']]]} |")
+                     f"| {row['valid']} | {row['wrong']} | {_ms(best)} | {_ms(torch_ms)} "
+                     f"| {ratio} | {CALL_NAMES[TORCH_EQUIVALENT[row['kernel']]]} |")
     notes = "".join(f" ({mark}: `do_bench({setting})`)" for setting, mark in marks.items())
     return "\n".join([f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
                       f"`do_bench(warmup=5, rep=25)`{notes}, PyTorch's measured in the same run.", ""] + lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def space_facts(index_path: Path) -> str:

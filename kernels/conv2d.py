@@ -113,9 +113,10 @@ def launch(kernel, x: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, strid
 
 
 def reference(x: torch.Tensor, weight: torch.Tensor, stride: int = 1, pad: int = 0) -> torch.Tensor:
-    """``F.conv2d`` in float32, channels-last (batch, p, q, k)."""
-    y = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2).float(), weight.permute(0, 3, 1, 2).float(),
-                                   stride=stride, padding=pad)
+    """``F.conv2d`` in float32 (TF32 off: cuDNN uses it for float32 by default), channels-last (batch, p, q, k)."""
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        y = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2).float(), weight.permute(0, 3, 1, 2).float(),
+                                       stride=stride, padding=pad)
     return y.permute(0, 2, 3, 1)
 
 

@@ -122,13 +122,18 @@ def reference(a: torch.Tensor, b: torch.Tensor, m_sizes: torch.Tensor) -> torch.
     return torch.cat([piece @ b[g].float() for g, piece in enumerate(pieces)]).to(a.dtype)
 
 
+#: Whether ``torch._grouped_mm`` took operands of a (device, dtype): tried once, then remembered.
+_GROUPED_MM_TAKES: dict[tuple[str, torch.dtype], bool] = {}
+
+
 def torch_grouped(a: torch.Tensor, b: torch.Tensor, m_sizes: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """PyTorch's grouped GEMM, ``torch._grouped_mm`` (CUTLASS, bf16 on Hopper), where it takes the
     operands; else one ``torch.matmul`` per group, with the sizes copied to the host."""
     grouped_mm = getattr(torch, "_grouped_mm", None)
-    if grouped_mm is not None and a.is_cuda:
+    kind = (str(a.device), a.dtype)
+    if grouped_mm is not None and a.is_cuda and _GROUPED_MM_TAKES.get(kind, True):
         try:
             return grouped_mm(a, b, offs=torch.cumsum(m_sizes, 0, dtype=torch.int32))
         except (RuntimeError, TypeError, ValueError):
-            pass
+            _GROUPED_MM_TAKES[kind] = False
     return torch.cat([piece @ b[g] for g, piece in enumerate(torch.split(a, m_sizes.tolist()))])

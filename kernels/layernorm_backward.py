@@ -169,8 +169,13 @@ def reference(x: torch.Tensor, dy: torch.Tensor, w: torch.Tensor, mean: torch.Te
     return torch.cat([dx, (dy32 * xhat).sum(dim=0)[None], dy32.sum(dim=0)[None]])
 
 
-def torch_backward(x: torch.Tensor, dy: torch.Tensor, w: torch.Tensor, *rest: torch.Tensor) -> tuple:
-    """PyTorch's layer-norm backward on the same inputs (``aten.native_layer_norm_backward``)."""
-    mean, rstd = rest[0], rest[1]
-    return torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[1]], mean[:, None], rstd[:, None], w,
-                                                     torch.zeros_like(w), [True, True, True])
+def torch_backward(x: torch.Tensor, dy: torch.Tensor, w: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
+                   *workspace: torch.Tensor) -> tuple:
+    """PyTorch's layer-norm backward on the same inputs (``aten.native_layer_norm_backward``: dx, dw,
+    db). Its CUDA kernels take the statistics in float32; the CPU's in x's dtype."""
+    arguments = (dy, x, [x.shape[1]], mean[:, None], rstd[:, None], w, torch.zeros_like(w), [True, True, True])
+    try:
+        return torch.ops.aten.native_layer_norm_backward(*arguments)
+    except RuntimeError:
+        statistics = (mean[:, None].to(x.dtype), rstd[:, None].to(x.dtype))
+        return torch.ops.aten.native_layer_norm_backward(*arguments[:3], *statistics, *arguments[5:])
