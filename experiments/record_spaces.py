@@ -236,7 +236,8 @@ SUITES = {
                            {"rows128_vocab128k": (128, 128256), "rows2k_vocab32k": (2048, 32000),
                             "rows1k_vocab256k": (1024, 256000), "rows4k_vocab128k": (4096, 128256)},
                            {"tiny": (9, 700)}, _cross_entropy),
-    "layernorm_backward": Suite(layernorm_backward, layernorm_backward.layernorm_bwd_dx_kernel, ["n_rows", "n_cols"],
+    "layernorm_backward": Suite(layernorm_backward, layernorm_backward.layernorm_bwd_dx_kernel,
+                                ["n_rows", "n_cols"],
                                 {"rows256_n8k": (256, 8192), "rows2k_n4k": (2048, 4096),
                                  "rows8k_n8k": (8192, 8192), "rows32k_n1k": (32768, 1024)},
                                 {"tiny": (9, 700)}, _layernorm_backward,
@@ -245,8 +246,10 @@ SUITES = {
                                 {"reset_to_zero": ["lock_ptr"], "check_outputs": ["dx_ptr"]}),
     # ResNet layers, 3x3 with padding 1: batch 1 at the last stage, batch 8 and 32 at earlier ones,
     # and a stride-2 downsampling layer
-    "conv2d": Suite(conv2d, conv2d.conv2d_nhwc_kernel, ["M", "H", "W", "C", "K", "P", "Q", "R", "S", "stride", "pad"],
-                    {"b1_7x7_c512": (1, 7, 7, 512, 512, 3, 3, 1, 1), "b8_14x14_c256": (8, 14, 14, 256, 256, 3, 3, 1, 1),
+    "conv2d": Suite(conv2d, conv2d.conv2d_nhwc_kernel,
+                    ["M", "H", "W", "C", "K", "P", "Q", "R", "S", "stride", "pad"],
+                    {"b1_7x7_c512": (1, 7, 7, 512, 512, 3, 3, 1, 1),
+                     "b8_14x14_c256": (8, 14, 14, 256, 256, 3, 3, 1, 1),
                      "b32_56x56_c128_s2": (32, 56, 56, 128, 128, 3, 3, 2, 1),
                      "b32_56x56_c64": (32, 56, 56, 64, 64, 3, 3, 1, 1)},
                     {"tiny": (2, 9, 7, 24, 40, 3, 3, 2, 1)}, _conv2d),
@@ -263,7 +266,8 @@ SUITES = {
     # projections, OLMoE's gate-and-up (2048x2048)
     "fused_moe": Suite(fused_moe, fused_moe.fused_moe_kernel, ["N", "K", "EM", "num_valid_tokens"],
                        {"decode_e128": (16, 128, 8, 1536, 2048), "batch512_e64": (512, 64, 8, 2048, 2048),
-                        "prefill_e128": (4096, 128, 8, 1536, 2048), "prefill_e128_down": (4096, 128, 8, 2048, 768)},
+                        "prefill_e128": (4096, 128, 8, 1536, 2048),
+                        "prefill_e128_down": (4096, 128, 8, 2048, 768)},
                        {"tiny": (20, 12, 8, 48, 80)}, _fused_moe),
 }
 #: The corpus families, in the order run_h200_record_corpus.sh records them (cheapest first).
@@ -371,8 +375,9 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
 
 def smoke(name: str, suite: Suite, quick: bool) -> bool:
     """Launch the first config of the kernel's space once at each of its quick shapes (on the GPU;
-    under the interpreter with ``--quick``) and check it against the reference; records nothing. Prints ``SMOKE-START name`` before and ``SMOKE-OK name`` or ``SMOKE-FAIL name``
-    after, so that a caller can tell a family that hung (started, never finished) from one not tried."""
+    under the interpreter with ``--quick``) and check it against the reference; records nothing.
+    Prints ``SMOKE-START name`` before and ``SMOKE-OK name`` or ``SMOKE-FAIL name`` after, so that a
+    caller can tell a family that hung (started, never finished) from one not tried."""
     device = "cpu" if quick else "cuda"
     print(f"SMOKE-START {name}", flush=True)
     configs = suite.module.space(**(suite.quick_space_options if quick else suite.space_options)).configs()
