@@ -39,8 +39,8 @@ if QUICK:
 import torch
 import triton
 import triton.testing
-from tunekit.kernels import (attention, attention_hopper, matmul, matmul_hopper, matmul_splitk, rmsnorm, softmax,
-                             vector_add)
+from tunekit.kernels import (attention, attention_hopper, conv2d, cross_entropy, fp8_gemm, fused_moe, grouped_gemm,
+                             layernorm_backward, matmul, matmul_hopper, matmul_splitk, rmsnorm, softmax, vector_add)
 
 import tunekit
 from tunekit.check import norm_relative_error
@@ -108,6 +108,41 @@ def _vector_add(shape, device):
     return (x, y, out), vector_add.reference(x, y), out, {}
 
 
+def _grouped_gemm(shape, device):
+    a, b, m_sizes, c = grouped_gemm.inputs(*shape, dtype=LOW_PRECISION, device=device)
+    return (a, b, m_sizes, c), grouped_gemm.reference(a, b, m_sizes).float(), c, {}
+
+
+def _fp8_gemm(shape, device):
+    """FP8 operands on the GPU and under the interpreter alike (Triton 3.9's interpreter runs the FP8
+    dot); the output is bf16 on the GPU, fp16 in --quick (LOW_PRECISION)."""
+    tensors = fp8_gemm.inputs(*shape, dtype=LOW_PRECISION, device=device)
+    return tensors, fp8_gemm.reference(*tensors[:-1]), tensors[-1], {}
+
+
+def _layernorm_backward(shape, device):
+    tensors = layernorm_backward.inputs(*shape, dtype=LOW_PRECISION, device=device)
+    return tensors, layernorm_backward.reference(*tensors[:5]), tensors[-1], {}
+
+
+def _conv2d(shape, device):
+    *dims, stride, pad = shape
+    x, weight, y = conv2d.inputs(*dims, stride, pad, dtype=LOW_PRECISION, device=device)
+    return (x, weight, y), conv2d.reference(x, weight, stride, pad), y, {"stride": stride, "pad": pad}
+
+
+def _cross_entropy(shape, device):
+    """The recorded check compares the gradient (the large output); the loss per row is compared
+    by tunekit's own check while tuning (with the first config's) and in tests/test_corpus_kernels.py."""
+    logits, targets, loss, grad = cross_entropy.inputs(*shape, dtype=LOW_PRECISION, device=device)
+    return (logits, targets, loss, grad), cross_entropy.reference(logits, targets)[1], grad, {}
+
+
+def _fused_moe(shape, device):
+    tensors = fused_moe.inputs(*shape, dtype=LOW_PRECISION, device=device)
+    return tensors, fused_moe.reference(*tensors[:-1]), tensors[-1], {}
+
+
 def _rms_norm(x, w, y):
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps=rmsnorm.EPS)
 
@@ -134,10 +169,18 @@ TORCH_EQUIVALENT = {
     "matmul": _cublas, "matmul_heldout": _cublas, "matmul_splitk": _cublas, "matmul_unconstrained": _cublas,
     "matmul_hopper": _cublas, "softmax": _softmax, "rmsnorm": _rms_norm, "attention": _sdpa,
     "attention_hopper": _sdpa, "vector_add": _add,
+    "grouped_gemm": grouped_gemm.torch_grouped, "fp8_gemm": fp8_gemm.torch_scaled_mm,
+    "layernorm_backward": layernorm_backward.torch_backward, "conv2d": conv2d.torch_conv,
+    "cross_entropy": cross_entropy.torch_cross_entropy, "fused_moe": fused_moe.torch_moe,
 }
 #: How the table names each call.
 CALL_NAMES = {_cublas: "`torch.matmul` (cuBLAS)", _sdpa: "`F.scaled_dot_product_attention`",
-              _softmax: "`torch.softmax`", _rms_norm: "`F.rms_norm`", _add: "`x + y`"}
+              _softmax: "`torch.softmax`", _rms_norm: "`F.rms_norm`", _add: "`x + y`",
+              grouped_gemm.torch_grouped: "`torch._grouped_mm`", fp8_gemm.torch_scaled_mm: "`torch._scaled_mm`",
+              layernorm_backward.torch_backward: "`aten.native_layer_norm_backward`",
+              conv2d.torch_conv: "`F.conv2d` (cuDNN, channels-last)",
+              cross_entropy.torch_cross_entropy: "`F.cross_entropy` forward and backward",
+              fused_moe.torch_moe: "a loop of `torch.matmul` over experts"}
 
 
 SUITES = {
@@ -185,7 +228,50 @@ SUITES = {
                               quick_space_options={"device": "interpreter"}),
     "vector_add": Suite(vector_add, vector_add.add_kernel, ["n"], {"1m": (1 << 20,)}, {"tiny": (4096,)},
                         _vector_add),
+    # The corpus of kernel families the suite lacked (leave-family-out tests of the strategies), each
+    # at four shapes from decode-like to large; recorded together by run_h200_record_corpus.sh, not by
+    # default. Every integer argument keeps its specialisation (divisible by 16 or not) across a
+    # family's shapes, so the binaries compiled at the first shape serve the others.
+    "cross_entropy": Suite(cross_entropy, cross_entropy.cross_entropy_kernel, ["n_rows", "n_cols"],
+                           {"rows128_vocab128k": (128, 128256), "rows2k_vocab32k": (2048, 32000),
+                            "rows1k_vocab256k": (1024, 256000), "rows4k_vocab128k": (4096, 128256)},
+                           {"tiny": (9, 700)}, _cross_entropy),
+    "layernorm_backward": Suite(layernorm_backward, layernorm_backward.layernorm_bwd_dx_kernel,
+                                ["n_rows", "n_cols"],
+                                {"rows256_n8k": (256, 8192), "rows2k_n4k": (2048, 4096),
+                                 "rows8k_n8k": (8192, 8192), "rows32k_n1k": (32768, 1024)},
+                                {"tiny": (9, 700)}, _layernorm_backward,
+                                # the partial sums' layout depends on GROUP_SIZE_M: tunekit's check compares
+                                # dx; the check after tuning compares dx, dw and db (both kernels)
+                                {"reset_to_zero": ["lock_ptr"], "check_outputs": ["dx_ptr"]}),
+    # ResNet layers, 3x3 with padding 1: batch 1 at the last stage, batch 8 and 32 at earlier ones,
+    # and a stride-2 downsampling layer
+    "conv2d": Suite(conv2d, conv2d.conv2d_nhwc_kernel,
+                    ["M", "H", "W", "C", "K", "P", "Q", "R", "S", "stride", "pad"],
+                    {"b1_7x7_c512": (1, 7, 7, 512, 512, 3, 3, 1, 1),
+                     "b8_14x14_c256": (8, 14, 14, 256, 256, 3, 3, 1, 1),
+                     "b32_56x56_c128_s2": (32, 56, 56, 128, 128, 3, 3, 2, 1),
+                     "b32_56x56_c64": (32, 56, 56, 64, 64, 3, 3, 1, 1)},
+                    {"tiny": (2, 9, 7, 24, 40, 3, 3, 2, 1)}, _conv2d),
+    # (groups, total rows, N, K): mixture-of-experts routings (some groups empty) from decode to prefill
+    "grouped_gemm": Suite(grouped_gemm, grouped_gemm.grouped_gemm_kernel, ["G", "N", "K", "M_TOTAL"],
+                          {"decode_g8": (8, 64, 4096, 4096), "g24_n8k": (24, 2048, 8192, 2048),
+                           "g40_n2k": (40, 4096, 2048, 1024), "prefill_g8": (8, 8192, 4096, 4096)},
+                          {"tiny": (3, 48, 40, 56)}, _grouped_gemm),
+    "fp8_gemm": Suite(fp8_gemm, fp8_gemm.fp8_gemm_kernel, ["M", "N", "K"],
+                      {"decode": (32, 8192, 8192), "m256_n14k": (256, 14336, 4096), "square": (4096, 4096, 4096),
+                       "m8k_n14k": (8192, 14336, 4096)},
+                      {"tiny": (40, 72, 160)}, _fp8_gemm),
+    # (tokens, experts, top k, N, K): Qwen3-30B-A3B's gate-and-up (1536x2048) and down (2048x768)
+    # projections, OLMoE's gate-and-up (2048x2048)
+    "fused_moe": Suite(fused_moe, fused_moe.fused_moe_kernel, ["N", "K", "EM", "num_valid_tokens"],
+                       {"decode_e128": (16, 128, 8, 1536, 2048), "batch512_e64": (512, 64, 8, 2048, 2048),
+                        "prefill_e128": (4096, 128, 8, 1536, 2048),
+                        "prefill_e128_down": (4096, 128, 8, 2048, 768)},
+                       {"tiny": (20, 12, 8, 48, 80)}, _fused_moe),
 }
+#: The corpus families, in the order run_h200_record_corpus.sh records them (cheapest first).
+CORPUS = ("cross_entropy", "layernorm_backward", "conv2d", "grouped_gemm", "fp8_gemm", "fused_moe")
 
 
 def config_id(params) -> str:
@@ -238,8 +324,13 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
         row.update(dims=list(shape), torch_ms=None)
         if not quick:
             equivalent = TORCH_EQUIVALENT[name]
-            row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options), warmup=warmup,
-                                                      rep=rep)
+            try:
+                row["torch_ms"] = triton.testing.do_bench(lambda: equivalent(*tensors, **launch_options),
+                                                          warmup=warmup, rep=rep)
+            except Exception as failure:  # noqa: BLE001 - PyTorch's time is a comparison; the space is the point
+                row["torch_error"] = repr(failure)[:500]
+                print(f"{name} {shape_name}: the PyTorch equivalent failed ({row['torch_error']}); recording goes on",
+                      flush=True)
         progress.save()
     for shape_name, shape in shapes.items():
         row = progress.entry(name, shape_name)
@@ -280,6 +371,36 @@ def record(name: str, suite: Suite, out: Path, progress: Progress, quick: bool, 
         print(f"{name:14s} {shape_name:11s} {row['configs']:5d} configs, {statuses}, {row['wrong']} wrong, "
               f"best {row['best_ms']} ms, torch {torch_ms} ms, winner error {row['winner_relative_error']:.1e}, "
               f"{row['tuning_seconds']:.0f} s", flush=True)
+
+
+def smoke(name: str, suite: Suite, quick: bool) -> bool:
+    """Launch the first config of the kernel's space once at each of its quick shapes (on the GPU;
+    under the interpreter with ``--quick``) and check it against the reference; records nothing.
+    Prints ``SMOKE-START name`` before and ``SMOKE-OK name`` or ``SMOKE-FAIL name`` after, so that a
+    caller can tell a family that hung (started, never finished) from one not tried."""
+    device = "cpu" if quick else "cuda"
+    print(f"SMOKE-START {name}", flush=True)
+    configs = suite.module.space(**(suite.quick_space_options if quick else suite.space_options)).configs()
+    ok = True
+    for shape_name, shape in suite.quick_shapes.items():
+        tensors, expected, output, launch_options = suite.make(shape, device)
+        for config in configs[:1]:
+            start = time.perf_counter()
+            try:
+                output.zero_()
+                suite.module.launch(suite.kernel, *tensors, **launch_options, **config.all_kwargs())
+                if not quick:
+                    torch.cuda.synchronize()
+                error = norm_relative_error(output, expected)
+                verdict = f"error {error:.1e}"
+                ok &= error <= suite.tolerance
+            except Exception as failure:  # noqa: BLE001 - a smoke reports every failure and goes on
+                verdict = f"failed: {failure!r}"[:300]
+                ok = False
+            print(f"  {name} {shape_name} {config_id(config_to_dict(config))}: {verdict}, "
+                  f"{time.perf_counter() - start:.1f} s", flush=True)
+    print(f"SMOKE-{'OK' if ok else 'FAIL'} {name}", flush=True)
+    return ok
 
 
 #: What ``index.json`` keeps of each recording (``recorded.json`` also holds every config's error).
@@ -389,12 +510,18 @@ def markdown_table(index: dict) -> str:
         timing = {key: float(value) for key, value in (row.get("do_bench") or default).items()}
         setting = f"warmup={timing['warmup']:g}, rep={timing['rep']:g}"
         mark = marks.setdefault(setting, "*" * (len(marks) + 1)) if timing != default else ""
+        best, torch_ms = row["best_ms"], row["torch_ms"]
+        ratio = f"{best / torch_ms:.2f}" if best is not None and torch_ms else "-"
         lines.append(f"| {row['kernel']} | {row['shape']}{mark} | {dims} | {row['configs']} "
-                     f"| {row['valid']} | {row['wrong']} | {row['best_ms']:.4f} | {row['torch_ms']:.4f} "
-                     f"| {row['best_ms'] / row['torch_ms']:.2f} | {CALL_NAMES[TORCH_EQUIVALENT[row['kernel']]]} |")
+                     f"| {row['valid']} | {row['wrong']} | {_ms(best)} | {_ms(torch_ms)} "
+                     f"| {ratio} | {CALL_NAMES[TORCH_EQUIVALENT[row['kernel']]]} |")
     notes = "".join(f" ({mark}: `do_bench({setting})`)" for setting, mark in marks.items())
     return "\n".join([f"{index['device']}, torch {index['torch']}, Triton {index['triton']}; times are medians of "
                       f"`do_bench(warmup=5, rep=25)`{notes}, PyTorch's measured in the same run.", ""] + lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def space_facts(index_path: Path) -> str:
@@ -420,7 +547,8 @@ def space_facts(index_path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", action="append", choices=sorted(SUITES), help="default: every kernel of the suite at its shipped shapes (not matmul_heldout, "
-                        "matmul_unconstrained, matmul_hopper, attention_hopper)")
+                        "matmul_unconstrained, matmul_hopper, attention_hopper, nor the corpus families: "
+                        f"{', '.join(CORPUS)})")
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, tiny shapes, --limit configs")
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
@@ -429,6 +557,9 @@ def main() -> None:
     parser.add_argument("--rep", type=float, default=25, help="do_bench's rep, ms (default 25)")
     parser.add_argument("--export", metavar="DIR", help="write the Kernel Tuner files of --out's recordings to DIR")
     parser.add_argument("--append", action="store_true", help="with --export: add to DIR's existing index.json")
+    parser.add_argument("--smoke", action="store_true", help="launch the first config of each --kernel (default: "
+                        "the corpus families) at its quick shapes and check it; records nothing (exit status 1 "
+                        "if one failed)")
     parser.add_argument("--table", metavar="INDEX", help="print the recorded spaces table of an exported index.json")
     parser.add_argument("--out", action="append",
                         help="where to record; with --export, the recordings to export (repeatable)")
@@ -438,6 +569,10 @@ def main() -> None:
         print(markdown_table(json.loads(index_path.read_text())))
         print(space_facts(index_path))
         return
+    if args.smoke:
+        names = args.kernel or list(CORPUS)
+        results = [smoke(name, SUITES[name], args.quick) for name in names]
+        raise SystemExit(0 if all(results) else 1)
     if not args.out:
         parser.error("--out is required")
     if args.append and not args.export:
@@ -453,7 +588,7 @@ def main() -> None:
     limit = args.limit or (3 if args.quick else None)
     progress = Progress(out, args.quick)
     for name in args.kernel or sorted(set(SUITES) - {"matmul_heldout", "matmul_unconstrained", "matmul_hopper",
-                                                     "attention_hopper"}):
+                                                     "attention_hopper", *CORPUS}):
         record(name, SUITES[name], out, progress, args.quick, limit, args.workers, args.warmup, args.rep, args.shape)
 
 

@@ -16,4 +16,15 @@ kernel accumulates), ``launch(kernel, *tensors, **meta)`` and ``reference(...)``
 * ``attention``: FlashAttention-style forward, causal or not.
 * ``attention_hopper``: the same with tensor descriptors, exp2 with the scale folded in, the
   causal loop split at the diagonal and a heavy-first order; its H200 space is 90 configs.
+
+The corpus families (recorded by ``experiments/run_h200_record_corpus.sh``, for testing whether
+search strategies generalise to kernels they were not designed on):
+
+* ``grouped_gemm``: G products of one N and K and different M, walked by persistent programs (178 configs).
+* ``fp8_gemm``: float8_e4m3fn operands with per-tensor scales, bf16 output (184 configs).
+* ``layernorm_backward``: dx, and dw, db through a locked partial-sum buffer and a second
+  reduction kernel, as in Triton's tutorial (164 configs of the first kernel).
+* ``conv2d``: implicit-GEMM 2D convolution, channels-last, stride and padding (150 configs).
+* ``cross_entropy``: loss and gradient over a large vocabulary, fused (96 configs).
+* ``fused_moe``: vLLM-style MoE GEMM over tokens sorted by expert (178 configs).
 """
