@@ -59,7 +59,7 @@ class Entry:
 def discover() -> list[tuple[str, str, str, str]]:
     """(name, root, file, family) of every space there is to freeze: the community's files (the T4
     copy of one of them left out), the shipped H200 spaces, and the corpus's own recordings,
-    whose family is their kernel's name."""
+    whose family is their kernel module."""
     found = []
     for path in sorted(SHARED.rglob("*.json.gz")):
         if "t4_example" in path.parts:
@@ -71,7 +71,9 @@ def discover() -> list[tuple[str, str, str, str]]:
         found.append((f"h200/{row['kernel']}-{row['shape']}", "shipped", row["file"], SHIPPED_FAMILIES[row["kernel"]]))
     for path in sorted(RECORDED.glob("*.json.gz")):
         space = read_space(path)
-        found.append((f"h200/{path.name.removesuffix('.json.gz')}", "corpus", path.name, space.kernel_name))
+        module = path.name.split("-")[0]  # the kernel module, as record_spaces.py names the files
+        found.append((f"h200/{path.name.removesuffix('.json.gz')}", "corpus", path.name,
+                      f"triton-{module.replace('_', '-')}"))
     return found
 
 

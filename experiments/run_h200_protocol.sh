@@ -13,11 +13,11 @@ OUT=${OUT:-out}; mkdir -p "$OUT/protocol"
 nproc; python3 -c "import os; print('cpu_count', os.cpu_count(), 'affinity', len(os.sched_getaffinity(0)))"; (cd /tmp && python3 -c "import numpy, scipy, sklearn, optuna, tunekit; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__, 'tunekit', tunekit.__version__)")
 cat .whl/COMMIT
 baselines() { for b in ${BASELINES:-random rf lfbo}; do printf -- '--baseline %s ' "$b"; done; }
-timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v0.json}" \
+timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
     --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
     --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
-python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v0.json}" \
+python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
     --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
     --out "$OUT/protocol" --report-only > /dev/null && head -n 30 "$OUT/protocol/report.md"
