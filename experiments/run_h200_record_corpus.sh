@@ -11,6 +11,8 @@
 #
 #   OUT (out): $OUT/smoke.log, $OUT/<family>/ (store.db, recorded.json, written as the recording
 #     goes), $OUT/<family>.log, $OUT/spaces/ (Kernel Tuner files and index.json of every shape finished)
+#     and $OUT/corpus-spaces.tgz, the spaces and recorded.json files in one archive (the device tool
+#     brings back a limited number of files: only the archive is sure to come back)
 #   LIMIT_S (540): seconds from the start of this script, the install included, after which the
 #     recording stops: the family under way keeps the shapes it finished, later ones are not started;
 #     the export follows, within EXPORT_S (40) more
@@ -32,6 +34,9 @@ if [[ -z "${SKIP_INSTALL:-}" ]]; then
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONUNBUFFERED=1
+# a cold cache, so that each config's recorded compile time is a real compile, even when an earlier
+# call on the same machine compiled these kernels
+export TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
 left() { echo $(( LIMIT_S - (SECONDS - start) )); }
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader 2>/dev/null
@@ -69,4 +74,6 @@ if (( ${#outs[@]} )); then
     timeout -k 5 "$EXPORT_S" python3 experiments/record_spaces.py "${outs[@]}" --export "$OUT/spaces" | tail -n 30
     [[ -f "$OUT/spaces/index.json" ]] && python3 experiments/record_spaces.py --table "$OUT/spaces/index.json" || true
 fi
+# one archive: the device tool returns a limited number of files from $OUT
+(cd "$OUT" && tar czf corpus-spaces.tgz spaces */recorded.json 2>/dev/null) && echo "wrote $OUT/corpus-spaces.tgz"
 echo "== done in $(( SECONDS - start )) s"
