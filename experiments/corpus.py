@@ -50,6 +50,9 @@ class Entry:
     file: str
     family: str
     digest: str
+    #: Whether the file's compile and benchmark times are real costs, so that scores over
+    #: simulated seconds mean something there (v1's own recordings: warm-cache compile times).
+    seconds: bool = True
 
     def path(self, manifest: Path) -> Path:
         base = {"shared": SHARED, "shipped": shipped.DIRECTORY, "corpus": manifest.parent / "h200"}[self.root]

@@ -130,8 +130,10 @@ def selection_score(table: Table, label: str, spaces: Sequence[str]) -> float:
     return statistics.fmean(per_space)
 
 
-def figures(table: Table, label: str, spaces: Sequence[str]) -> dict:
-    """Item 2's figures of ``label`` over ``spaces``: runs within 2 % and geomeans after 20, 50, 200."""
+def figures(table: Table, label: str, spaces: Sequence[str], timed: set[str] | None = None) -> dict:
+    """The figures of ``label`` over ``spaces``: runs within 2 %, geomeans of best / optimum at the
+    checkpoints, and the mean score over evaluations and, on the ``timed`` spaces (whose costs
+    are real), over simulated seconds (``tunekit.metrics``)."""
     spaces = [s for s in spaces if (s, label) in table.runs]
     if not spaces:
         return {}
@@ -139,13 +141,18 @@ def figures(table: Table, label: str, spaces: Sequence[str]) -> dict:
                    "within": statistics.fmean(w for s in spaces for w in table.within(s, label))}
     for n in checkpoints(table):
         found[n] = geomean(r for s in spaces for r in table.ratio_after(s, label, n))
+    for name, seconds, chosen in (("score", False, spaces),
+                                  ("score_seconds", True, [s for s in spaces if timed is None or s in timed])):
+        scores = [v for v in (table.score(s, label, seconds) for s in chosen) if not math.isnan(v)]
+        found[name] = statistics.fmean(scores) if scores else math.nan
     return found
 
 
 def row(name: str, found: dict, points: Sequence[int]) -> list[str]:
     if not found:
-        return [name, *["-"] * (2 + len(points))]
-    return [name, str(found["spaces"]), f"{100 * found['within']:.0f} %", *(fmt(found[n]) for n in points)]
+        return [name, *["-"] * (4 + len(points))]
+    return [name, str(found["spaces"]), f"{100 * found['within']:.0f} %", *(fmt(found[n]) for n in points),
+            fmt(found["score"]), fmt(found["score_seconds"])]
 
 
 def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequence[str]) -> dict[str, str]:
@@ -180,20 +187,25 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
     lines = [f"# Leave-family-out: {manifest.name}, {len(spaces)} spaces in {len(families)} families, "
              f"budget {budget}", ""]
     points = checkpoints(table)
-    header = ["strategy", "spaces", "runs within 2 %", *(f"best/opt @{n}" for n in points)]
+    header = ["strategy", "spaces", "runs within 2 %", *(f"best/opt @{n}" for n in points), "score",
+              "score over seconds"]
+    timed = {name for name, entry in entries.items() if entry.seconds}
     lines += ["## All families, held out", ""]
-    lines += markdown(header, [row("held-out design", figures(held, "held-out", everything), points)]
-                      + [row(label, figures(table, label, everything), points) for label in [*baselines, *designs]])
+    lines += markdown(header, [row("held-out design", figures(held, "held-out", everything, timed), points)]
+                      + [row(label, figures(table, label, everything, timed), points)
+                         for label in [*baselines, *designs]])
     target = figures(held, "held-out", everything)
     if target:
         lines += ["", "Targets: " + ", ".join([
             f"runs within 2 % {100 * target['within']:.0f} % (target >= {100 * TARGETS['within']:.0f} %)",
             *(f"@{n} {target[n]:.3f} (target <= {TARGETS[n]})" for n in points)])]
-    lines += ["", "## Per family, held out", ""]
+    lines += ["", f"Scores: `tunekit.metrics`' score (0: calculated random search, 1: the optimum at once), the "
+              f"mean over spaces; over seconds on the {len(timed)} spaces whose recorded costs are real.",
+              "", "## Per family, held out", ""]
     for family, names in sorted(families.items()):
         lines += [f"### {family} ({len(names)} spaces; chosen without it: {chosen[family]})", ""]
-        lines += markdown(header, [row("held-out design", figures(held, "held-out", names), points)]
-                          + [row(label, figures(table, label, names), points) for label in baselines])
+        lines += markdown(header, [row("held-out design", figures(held, "held-out", names, timed), points)]
+                          + [row(label, figures(table, label, names, timed), points) for label in baselines])
         lines.append("")
     whole = min(designs, key=lambda label: selection_score(table, label, everything))
     lines += [f"Chosen on the whole corpus (what ships): {whole}.", ""]
