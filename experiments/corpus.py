@@ -11,7 +11,7 @@ is never edited.
 Families group the spaces of one kernel implementation (its shapes, GPUs and re-measurements):
 leaving a family out leaves out everything a design could have learned about that kernel.
 
-    python experiments/corpus.py freeze experiments/corpus/v1.json   # write a new version
+    python experiments/corpus.py freeze experiments/corpus/v2.json --previous experiments/corpus/v1.json
     python experiments/corpus.py show experiments/corpus/v1.json     # families and counts
 """
 
@@ -55,7 +55,7 @@ class Entry:
     seconds: bool = True
 
     def path(self, manifest: Path) -> Path:
-        base = {"shared": SHARED, "shipped": shipped.DIRECTORY, "corpus": manifest.parent / "h200"}[self.root]
+        base = {"shared": SHARED, "shipped": shipped.DIRECTORY, "corpus": RECORDED}[self.root]
         return base / self.file
 
 
@@ -63,6 +63,9 @@ def discover() -> list[tuple[str, str, str, str]]:
     """(name, root, file, family) of every space there is to freeze: the community's files (the T4
     copy of one of them left out), the shipped H200 spaces, and the corpus's own recordings,
     whose family is their kernel module."""
+    if not any(SHARED.rglob("*.json.gz")):
+        raise SystemExit(f"no community spaces under {SHARED}: set TUNEKIT_SHARED_SPACES to the folder holding "
+                         "kerneltuner/")
     found = []
     for path in sorted(SHARED.rglob("*.json.gz")):
         if "t4_example" in path.parts:
@@ -80,14 +83,18 @@ def discover() -> list[tuple[str, str, str, str]]:
     return found
 
 
-def freeze(manifest: Path) -> list[Entry]:
-    """Write a new corpus version at ``manifest`` (never over an existing one)."""
+def freeze(manifest: Path, previous: Path | None = None) -> list[Entry]:
+    """Write a new corpus version at ``manifest`` (never over an existing one). A space of the
+    ``previous`` version that measured the same keeps what that version says of it (``seconds``:
+    whether its costs are real, which the files cannot say)."""
     if manifest.exists():
         raise SystemExit(f"{manifest} exists: a corpus version is never rewritten; freeze a new version")
+    known = {(e.name, e.digest): e for e in _entries(previous)} if previous is not None else {}
     entries = []
     for name, root, file, family in discover():
-        entry = Entry(name, root, file, family, "")
-        entries.append(Entry(name, root, file, family, read_space(entry.path(manifest)).digest))
+        digest = read_space(Entry(name, root, file, family, "").path(manifest)).digest
+        earlier = known.get((name, digest))
+        entries.append(Entry(name, root, file, family, digest, earlier.seconds if earlier else True))
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text(json.dumps({"version": manifest.stem, "spaces": [vars(e) for e in entries]}, indent=1) + "\n")
     return entries
@@ -97,8 +104,11 @@ def load(manifest: Path | str, verify: bool = True) -> list[tuple[Entry, Recorde
     """The corpus's spaces, each read and named by its entry; with ``verify``, a ``SystemExit``
     naming every space whose file is missing or whose measurements differ from the frozen ones."""
     manifest = Path(manifest)
-    entries = [Entry(**row) for row in json.loads(manifest.read_text())["spaces"]]
+    entries = _entries(manifest)
     spaces, problems = [], []
+    repeated = [name for name, count in Counter(e.name for e in entries).items() if count > 1]
+    if repeated:
+        problems.append(f"names given to more than one space: {', '.join(repeated)}")
     for entry in entries:
         path = entry.path(manifest)
         if not path.exists():
@@ -113,13 +123,18 @@ def load(manifest: Path | str, verify: bool = True) -> list[tuple[Entry, Recorde
     return spaces
 
 
+def _entries(manifest: Path) -> list[Entry]:
+    return [Entry(**row) for row in json.loads(Path(manifest).read_text())["spaces"]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("freeze", "show"))
     parser.add_argument("manifest", type=Path)
+    parser.add_argument("--previous", type=Path, help="freeze: the version this one follows (its flags carry over)")
     args = parser.parse_args()
     if args.command == "freeze":
-        entries = freeze(args.manifest)
+        entries = freeze(args.manifest, args.previous)
     else:
         entries = [entry for entry, _ in load(args.manifest)]
     families = Counter(entry.family for entry in entries)
