@@ -1,0 +1,65 @@
+"""The leave-family-out protocol (experiments/leave_family_out.py): each family is judged by the
+design chosen on the other families, and by nothing else."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tunekit.metrics import Run, SpaceStats
+from tunekit.recorded import read_space
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.fixture
+def protocol(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    module = importlib.import_module("leave_family_out")
+    yield module
+    sys.modules.pop("leave_family_out", None)
+
+
+def stats_of(tmp_path: Path, name: str) -> SpaceStats:
+    """A 5-config space whose optimum is 1 ms (16, 8, 4, 2, 1 ms)."""
+    import json
+
+    path = tmp_path / f"{name}.json"
+    cache = {str(i): {"x": i, "time": t, "compile_time": 900.0, "benchmark_time": 100.0}
+             for i, t in enumerate((16.0, 8.0, 4.0, 2.0, 1.0))}
+    path.write_text(json.dumps({"device_name": "hand", "kernel_name": name, "problem_size": 1,
+                                "tune_params_keys": ["x"], "tune_params": {"x": list(range(5))}, "cache": cache}))
+    return SpaceStats.of(read_space(path, name=name))
+
+
+def run(space: str, strategy: str, seed: int, times: list[float], budget: int = 20) -> Run:
+    return Run(space, strategy, seed, budget, np.array(times), np.arange(1.0, len(times) + 1))
+
+
+def test_each_family_is_judged_by_the_design_chosen_on_the_others(protocol, tmp_path):
+    """``near`` finds the optimum on family A's spaces, ``far`` on family B's; each family's
+    held-out design must be the one that did well on the *other* family."""
+    from learned_search import Table
+
+    families = {"A": ["a1", "a2"], "B": ["b1"]}
+    good, bad = [1.0], [16.0, 8.0]
+    runs = [run(space, design, seed, good if (design == "near") == (space != "b1") else bad)
+            for space in ("a1", "a2", "b1") for design in ("near", "far") for seed in range(3)]
+    table = Table(runs, {name: stats_of(tmp_path, name) for name in ("a1", "a2", "b1")}, budget=20)
+    chosen = protocol.cross_validate(table, families, ["near", "far"])
+    assert chosen == {"A": "far", "B": "near"}  # never the design that did well on the family itself
+    assert protocol.selection_score(table, "near", ["a1", "a2"]) == 0.0  # log(1 / 1) at every checkpoint
+    found = protocol.figures(table, "near", ["a1", "a2", "b1"])
+    assert (found["reached"], found["runs"]) == (6, 9)
+
+
+def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
+    from learned_search import Table
+
+    table = Table([run("a1", "near", 0, [8.0, 1.0], budget=5)], {"a1": stats_of(tmp_path, "a1")}, budget=5)
+    assert protocol.checkpoints(table) == [5]
+    assert protocol.selection_score(table, "near", ["a1"]) == 0.0
