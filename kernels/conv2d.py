@@ -22,7 +22,7 @@ import triton.language as tl
 
 from tunekit.space import Space
 
-from .matmul import H200_SHARED_MEMORY
+from .matmul import H200_SHARED_MEMORY, grouped_tile
 
 
 @triton.jit(do_not_specialize=["M", "H", "W", "P", "Q", "stride", "pad"])
@@ -34,11 +34,7 @@ def conv2d_nhwc_kernel(
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(K, BLOCK_N)
-    group_id = pid // (8 * num_pid_n)
-    first_pid_m = group_id * 8
-    group_size_m = min(num_pid_m - first_pid_m, 8)
-    pid_m = first_pid_m + ((pid % (8 * num_pid_n)) % group_size_m)
-    pid_n = (pid % (8 * num_pid_n)) // group_size_m
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, 8)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # output pixels (n, p, q)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels

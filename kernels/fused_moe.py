@@ -21,6 +21,7 @@ import triton.language as tl
 from tunekit.space import Space
 
 from .grouped_gemm import fits_registers, may_fit_shared_memory
+from .matmul import grouped_tile
 
 #: Each expert's run of sorted rows is padded to a multiple of this: the largest BLOCK_M.
 ALIGN = 128
@@ -38,12 +39,7 @@ def fused_moe_kernel(
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(EM, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_token_id = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_token = tl.load(sorted_token_ids_ptr + offs_token_id)
