@@ -46,6 +46,7 @@ import corpus  # noqa: E402
 from learned_search import REMEASURED, SELECTION, Table, as_run, fmt, geomean, markdown, read_runs  # noqa: E402
 
 from tunekit.compare import replay, same_kernel_elsewhere  # noqa: E402
+from tunekit.kerneltuner import is_kernel_tuner  # noqa: E402
 from tunekit.metrics import SpaceStats  # noqa: E402
 from tunekit.recorded import RecordedSpace  # noqa: E402
 from tunekit.strategy import make_strategy  # noqa: E402
@@ -57,6 +58,9 @@ BASELINES = ("random", "rf", "optuna-gp", "lfbo", "kt:genetic_algorithm")
 SEEN_BY_DEFAULT = SELECTION | REMEASURED
 #: The targets the held-out design is held to: runs within 2 %, best / optimum after 20, 50, 200.
 TARGETS = {"within": 0.92, 20: 1.12, 50: 1.04, 200: 1.005}
+#: A design whose strategy takes more CPU time per proposed config than this (ms; the median over
+#: its runs on the corpus's largest space) is not chosen: the cost the default may have.
+MAX_MS_PER_CONFIG = 20.0
 
 _loaded: dict[str, dict[str, RecordedSpace]] = {}
 
@@ -70,11 +74,12 @@ def _spaces(manifest: str) -> dict[str, RecordedSpace]:
 def _tuning(manifest: str, space: str, label: str, strategy: str, options: str, seed: int,
             budget: int, history: tuple[str, ...] = ()) -> dict:
     """One replayed tuning, as a line of runs.jsonl.gz (``cpu_seconds``: what the process spent,
-    nearly all of it the strategy's: the replay answers from the records). ``history``: the
-    spaces the store holds when it starts."""
+    nearly all of it the strategy's: the replay answers from the records; imports are left out,
+    which the first tuning of each worker process would otherwise pay). ``history``: the spaces
+    the store holds when it starts."""
     spaces = _spaces(manifest)
-    made = make_strategy(strategy, **json.loads(options)) if options != "{}" else strategy
-    started = time.process_time()
+    made = strategy if is_kernel_tuner(strategy) else make_strategy(strategy, **json.loads(options))
+    started = time.process_time()  # after the strategy's modules were imported: their import is not its time
     run = replay(spaces[space], made, seed, budget, history=[spaces[name] for name in history])
     return {"space": space, "strategy": label, "seed": seed, "budget": budget,
             "times_ms": [t if math.isfinite(t) else None for t in run.times_ms.tolist()],
@@ -169,6 +174,14 @@ def row(name: str, found: dict, points: Sequence[int]) -> list[str]:
             fmt(found["score"]), fmt(found["score_seconds"])]
 
 
+def affordable(ms_per_config: dict[str, float], designs: Sequence[str], limit: float = MAX_MS_PER_CONFIG
+               ) -> list[str]:
+    """The designs whose median CPU time per proposed config is within ``limit`` ms (a design not
+    timed counts as within it); every design where none is."""
+    within = [label for label in designs if not ms_per_config.get(label, 0.0) > limit]
+    return within or list(designs)
+
+
 def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequence[str]) -> dict[str, str]:
     """family -> the design chosen on every other family."""
     chosen = {}
@@ -191,7 +204,11 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
     families: dict[str, list[str]] = {}
     for name, entry in entries.items():
         families.setdefault(entry.family, []).append(name)
-    chosen = cross_validate(table, families, designs)
+    largest = max(spaces, key=lambda name: len(spaces[name]))
+    ms_per_config = {label: 1e3 * statistics.median(cpu[largest, label])
+                     for label in [*designs, *baselines] if (largest, label) in cpu}
+    candidates = affordable(ms_per_config, designs)
+    chosen = cross_validate(table, families, candidates)
     held_out = [(family, name) for family, names in families.items() for name in names]
     # the held-out table: each family's runs of the design chosen without it
     held = Table([r for r in runs for family, name in held_out if r.space == name and r.strategy == chosen[family]],
@@ -241,13 +258,16 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
                           + [row(label, figures(table, label, names, timed), points) for label in baselines])
         lines.append("")
     lines += transfer_rows(table, spaces)
-    whole = min(designs, key=lambda label: selection_score(table, label, everything))
+    whole = min(candidates, key=lambda label: selection_score(table, label, everything))
     lines += [f"Chosen on the whole corpus (what ships): {whole}.", ""]
-    largest = max(spaces, key=lambda name: len(spaces[name]))
     lines += [f"## Strategy CPU time per proposed config on {largest} ({len(spaces[largest])} configs)", ""]
     lines += markdown(["strategy", "median ms per config"],
-                      [[label, fmt(1e3 * statistics.median(cpu[largest, label]), 1)]
-                       for label in [*designs, *baselines] if (largest, label) in cpu])
+                      [[label, fmt(ms_per_config[label], 1)] for label in [*designs, *baselines]
+                       if label in ms_per_config])
+    costly = [label for label in designs if label not in candidates]
+    if costly:
+        lines += ["", f"Not chosen by any fold, for taking more than {MAX_MS_PER_CONFIG:g} ms per config: "
+                  + ", ".join(costly) + "."]
     return "\n".join(lines) + "\n"
 
 

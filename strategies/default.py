@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import norm
 
 from tunekit.config import Config, config_json
 from tunekit.keys import TuningKey, alike, nearest_key
@@ -49,12 +50,13 @@ from tunekit.trial import Trial
 
 from .forest import ForestSearch
 
+#: ``DefaultSearch``'s ways of picking the start's configs.
+INITIAL_DESIGNS = ("maximin", "random")
+
 
 def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
     """Expected improvement below ``best`` of a normal with the forest's mean and spread over
     trees (as SMAC does: a forest's trees alone never predict below the best time they saw)."""
-    from scipy.stats import norm
-
     spread = np.maximum(spread, 1e-12)
     z = (best - mean) / spread
     return (best - mean) * norm.cdf(z) + spread * norm.pdf(z)
@@ -73,6 +75,11 @@ class DefaultSearch(ForestSearch):
             noise; 0.01 = 1 %).
         patience: evaluations the expected improvement must stay under ``noise`` before stopping.
         min_evals: evaluations of this tuning before an early stop is considered.
+        initial_design: how the start without the store picks its ``initial`` configs:
+            ``"maximin"`` (each as far as possible from those picked) or ``"random"``.
+        local_best: the neighbours of this many fastest configs share the local proposals (1:
+            the best's alone; more search around several good configs, as parallel pattern
+            searches do).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -82,7 +89,8 @@ class DefaultSearch(ForestSearch):
     def __init__(self, local_fraction: float = 0.2, noise: float = 0.01, patience: int = 20, min_evals: int = 30,
                  top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
-                 warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = None) -> None:
+                 warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = None,
+                 initial_design: str = "maximin", local_best: int = 1) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees)
         self.local_fraction = local_fraction
@@ -90,8 +98,15 @@ class DefaultSearch(ForestSearch):
         self.patience = patience
         self.min_evals = min_evals
         self.warm_start = warm_start
+        self.initial_design = initial_design
+        self.local_best = local_best
 
     def start(self, context) -> None:
+        if self.initial_design not in INITIAL_DESIGNS:
+            raise ValueError(f"DefaultSearch(initial_design={self.initial_design!r}): expected one of "
+                             f"{', '.join(map(repr, INITIAL_DESIGNS))}")
+        if self.local_best < 1:
+            raise ValueError(f"DefaultSearch(local_best={self.local_best!r}): expected at least 1")
         super().start(context)
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
@@ -137,7 +152,10 @@ class DefaultSearch(ForestSearch):
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)
         if not self._learned_elsewhere and len(self._here) < self.initial:
-            return self._spread(min(n, self.initial - len(self._here)))
+            count = min(n, self.initial - len(self._here))
+            if self.initial_design == "random":
+                return self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
+            return self._spread(count)
         if self._prior is not None and len(self._here) < self.warm_start:
             return self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:min(n, self.warm_start -
                                                                                           len(self._here))])
@@ -185,12 +203,15 @@ class DefaultSearch(ForestSearch):
         return self._take(chosen)
 
     def _neighbours_of_best(self, count: int) -> list[Config]:
+        """Up to ``count`` untried neighbours (one parameter one step away) of the ``local_best``
+        fastest configs of this tuning, at random, leaving out those expected to fail."""
         measured = [t for t in self._here if t.ok]
         if not measured or count == 0:
             return []
-        best = min(measured, key=lambda t: t.time_ms).config
-        open_ = [i for i in (self._index[config_json(c)] for c in self.context.space.neighbours(best))
-                 if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
+        fastest = sorted(measured, key=lambda t: t.time_ms)[:self.local_best]
+        around = dict.fromkeys(self._index[config_json(c)] for t in fastest
+                               for c in self.context.space.neighbours(t.config))
+        open_ = [i for i in around if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]

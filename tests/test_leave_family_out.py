@@ -63,3 +63,11 @@ def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp
     table = Table([run("a1", "near", 0, [8.0, 1.0], budget=5)], {"a1": stats_of(tmp_path, "a1")}, budget=5)
     assert protocol.checkpoints(table) == [5]
     assert protocol.selection_score(table, "near", ["a1"]) == 0.0
+
+
+def test_a_design_over_the_time_limit_is_not_chosen_unless_every_design_is(protocol):
+    limit = protocol.MAX_MS_PER_CONFIG
+    timed = {"slow": limit + 1, "quick": limit / 2}
+    assert protocol.affordable(timed, ["slow", "quick", "untimed"]) == ["quick", "untimed"]
+    assert protocol.affordable({"slow": limit + 1, "slower": limit + 5}, ["slow", "slower"]) == ["slow", "slower"]
+    assert protocol.affordable({"exact": limit}, ["exact"]) == ["exact"]  # within: at most the limit

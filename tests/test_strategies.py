@@ -91,6 +91,60 @@ class TestDefaultSearchRefreshingTrees(StrategyConformance):
         assert default[3] < rnd[3]
 
 
+class TestDefaultSearchRandomStart(StrategyConformance):
+    """``initial_design="random"``: the start draws its configs at random, not by maximin."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, initial_design="random")
+
+    def test_the_start_is_a_seeded_random_draw_not_the_maximin_design(self):
+        space = toy_space()
+        starts = {seed: [config_json(c) for c in drive(self.make_strategy(), space, evals=5, seed=seed, batch=1)]
+                  for seed in range(4)}
+        assert starts[0] == [config_json(c) for c in drive(self.make_strategy(), space, evals=5, seed=0, batch=1)]
+        assert len({tuple(start) for start in starts.values()}) == 4
+        maximin = {seed: [config_json(c) for c in drive(DefaultSearch(initial=5), space, evals=5, seed=seed, batch=1)]
+                   for seed in range(4)}
+        assert starts != maximin
+
+    def test_an_unknown_initial_design_is_refused_by_name(self):
+        with pytest.raises(ValueError, match="initial_design='sobol'.*'maximin', 'random'"):
+            drive(DefaultSearch(initial_design="sobol"), toy_space(), evals=2)
+
+
+class TestDefaultSearchAroundSeveralBest(StrategyConformance):
+    """``local_best``: the local proposals are neighbours of any of the few fastest configs."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, local_best=3)
+
+    @pytest.mark.parametrize("local_best", [1, 3])
+    def test_every_local_proposal_neighbours_one_of_the_fastest_so_far(self, local_best):
+        """With every proposal after the start local, each is one parameter one step away from
+        one of the ``local_best`` fastest configs measured before it (failures are not fast)."""
+        from tunekit.testing.strategies import toy_trial
+
+        space = toy_space()
+        beside_the_best = 0  # local proposals that are not neighbours of the fastest config itself
+        for seed in range(3):
+            found = drive(DefaultSearch(initial=5, local_fraction=1.0, local_best=local_best, min_evals=10**6),
+                          space, evals=20, seed=seed, batch=1)
+            for position in range(5, len(found)):
+                measured = [c for c in found[:position] if toy_trial(c).ok]
+                fastest = sorted(measured, key=lambda c: toy_trial(c).time_ms)[:local_best]
+                around = {config_json(n) for c in fastest for n in space.neighbours(c)}
+                untried = around - {config_json(c) for c in found[:position]}
+                if untried:  # where no neighbour is left the forest proposes
+                    assert config_json(found[position]) in around
+                    beside_the_best += config_json(found[position]) not in {
+                        config_json(n) for n in space.neighbours(fastest[0])}
+        assert (beside_the_best > 0) == (local_best > 1)
+
+    def test_local_best_under_one_is_refused(self):
+        with pytest.raises(ValueError, match="local_best=0"):
+            drive(DefaultSearch(local_best=0), toy_space(), evals=2)
+
+
 class TestDefaultSearch(StrategyConformance):
     def make_strategy(self):
         return DefaultSearch(initial=5, min_evals=10**6)  # the conformance suite expects no early stop
