@@ -3,7 +3,7 @@
 # machine's cores. Expects, carried: .whl/ (tunekit's wheel and its missing dependencies,
 # benchmarks/README.md), .spaces/ (a copy of the community's spaces: their kerneltuner/ folder),
 # and optionally .runs/runs.jsonl.gz, the runs of an earlier call to resume from. Writes
-# $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end.
+# $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0).
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
@@ -18,6 +18,7 @@ timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CO
     --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
+[ "${REPORT:-1}" = 1 ] || exit 0   # REPORT=0: the report is made where the runs are fetched to (it takes minutes)
 python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
     --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
     --out "$OUT/protocol" --report-only > /dev/null && head -n 30 "$OUT/protocol/report.md"
