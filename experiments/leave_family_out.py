@@ -305,6 +305,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--stop-after", type=float, default=None, help="stop starting tunings after S seconds")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--replay-only", action="store_true", help="replay, and leave the report for later")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     designs = json.loads(args.designs.read_text())
@@ -316,6 +317,8 @@ def main() -> None:
     if not args.report_only:
         replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
                    args.stop_after, args.transfer)
+    if args.replay_only:
+        return
     text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)
     (args.out / "report.md").write_text(text)
     print(text)

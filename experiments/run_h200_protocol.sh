@@ -15,7 +15,7 @@ cat .whl/COMMIT
 baselines() { for b in ${BASELINES:-random rf lfbo}; do printf -- '--baseline %s ' "$b"; done; }
 timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
     --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
-    --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
+    --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
 [ "${REPORT:-1}" = 1 ] || exit 0   # REPORT=0: the report is made where the runs are fetched to (it takes minutes)
