@@ -3,7 +3,8 @@
 # machine's cores. Expects, carried: .whl/ (tunekit's wheel and its missing dependencies,
 # benchmarks/README.md), .spaces/ (a copy of the community's spaces: their kerneltuner/ folder),
 # and optionally .runs/runs.jsonl.gz, the runs of an earlier call to resume from. Writes
-# $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0).
+# $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0). TIME_ALONE=N
+# first times each strategy alone on the largest space, N tunings each ($OUT/protocol/timing.json).
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
@@ -15,7 +16,7 @@ cat .whl/COMMIT
 baselines() { for b in ${BASELINES:-random rf lfbo}; do printf -- '--baseline %s ' "$b"; done; }
 timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
     --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
-    --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
+    --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --time-alone "${TIME_ALONE:-0}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
 [ "${REPORT:-1}" = 1 ] || exit 0   # REPORT=0: the report is made where the runs are fetched to (it takes minutes)
