@@ -80,6 +80,9 @@ class DefaultSearch(ForestSearch):
         local_best: the neighbours of this many fastest configs share the local proposals (1:
             the best's alone; more search around several good configs, as parallel pattern
             searches do).
+        random_fraction: share of the proposals after the start given to untried configs drawn
+            at random (SMAC's interleaved random configurations: a forest does not extrapolate,
+            so its ranking alone can stay in one basin).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -90,7 +93,7 @@ class DefaultSearch(ForestSearch):
                  top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = None,
-                 initial_design: str = "maximin", local_best: int = 1) -> None:
+                 initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.0) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees)
         self.local_fraction = local_fraction
@@ -100,6 +103,7 @@ class DefaultSearch(ForestSearch):
         self.warm_start = warm_start
         self.initial_design = initial_design
         self.local_best = local_best
+        self.random_fraction = random_fraction
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -162,10 +166,24 @@ class DefaultSearch(ForestSearch):
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
-        done = len(self._here)  # local asks spread evenly: floor(evaluations x fraction) of them so far
-        local_count = math.floor((done + n) * self.local_fraction) - math.floor(done * self.local_fraction)
-        local = self._neighbours_of_best(local_count)
-        return local + (super().ask(n - len(local)) if n > len(local) else [])
+        done = len(self._here)  # local and random asks spread evenly: floor(evaluations x fraction) so far
+        local = self._neighbours_of_best(self._share(done, n, self.local_fraction))
+        drawn = self._random_untried(min(n - len(local), self._share(done, n, self.random_fraction)))
+        rest = n - len(local) - len(drawn)
+        return local + drawn + (super().ask(rest) if rest > 0 else [])
+
+    @staticmethod
+    def _share(done: int, n: int, fraction: float) -> int:
+        """How many of the next ``n`` proposals, after ``done``, go to a ``fraction`` of them."""
+        return math.floor((done + n) * fraction) - math.floor(done * fraction)
+
+    def _random_untried(self, count: int) -> list[Config]:
+        """``count`` untried configs at random, of those not expected to fail by the prior or to
+        exceed shared memory."""
+        if count <= 0:
+            return []
+        untried = np.flatnonzero(~self._tried & ~self._prior_failing)
+        return self._take(self.rng.permutation(self._fitting(untried))[:count])
 
     def _training_trials(self) -> list[Trial]:
         """With a prior, this key's trials (measured now or stored) alone: the other keys speak

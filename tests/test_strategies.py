@@ -145,6 +145,35 @@ class TestDefaultSearchAroundSeveralBest(StrategyConformance):
             drive(DefaultSearch(local_best=0), toy_space(), evals=2)
 
 
+class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
+    """``random_fraction``: a share of the proposals after the start are untried configs at random."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, random_fraction=0.25)
+
+    def test_the_share_of_random_proposals_is_the_fraction(self):
+        drawn = []
+
+        class Recording(DefaultSearch):
+            def _random_untried(self, count):
+                found = super()._random_untried(count)
+                drawn.extend(found)
+                return found
+
+        found = drive(Recording(initial=5, min_evals=10**6, random_fraction=0.25, local_fraction=0.0), toy_space(),
+                      evals=45, seed=1, batch=1)
+        assert len(found) == 45 and len(drawn) == 40 // 4  # a quarter of the 40 proposals after the start
+        assert len({config_json(c) for c in found}) == 45  # never one tried before
+
+    def test_without_the_fraction_nothing_is_drawn_at_random(self):
+        class Refusing(DefaultSearch):
+            def _random_untried(self, count):
+                assert count == 0
+                return []
+
+        assert len(drive(Refusing(initial=5, min_evals=10**6), toy_space(), evals=30, batch=1)) == 30
+
+
 class TestDefaultSearch(StrategyConformance):
     def make_strategy(self):
         return DefaultSearch(initial=5, min_evals=10**6)  # the conformance suite expects no early stop
