@@ -75,11 +75,13 @@ def _spaces(manifest: str) -> dict[str, RecordedSpace]:
 def _tuning(manifest: str, space: str, label: str, strategy: str, options: str, seed: int,
             budget: int, history: tuple[str, ...] = ()) -> dict:
     """One replayed tuning, as a line of runs.jsonl.gz (``cpu_seconds``: what the process spent,
-    nearly all of it the strategy's: the replay answers from the records; imports are left out,
-    which the first tuning of each worker process would otherwise pay). ``history``: the spaces
+    nearly all of it the strategy's: the replay answers from the records; imports and building
+    the Space from the file are left out, which the first tuning of a space in each worker process
+    would otherwise pay). ``history``: the spaces
     the store holds when it starts."""
     spaces = _spaces(manifest)
     made = strategy if is_kernel_tuner(strategy) else make_strategy(strategy, **json.loads(options))
+    spaces[space].space()  # the Space of a recorded file is built once per process: the replay's cost
     started = time.process_time()  # after the strategy's modules were imported: their import is not its time
     run = replay(spaces[space], made, seed, budget, history=[spaces[name] for name in history])
     return {"space": space, "strategy": label, "seed": seed, "budget": budget,

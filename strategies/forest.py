@@ -70,6 +70,9 @@ class ForestSearch(Strategy):
         self._model: RandomForest | None = None
         self._scored = np.empty(0, dtype=int)  # indices scored at the last fit, best first
         self._per_tree = np.empty((0, 0))  # the trees' log-time predictions for them
+        self._features_layout: tuple | None = None  # the key features _space_features were made for
+        self._space_features = np.empty((0, 0))
+        self._tree_rows: dict = {}  # tree -> its predictions for every config of the Space
         self._too_large = np.zeros(len(self._configs), dtype=bool)  # predicted not to fit in shared memory
         self._learn_shared_memory(self._trials)
 
@@ -126,13 +129,40 @@ class ForestSearch(Strategy):
             self._model = self._new_model().fit(self._training_trials(), key, **self._fit_options())
         self._fitted_at = len(self._here)
         untried = np.flatnonzero(~self._tried)
-        scored = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
-        features = self._model.features_of_encoded(self._encoded[scored], key)
-        self._per_tree = self._model.per_tree_log(features)
+        if len(untried) <= self.candidates:
+            scored = untried
+            features, per_tree = self._whole_space_predictions()
+            features, self._per_tree = features[scored], per_tree[:, scored]
+        else:
+            scored = self.rng.choice(untried, self.candidates, replace=False)
+            features = self._model.features_of_encoded(self._encoded[scored], key)
+            self._per_tree = self._model.per_tree_log(features)
         score = self._per_tree.mean(axis=0) - self.kappa * self._per_tree.std(axis=0)
         score[self._failing(scored, features)] = np.inf
         order = np.argsort(score, kind="stable")
         self._scored, self._per_tree = scored[order], self._per_tree[:, order]
+
+    def _whole_space_predictions(self) -> tuple[np.ndarray, np.ndarray]:
+        """The model's features of every config of the Space, and each tree's predicted log time
+        for them (trees x configs). A tree predicts each config once: a refit that keeps trees
+        (``refit_trees``) predicts with its new trees alone, and the features, which the prior's
+        predictions are part of, are made once per layout of key features."""
+        assert self._model is not None, "_whole_space_predictions follows a fit (_fit)"
+        layout = tuple(self._model.key_feature_names_)
+        if self._features_layout != layout:
+            self._features_layout = layout
+            self._space_features = self._model.features_of_encoded(self._encoded, self.context.key)
+            self._tree_rows = {}
+        trees = self._model.regressor_.estimators_
+        new = [tree for tree in trees if tree not in self._tree_rows]
+        if new:
+            rows = np.ascontiguousarray(self._space_features, dtype=np.float32)
+            if np.isinf(rows).any():  # as per_tree_log refuses
+                raise ValueError("ForestSearch: a feature is infinite or too large for float32")
+            for tree in new:
+                self._tree_rows[tree] = tree.predict(rows, check_input=False)
+        self._tree_rows = {tree: self._tree_rows[tree] for tree in trees}  # the dropped trees' rows go
+        return self._space_features, np.stack([self._tree_rows[tree] for tree in trees])
 
     def _training_trials(self) -> list[Trial]:
         """What the model learns from: every trial of the kernel, on every key."""

@@ -174,6 +174,22 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
         assert len(drive(Refusing(initial=5, min_evals=10**6), toy_space(), evals=30, batch=1)) == 30
 
 
+@pytest.mark.parametrize("refit_trees", [None, 8])
+def test_predictions_kept_per_tree_propose_what_predicting_afresh_proposes(refit_trees):
+    """A forest search keeps each tree's predictions over the Space between refits; a search that
+    predicts every config with every tree at each fit must propose the same configs."""
+
+    class Afresh(DefaultSearch):
+        def _whole_space_predictions(self):
+            features = self._model.features_of_encoded(self._encoded, self.context.key)
+            return features, self._model.per_tree_log(features)
+
+    for seed in range(3):
+        kept = drive(DefaultSearch(initial=5, min_evals=10**6, refit_trees=refit_trees), toy_space(), 40, seed, 1)
+        afresh = drive(Afresh(initial=5, min_evals=10**6, refit_trees=refit_trees), toy_space(), 40, seed, 1)
+        assert [config_json(c) for c in kept] == [config_json(c) for c in afresh]
+
+
 class TestDefaultSearch(StrategyConformance):
     def make_strategy(self):
         return DefaultSearch(initial=5, min_evals=10**6)  # the conformance suite expects no early stop
