@@ -43,7 +43,7 @@ import math
 import numpy as np
 from scipy.stats import norm
 
-from tunekit.config import Config, config_json
+from tunekit.config import Config, config_json, config_to_dict
 from tunekit.keys import TuningKey, alike, nearest_key
 from tunekit.perfmodels import RandomForest
 from tunekit.trial import Trial
@@ -80,6 +80,10 @@ class DefaultSearch(ForestSearch):
         local_best: the neighbours of this many fastest configs share the local proposals (1:
             the best's alone; more search around several good configs, as parallel pattern
             searches do).
+        local_radius: once every neighbour of the fastest configs is tried, the local proposals
+            come from the untried configs fewest steps away (a step moves one parameter to the
+            next value of its domain), up to this many: a pattern search widening its step at a
+            local optimum (1: only the neighbours).
         random_fraction: share of the proposals after the start given to untried configs drawn
             at random (SMAC's interleaved random configurations: a forest does not extrapolate,
             so its ranking alone can stay in one basin).
@@ -93,7 +97,8 @@ class DefaultSearch(ForestSearch):
                  top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = None,
-                 initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.0) -> None:
+                 initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.0,
+                 local_radius: int = 1) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees)
         self.local_fraction = local_fraction
@@ -104,6 +109,7 @@ class DefaultSearch(ForestSearch):
         self.initial_design = initial_design
         self.local_best = local_best
         self.random_fraction = random_fraction
+        self.local_radius = local_radius
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -111,7 +117,10 @@ class DefaultSearch(ForestSearch):
                              f"{', '.join(map(repr, INITIAL_DESIGNS))}")
         if self.local_best < 1:
             raise ValueError(f"DefaultSearch(local_best={self.local_best!r}): expected at least 1")
+        if self.local_radius < 1:
+            raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
         super().start(context)
+        self._positions: np.ndarray | None = None  # each config's value positions in the domains, made on first use
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
         self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
@@ -230,10 +239,28 @@ class DefaultSearch(ForestSearch):
         around = dict.fromkeys(self._index[config_json(c)] for t in fastest
                                for c in self.context.space.neighbours(t.config))
         open_ = [i for i in around if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
+        if not open_ and self.local_radius > 1:
+            open_ = self._fewest_steps_away([self._index[config_json(t.config)] for t in fastest])
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]
         return self._take([open_[i] for i in self.rng.permutation(len(open_))[:count]])
+
+    def _fewest_steps_away(self, centres: list[int]) -> list[int]:
+        """The open configs (untried, not expected to fail) the fewest steps, from 2 to
+        ``local_radius``, away from the nearest of ``centres`` (indices of configs)."""
+        if self._positions is None:
+            domains = self.context.space.domains
+            flat = [config_to_dict(c) for c in self._configs]
+            self._positions = np.array([[list(domain).index(params[name]) if params.get(name) in domain else -1
+                                         for name, domain in domains.items()] for params in flat])
+        steps = np.abs(self._positions[:, None, :] - self._positions[centres][None]).sum(axis=2).min(axis=1)
+        open_ = ~self._tried & ~self._prior_failing & ~self._too_large
+        for radius in range(2, self.local_radius + 1):
+            found = np.flatnonzero(open_ & (steps == radius))
+            if len(found):
+                return [int(i) for i in found]
+        return []
 
     def _last_gain(self) -> int:
         """Evaluations made when the best time last improved by more than ``noise``."""

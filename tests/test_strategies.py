@@ -4,7 +4,7 @@ import textwrap
 import pytest
 
 import tunekit
-from tunekit.config import config_json
+from tunekit.config import config_json, config_to_dict
 from tunekit.keys import TuningKey
 from tunekit.strategies import DefaultSearch, Exhaustive, ForestSearch, OptunaSearch, RandomSearch, available
 from tunekit.strategy import make_strategy
@@ -143,6 +143,43 @@ class TestDefaultSearchAroundSeveralBest(StrategyConformance):
     def test_local_best_under_one_is_refused(self):
         with pytest.raises(ValueError, match="local_best=0"):
             drive(DefaultSearch(local_best=0), toy_space(), evals=2)
+
+
+class TestDefaultSearchWideningItsStep(StrategyConformance):
+    """``local_radius``: at a local optimum (every neighbour tried) the local proposals move two
+    or more steps away."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, local_radius=2)
+
+    def test_once_the_neighbours_are_tried_local_proposals_are_two_steps_from_the_best(self):
+        from tunekit.testing.strategies import toy_trial
+
+        space = toy_space()
+
+        def steps(a, b):
+            a, b = config_to_dict(a), config_to_dict(b)
+            return sum(abs(domain.index(a[name]) - domain.index(b[name])) for name, domain in space.domains.items())
+
+        widened = 0
+        for seed in range(3):
+            found = drive(DefaultSearch(initial=5, local_fraction=1.0, local_radius=2, min_evals=10**6), space,
+                          evals=40, seed=seed, batch=1)
+            for position in range(5, len(found)):
+                tried = {config_json(c) for c in found[:position]}
+                best = min((c for c in found[:position] if toy_trial(c).ok), key=lambda c: toy_trial(c).time_ms)
+                if any(config_json(n) not in tried for n in space.neighbours(best)):
+                    continue  # the neighbours come first (the test of local_best covers them)
+                two_steps = [c for c in space.configs() if config_json(c) not in tried and steps(c, best) == 2
+                             and toy_trial(c).ok]
+                if two_steps:
+                    widened += 1
+                    assert steps(found[position], best) == 2
+        assert widened > 0
+
+    def test_a_radius_under_one_is_refused(self):
+        with pytest.raises(ValueError, match="local_radius=0"):
+            drive(DefaultSearch(local_radius=0), toy_space(), evals=2)
 
 
 class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
