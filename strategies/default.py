@@ -98,9 +98,9 @@ class DefaultSearch(ForestSearch):
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = None,
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.0,
-                 local_radius: int = 1) -> None:
+                 local_radius: int = 1, refit_trees_after: int = 0) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
-                         max_features, refit_trees)
+                         max_features, refit_trees, refit_trees_after)
         self.local_fraction = local_fraction
         self.noise = noise
         self.patience = patience

@@ -39,13 +39,16 @@ class ForestSearch(Strategy):
             (scikit-learn's; an int would be a number of features).
         refit_trees: at each refit after the first, fit only this many new trees, which replace
             the oldest (``RandomForest.refreshed``); None: fit the whole forest anew.
+        refit_trees_after: evaluations of this tuning before ``refit_trees`` applies; until then
+            every refit fits the whole forest (its first, few-trial trees would otherwise stay
+            in it for several fits).
     """
 
     name = "rf"
 
     def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5,
-                 max_features: float = 1.0, refit_trees: int | None = None) -> None:
+                 max_features: float = 1.0, refit_trees: int | None = None, refit_trees_after: int = 0) -> None:
         self.top_k = top_k
         self.initial = initial
         self.kappa = kappa
@@ -55,6 +58,7 @@ class ForestSearch(Strategy):
         self.failure_threshold = failure_threshold
         self.max_features = max_features
         self.refit_trees = refit_trees
+        self.refit_trees_after = refit_trees_after
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
@@ -122,7 +126,7 @@ class ForestSearch(Strategy):
 
     def _fit(self) -> None:
         key = self.context.key
-        if self.refit_trees and self._model is not None:
+        if self.refit_trees and self._model is not None and len(self._here) >= self.refit_trees_after:
             self._model = self._model.refreshed(self._training_trials(), key, trees=self.refit_trees,
                                                 random_state=int(self.rng.integers(2**31)), **self._fit_options())
         else:
