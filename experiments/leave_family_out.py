@@ -152,8 +152,18 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
             print(f"{label} seed {seed}: {1e3 * timing[label][-1]:.1f} ms per config", file=sys.stderr, flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "timing.json").write_text(json.dumps({"space": largest, "machine": platform.node(),
-                                                 "processor": platform.processor(), "seconds_per_config": timing},
-                                                indent=1))
+                                                 "processor": _processor(), "seconds_per_config": timing}, indent=1))
+
+
+def _processor() -> str:
+    """The CPU's model name (``platform.processor()`` is empty on most Linux systems)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def checkpoints(table: Table) -> list[int]:
@@ -289,7 +299,7 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
     lines += transfer_rows(table, spaces)
     whole = min(candidates, key=lambda label: selection_score(table, label, everything))
     lines += [f"Chosen on the whole corpus (what ships): {whole}.", ""]
-    where_alone = f" (on {timing['machine']}, {timing['processor']})" if alone else ""
+    where_alone = f" (on {', '.join(filter(None, (timing['machine'], timing['processor'])))})" if alone else ""
     lines += [f"## Strategy CPU time per proposed config on {largest} ({len(spaces[largest])} configs)", "",
               "The median over tunings of the CPU time per proposed config: alone, one tuning at a time in one "
               f"process{where_alone}; and among the protocol's "

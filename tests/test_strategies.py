@@ -208,7 +208,8 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
                 assert count == 0
                 return []
 
-        assert len(drive(Refusing(initial=5, min_evals=10**6), toy_space(), evals=30, batch=1)) == 30
+        assert len(drive(Refusing(initial=5, min_evals=10**6, random_fraction=0.0), toy_space(), evals=30,
+                         batch=1)) == 30
 
 
 @pytest.mark.parametrize("refit_trees", [None, 8])
@@ -225,6 +226,23 @@ def test_predictions_kept_per_tree_propose_what_predicting_afresh_proposes(refit
         kept = drive(DefaultSearch(initial=5, min_evals=10**6, refit_trees=refit_trees), toy_space(), 40, seed, 1)
         afresh = drive(Afresh(initial=5, min_evals=10**6, refit_trees=refit_trees), toy_space(), 40, seed, 1)
         assert [config_json(c) for c in kept] == [config_json(c) for c in afresh]
+
+
+def test_refit_trees_applies_only_after_refit_trees_after_evaluations(monkeypatch):
+    """Until ``refit_trees_after`` evaluations every refit fits the whole forest; from then on a
+    refit replaces ``refit_trees`` trees (``RandomForest.refreshed``)."""
+    from tunekit.perfmodels import RandomForest
+
+    refreshed_at = []
+    original = RandomForest.refreshed
+
+    def recording(self, trials, *args, **kwargs):
+        refreshed_at.append(len(trials))  # the tuning's trials: the store holds none here
+        return original(self, trials, *args, **kwargs)
+
+    monkeypatch.setattr(RandomForest, "refreshed", recording)
+    drive(DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20), toy_space(), 35, 0, 1)
+    assert refreshed_at and min(refreshed_at) >= 20 and max(refreshed_at) < 35
 
 
 class TestDefaultSearch(StrategyConformance):
