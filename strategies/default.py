@@ -249,8 +249,7 @@ class DefaultSearch(ForestSearch):
                                for c in self.context.space.neighbours(t.config))
         open_ = [i for i in around if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
         if not open_ and self.local_radius > 1:
-            centres = [self._index.get(config_json(t.config)) for t in fastest]  # a fallback may be outside
-            open_ = self._fewest_steps_away([i for i in centres if i is not None])
+            open_ = self._fewest_steps_away([self._index[config_json(t.config)] for t in fastest])
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]
@@ -259,8 +258,6 @@ class DefaultSearch(ForestSearch):
     def _fewest_steps_away(self, centres: list[int]) -> list[int]:
         """The open configs (untried, not expected to fail) the fewest steps, from 2 to
         ``local_radius``, away from the nearest of ``centres`` (indices of configs)."""
-        if not centres:
-            return []
         if self._positions is None:
             domains = self.context.space.domains
             flat = [config_to_dict(c) for c in self._configs]
