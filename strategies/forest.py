@@ -74,7 +74,7 @@ class ForestSearch(Strategy):
         self._model: RandomForest | None = None
         self._scored = np.empty(0, dtype=int)  # indices scored at the last fit, best first
         self._per_tree = np.empty((0, 0))  # the trees' log-time predictions for them
-        self._features_layout: tuple | None = None  # the key features _space_features were made for
+        self._features_layout: tuple | None = None  # the key features and prior _space_features were made for
         self._space_features = np.empty((0, 0))
         self._tree_rows: dict = {}  # tree -> its predictions for every config of the Space
         self._too_large = np.zeros(len(self._configs), dtype=bool)  # predicted not to fit in shared memory
@@ -150,9 +150,9 @@ class ForestSearch(Strategy):
         """The model's features of every config of the Space, and each tree's predicted log time
         for them (trees x configs). A tree predicts each config once: a refit that keeps trees
         (``refit_trees``) predicts with its new trees alone, and the features, which the prior's
-        predictions are part of, are made once per layout of key features."""
+        predictions are part of, are made once per layout of key features and prior."""
         assert self._model is not None, "_whole_space_predictions follows a fit (_fit)"
-        layout = tuple(self._model.key_feature_names_)
+        layout = (tuple(self._model.key_feature_names_), id(getattr(self._model, "prior_", None)))
         if self._features_layout != layout:
             self._features_layout = layout
             self._space_features = self._model.features_of_encoded(self._encoded, self.context.key)
