@@ -438,7 +438,7 @@ def test_configs_shows_the_winners_once_tuned_so_torch_compile_does_not_sweep_th
     launch_add(kernel, n=1 << 14)
     winners = {json.dumps(c.all_kwargs(), sort_keys=True) for c in kernel.configs}
     assert 1 <= len(kernel.configs) <= 2 and winners <= {json.dumps(c.all_kwargs(), sort_keys=True)
-                                                          for c, _ in kernel._tuned.values()}
+                                                          for c, _, _ in kernel._tuned.values()}
     from_store = {json.dumps(c.all_kwargs(), sort_keys=True) for c in make().configs}
     assert from_store == winners  # a new process gets them from the store
 

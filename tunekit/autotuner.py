@@ -29,6 +29,7 @@ from .compat import active_driver, prefetch_triton_build_key
 from .compiler import unwrap_jit
 from .config import Config
 from .keys import Bucket, TuningKey, call_key, resolve_buckets
+from .direct import DirectLaunch
 from .launch import Launch
 from .miss import Decision, KernelTuning
 from .options import background_and_isolation, check_options, search_space, tuning_options
@@ -102,7 +103,8 @@ class Autotuner(_TritonAutotuner):
         #: The hot path's bucketing: (argument position, bucket or None) per key argument.
         self._bucket_plan = [(arg_names.index(k), self.key_buckets.get(k)) for k in key] if self.key_buckets else None
         self._last_key_position = max(self._key_positions, default=-1)
-        self._tuned: dict[tuple, tuple[Config, dict[str, Any]]] = {}
+        #: key -> (config, its keyword arguments, its direct launch or None)
+        self._tuned: dict[tuple, tuple[Config, dict[str, Any], DirectLaunch | None]] = {}
         self._lock = threading.RLock()
         self._prune_lock = threading.Lock()  # pruning sets self.nargs, as Triton's prune_configs reads it
         self.trials: list[Trial] = []
@@ -154,7 +156,7 @@ class Autotuner(_TritonAutotuner):
         """
         if not hasattr(self, "tuning"):  # Triton's __init__ reads it before tunekit's is done
             return self._all_configs
-        return self.tuning.winner_configs([config for config, _ in self._tuned.values()]) or self._all_configs
+        return self.tuning.winner_configs([config for config, _, _ in self._tuned.values()]) or self._all_configs
 
     @configs.setter
     def configs(self, configs: list[Config]) -> None:  # Triton's __init__ assigns it
@@ -183,10 +185,17 @@ class Autotuner(_TritonAutotuner):
         entry = self._tuned.get(key)
         if entry is None:
             entry = self._on_miss(key, args, kwargs)
-        config, config_kwargs = entry
+        config, config_kwargs, direct = entry
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **config_kwargs})
+        elif direct is not None and kwargs.get("warmup") is False and "grid" in kwargs:
+            call = {k: v for k, v in kwargs.items() if k != "grid" and k != "warmup"} if len(kwargs) > 2 else {}
+            kernel = direct(args, call, kwargs["grid"])
+            if kernel is None:
+                kernel = self.fn.run(*args, **kwargs, **config_kwargs)
+                direct.keep(args, call, kernel)
+            return kernel
         return self.fn.run(*args, **kwargs, **config_kwargs)
 
     def _bucketed(self, values: tuple) -> tuple:
@@ -212,7 +221,7 @@ class Autotuner(_TritonAutotuner):
     def identity(self) -> KernelIdentity:
         return self.tuning.identity
 
-    def _on_miss(self, key: tuple, args: tuple, kwargs: dict) -> tuple[Config, dict[str, Any]]:
+    def _on_miss(self, key: tuple, args: tuple, kwargs: dict) -> tuple[Config, dict[str, Any], DirectLaunch | None]:
         if not settings.interpreting():
             active_driver()  # a CPU machine without the interpreter: say so before anything is stored
         pending = self.tuning.pending.get(key)
@@ -230,8 +239,9 @@ class Autotuner(_TritonAutotuner):
                 raise
             self._took(decision, tuning_key, args, kwargs)
             if not decision.final:
-                return decision.config, decision.config.all_kwargs()
-            self._tuned[key] = entry = (decision.config, decision.config.all_kwargs())
+                return decision.config, decision.config.all_kwargs(), None
+            config_kwargs = decision.config.all_kwargs()
+            self._tuned[key] = entry = (decision.config, config_kwargs, DirectLaunch.for_function(self.fn, config_kwargs))
             self.cache[tuning_key.triton_key] = decision.config  # stock Triton's attribute and key, for code reading it
             return entry
 

@@ -32,7 +32,7 @@ class Pending:
     ``entry`` to launch meanwhile, and the tuning's ``future``."""
 
     def __init__(self, fallback: Config, what: str, future: Future[Any]) -> None:
-        self.entry = (fallback, fallback.all_kwargs())
+        self.entry = (fallback, fallback.all_kwargs(), None)  # launched through JITFunction.run
         self.what = what
         self.future = future
 

@@ -169,3 +169,68 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
             return normalized[int(np.argmax(acqf.eval_acqf_no_grad(normalized)))]
 
     return FiniteCandidatesGPSampler(seed=seed, n_startup_trials=n_startup_trials)
+
+
+#: The Triton releases whose ``JITFunction.run`` ``DirectLaunch`` knows (checked on each one's
+#: ``runtime/jit.py``): the binder is the last item of ``JITFunction.device_caches[device]``, a
+#: compiled kernel launches as ``kernel.run(grid_0, grid_1, grid_2, stream, kernel.function,
+#: kernel.packed_metadata, launch_metadata, enter_hook, exit_hook, *bound_args.values())``, and
+#: the launch hooks are ``knobs.runtime.launch_enter_hook``/``launch_exit_hook`` (a callable or
+#: None in 3.4, a ``HookChain`` from 3.5). Another release launches through ``JITFunction.run``.
+DIRECT_LAUNCH_RELEASES = ((3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9))
+
+
+class LaunchAdapter:
+    """What launching a compiled kernel without ``JITFunction.run`` needs of this Triton: its
+    binder (the function that binds a call's arguments and computes their specialisation), the
+    current device and stream, whether a launch hook is set, and the launcher's arguments."""
+
+    def __init__(self) -> None:
+        from triton import knobs
+        from triton.runtime.driver import driver
+
+        active = driver.active
+        self.current_device: Callable[[], int] = active.get_current_device
+        self.current_stream: Callable[[int], Any] = active.get_current_stream
+        self._runtime = knobs.runtime
+
+    @staticmethod
+    def for_this_triton() -> "LaunchAdapter | None":
+        """The adapter, or None where Triton's release is not one of ``DIRECT_LAUNCH_RELEASES``,
+        the interpreter is on, or no GPU driver is active."""
+        import triton
+
+        release = tuple(int(part) for part in triton.__version__.split(".")[:2] if part.isdigit())
+        if release not in DIRECT_LAUNCH_RELEASES or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+            return None
+        try:
+            return LaunchAdapter()
+        except RuntimeError:  # no active driver
+            return None
+
+    @staticmethod
+    def binder(jit_function: Any, device: int) -> Callable[..., tuple[dict[str, Any], list, dict[str, Any]]]:
+        """``jit_function``'s binder for ``device``: ``binder(*args, **kwargs)`` gives the bound
+        arguments (every parameter, in order), their specialisation and the other options."""
+        return jit_function.device_caches[device][-1]
+
+    def plain(self) -> bool:
+        """Whether ``JITFunction.run`` would launch what it compiled for the call's options alone:
+        no launch hook (a profiler such as Proton sets them), no pipeline-stage hook (Triton
+        3.7 on), ``knobs.runtime.debug`` off. Environment-backed compile knobs
+        (``TRITON_INSTRUMENTATION_MODE``, ...) are read when a kernel is kept, not per call."""
+        runtime = self._runtime
+        if runtime.debug or getattr(runtime, "add_stages_inspection_hook", None) is not None:
+            return False
+        for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+            if hook is not None and getattr(hook, "calls", True):
+                return False
+        return True
+
+    @staticmethod
+    def launcher(kernel: Any) -> tuple[Callable[..., Any], Any, Any] | None:
+        """(launcher, function handle, packed metadata) of a compiled kernel whose handles are
+        loaded, or None for anything else (a compile still running, the interpreter's)."""
+        if getattr(kernel, "function", None) is None or not hasattr(kernel, "packed_metadata"):
+            return None
+        return kernel.run, kernel.function, kernel.packed_metadata

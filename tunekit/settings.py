@@ -19,6 +19,7 @@ ENV_MODE = "TUNEKIT_MODE"
 ENV_LOG = "TUNEKIT_LOG"
 ENV_COMPILE_WORKERS = "TUNEKIT_COMPILE_WORKERS"
 ENV_WORKERS = "TUNEKIT_WORKERS"
+ENV_DIRECT_LAUNCH = "TUNEKIT_DIRECT_LAUNCH"
 
 MODES = ("online", "offline")
 WORKER_STARTS = ("zygote", "spawn")
@@ -86,6 +87,12 @@ def worker_start() -> str:
 def interpreting() -> bool:
     """True when Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def direct_launch() -> bool:
+    """Whether a cached call launches the tuned kernel directly (``tunekit.direct``); ``0`` sends
+    every call through ``JITFunction.run``, as stock Triton's autotuner does."""
+    return os.environ.get(ENV_DIRECT_LAUNCH, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
 def print_autotuning() -> bool:

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Device call (issue 32): the direct launch's tests on the device's Triton, then
+# benchmarks/direct_launch.py (guard matrix, CUDA graph, torch.compile, hot path, GEMM launch),
+# with the current code (wheels in .whl/, see benchmarks/README.md); logs and JSON under $OUT.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+OUT=${OUT:-out}; mkdir -p "$OUT"
+cat .whl/COMMIT > "$OUT/commit.txt" 2>/dev/null
+echo "== tests on this machine's Triton"
+(cd /tmp && timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider "$OLDPWD/tests/test_direct.py" \
+    -o addopts="--import-mode=importlib -ra" 2>&1 | tail -5) | tee "$OUT/tests.log"
+echo "== direct launch"
+timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/direct_launch.py 2>&1 | tee "$OUT/direct_launch.log"
