@@ -22,7 +22,7 @@ from triton.compiler import make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from tunekit import compat
-from tunekit.direct import KEPT_PER_DEVICE, DirectLaunch
+from tunekit.direct import KEPT_PER_DEVICE, DirectLaunch, positional_guard
 
 SCALE = 2.0  # a global the kernel reads: JITFunction.run refuses to launch once it changes
 
@@ -53,6 +53,10 @@ class HopperAdapter(compat.LaunchAdapter):
 
     def binder(self, jit_function, device):
         return self._binder_of(jit_function)
+
+    @staticmethod
+    def backend(jit_function, device):
+        return "cuda"
 
 
 class RecordingKernel:
@@ -207,3 +211,64 @@ def test_an_unknown_triton_release_has_no_adapter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     monkeypatch.setattr(triton, "__version__", "4.0.0")
     assert compat.LaunchAdapter.for_this_triton() is None
+
+
+def many_kinds(x_ptr, maybe_ptr, n, m, scale, flag, MODE: tl.constexpr):
+    pass
+
+
+def test_the_positional_guard_accepts_exactly_the_calls_of_the_kept_specialisation(adapter):
+    """Pairs of calls (the second changes up to two arguments of the first) drawn from tensors (aligned or not, two dtypes), None, integers of every
+    width Triton tells apart (1, divisible by 16 or not, 64-bit, unsigned 64-bit, negative),
+    floats, booleans and a positional constexpr: the guard generated for the first call accepts
+    the second exactly where Triton's binder gives both the same specialisation."""
+    import random
+
+    jit = JITFunction(many_kinds)
+    binder = adapter.binder(jit, 0)
+    base = torch.zeros(64)
+    pools = [
+        [base[:32], base[1:33], torch.zeros(32, dtype=torch.float16)],
+        [None, base[4:36], base[:32]],
+        [1, 16, 17, 2**31, 2**31 + 1, 2**63 + 16, -16, -17, 0],
+        [1, 32, 33, 2**40],
+        [1.5, 2.0],
+        [True, False],
+        [0, 1],
+    ]
+    draw = random.Random(0)
+    agreed = {True: 0, False: 0}
+    for _ in range(400):
+        kept_call = [draw.choice(pool) for pool in pools]
+        call = list(kept_call)
+        for position in draw.sample(range(len(pools)), draw.randint(0, 2)):  # change up to two arguments
+            call[position] = draw.choice(pools[position])
+        guard = positional_guard(kept_call, [p.is_constexpr for p in jit.params])
+        same = binder(*call)[1] == binder(*kept_call)[1]
+        assert guard(*call) is same, (kept_call, call)
+        agreed[same] += 1
+    assert min(agreed.values()) > 20  # both verdicts were exercised
+
+
+def not_specialised(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def test_a_call_the_positional_guard_is_stricter_on_launches_through_the_binder(adapter):
+    """With ``do_not_specialize``, Triton gives n = 16 and n = 17 one specialisation; the
+    generated guard tells them apart, and the binder then finds the kept kernel."""
+    jit = JITFunction(not_specialised, do_not_specialize=["n"])
+    direct = DirectLaunch(adapter, jit, {"BLOCK": 64})
+    compiled = RecordingKernel()
+    x = torch.zeros(64)
+    direct.keep((x, 16), {}, compiled)
+    assert direct((x, 17), {}, (1,)) is compiled
+    assert compiled.launches[0][9:] == (x, 17, 64)
+
+
+def test_a_grid_function_gets_every_parameter_by_name(kernel, adapter):
+    x, bias, out = tensors()
+    direct, compiled = kept(kernel, adapter, (x, bias, out, 4096))
+    seen = []
+    direct((x, bias, out, 4096), {}, lambda meta: seen.append(dict(meta)) or (1,))
+    assert seen == [{"x_ptr": x, "bias_ptr": bias, "out_ptr": out, "n": 4096, "HAS_BIAS": True, "BLOCK": 1024}]

@@ -214,6 +214,12 @@ class LaunchAdapter:
         arguments (every parameter, in order), their specialisation and the other options."""
         return jit_function.device_caches[device][-1]
 
+    @staticmethod
+    def backend(jit_function: Any, device: int) -> str:
+        """The backend ``jit_function`` compiles for on ``device`` ("cuda", "hip"): the target
+        before the backend and the binder in ``device_caches[device]``."""
+        return jit_function.device_caches[device][-3].backend
+
     def plain(self) -> bool:
         """Whether ``JITFunction.run`` would launch what it compiled for the call's options alone:
         no launch hook (a profiler such as Proton sets them), no pipeline-stage hook (Triton

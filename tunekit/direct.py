@@ -3,18 +3,24 @@
 ``JITFunction.run`` spends most of a cached launch on what cannot change between calls of one
 tuned config (options, cache keys, hooks that are not set). A ``DirectLaunch`` keeps, per device,
 the compiled kernels its config launched through ``JITFunction.run`` and the specialisation each
-was compiled for; a later call binds its arguments with Triton's own binder (dtypes, 16-byte
-alignment of pointers, integers equal to 1 or divisible by 16, None arguments, constexpr
-values) and, where that specialisation is one it holds, launches that kernel through Triton's
-launcher on the current device and stream. Anything else (another specialisation, another
-device, a launch hook, pre-run hook or pipeline-stage hook, ``knobs.runtime.debug``, a changed
-global the kernel reads, a Triton release ``tunekit.compat`` does not know) takes
-``JITFunction.run``, whose result it then keeps.
+was compiled for, and launches one of them through Triton's launcher on the current device and
+stream when a later call has that specialisation. Two guards say whether it has:
+
+* for a call by position of tensors, integers, floats, booleans, None and constexpr values on
+  the CUDA backend, a function generated for the kept call that compares what the specialisation
+  is made of: each tensor's class, dtype and 16-byte alignment, each integer's equality to 1,
+  divisibility by 16 and width, each None, each constexpr's value. It is stricter than Triton
+  where a parameter is not specialised (a call it refuses goes to the next guard);
+* for any other call, Triton's own binder, whose specialisation is compared with the kept ones.
+
+Anything else (another specialisation, another device, a launch hook, pre-run hook or
+pipeline-stage hook, ``knobs.runtime.debug``, a changed global the kernel reads, a Triton release
+``tunekit.compat`` does not know) takes ``JITFunction.run``, whose result is then kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import settings
@@ -23,6 +29,23 @@ from .compat import LaunchAdapter
 #: Specialisations kept per device: a config called with both aligned and misaligned views, or
 #: with n == 1 now and then, launches directly in each without one pushing the other out.
 KEPT_PER_DEVICE = 4
+
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+class Kept:
+    """One compiled kernel of a DirectLaunch and how a call is matched to it and launched."""
+
+    __slots__ = ("specialisation", "kernel", "launcher", "function", "packed", "guard", "arity", "tail", "names")
+
+    def __init__(self, specialisation: list, kernel: Any, parts: tuple[Any, Any, Any], bound: Mapping[str, Any],
+                 guard: Callable[..., bool] | None, arity: int) -> None:
+        self.specialisation, self.kernel = specialisation, kernel
+        self.launcher, self.function, self.packed = parts
+        self.guard, self.arity = guard, arity
+        values = list(bound.values())
+        self.tail = tuple(values[arity:])  # the parameters after the call's positional ones: fixed here
+        self.names = tuple(bound)
 
 
 class DirectLaunch:
@@ -34,8 +57,7 @@ class DirectLaunch:
         self._adapter = adapter
         self._jit = jit_function
         self._constants = dict(constants)  # the config's meta-parameters and options
-        #: device -> [(specialisation, kernel, launcher, function handle, packed metadata), ...]
-        self._kept: dict[int, list[tuple[list, Any, Any, Any, Any]]] = {}
+        self._kept: dict[int, list[Kept]] = {}
         self._binders: dict[int, Any] = {}  # device -> the JIT function's binder there
 
     @staticmethod
@@ -54,36 +76,45 @@ class DirectLaunch:
         """Launch ``args`` (and the call's keyword arguments, ``kwargs``) directly and return the
         compiled kernel, as ``JITFunction.run`` does; None, having launched nothing, where the
         call must go through ``JITFunction.run``."""
-        adapter, jit = self._adapter, self._jit
+        adapter = self._adapter
         device = adapter.current_device()
         kept = self._kept.get(device)
-        if kept is None or jit.pre_run_hooks or not adapter.plain() or self._globals_changed():
+        if kept is None or self._jit.pre_run_hooks or not adapter.plain() or self._globals_changed():
             return None
+        if not kwargs:
+            for entry in kept:
+                if entry.guard is not None and len(args) == entry.arity and entry.guard(*args):
+                    return self._launch(entry, (*args, *entry.tail), grid, device)
         bound, specialisation, _ = self._binders[device](*args, **kwargs, **self._constants)
-        for held, kernel, launcher, function, packed in kept:
-            if held == specialisation:
-                break
-        else:
-            return None
+        for entry in kept:
+            if entry.specialisation == specialisation:
+                return self._launch(entry, tuple(bound.values()), grid, device)
+        return None
+
+    def _launch(self, entry: Kept, values: tuple, grid: Any, device: int) -> Any:
         if callable(grid):
-            grid = grid(bound)
+            grid = grid(dict(zip(entry.names, values)))
         size = len(grid)
-        launcher(grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1, adapter.current_stream(device),
-                 function, packed, None, None, None, *bound.values())
-        return kernel
+        entry.launcher(grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1,
+                       self._adapter.current_stream(device), entry.function, entry.packed, None, None, None, *values)
+        return entry.kernel
 
     def keep(self, args: tuple, kwargs: Mapping[str, Any], kernel: Any) -> None:
         """Keep ``kernel``, which ``JITFunction.run`` just launched for this call, under the
         call's specialisation on the current device."""
-        parts = self._adapter.launcher(kernel)
-        if parts is None or not self._adapter.plain():  # a debug build, or launched under a hook
+        adapter = self._adapter
+        parts = adapter.launcher(kernel)
+        if parts is None or not adapter.plain():  # a debug build, or launched under a hook
             return
-        device = self._adapter.current_device()
-        binder = self._binders.setdefault(device, self._adapter.binder(self._jit, device))
-        _, specialisation, _ = binder(*args, **kwargs, **self._constants)
+        device = adapter.current_device()
+        binder = self._binders.setdefault(device, adapter.binder(self._jit, device))
+        bound, specialisation, _ = binder(*args, **kwargs, **self._constants)
+        guard = None
+        if not kwargs and adapter.backend(self._jit, device) == "cuda":
+            guard = positional_guard(args, [param.is_constexpr for param in self._jit.params])
         kept = self._kept.setdefault(device, [])
-        kept[:] = [entry for entry in kept if entry[0] != specialisation][-(KEPT_PER_DEVICE - 1):]
-        kept.append((specialisation, kernel, *parts))
+        kept[:] = [entry for entry in kept if entry.specialisation != specialisation][-(KEPT_PER_DEVICE - 1):]
+        kept.append(Kept(specialisation, kernel, parts, bound, guard, len(args)))
 
     def _globals_changed(self) -> bool:
         """Whether a global the kernel read when it compiled has changed (``JITFunction.run``
@@ -95,3 +126,44 @@ class DirectLaunch:
 
 
 _MISSING = object()
+
+
+def int_width(value: int) -> str:
+    """The integer type Triton gives ``value`` (``runtime/jit.py``'s ``specialize_impl``)."""
+    if _INT32[0] <= value <= _INT32[1]:
+        return "i32"
+    return "u64" if 2**63 <= value <= 2**64 - 1 else "i64"
+
+
+def positional_guard(args: Sequence[Any], constexpr: Sequence[bool]) -> Callable[..., bool] | None:
+    """A function of the call's positional arguments that is true only where each has what
+    made its specialisation on the CUDA backend in ``args`` (``constexpr``: per parameter,
+    whether it is one); None where an argument is of a kind it does not know (a tuple, a tensor
+    descriptor, ...), which Triton's binder then guards."""
+    conditions, namespace = [], {"int_width": int_width}
+    for i, value in enumerate(args):
+        name = f"a{i}"
+        if i < len(constexpr) and constexpr[i]:
+            namespace[f"v{i}"], namespace[f"t{i}"] = value, type(value)
+            conditions.append(f"{name}.__class__ is t{i} and {name} == v{i}")
+        elif value is None:
+            conditions.append(f"{name} is None")
+        elif type(value) is bool or type(value) is float:
+            conditions.append(f"{name}.__class__ is {type(value).__name__}")
+        elif type(value) is int:
+            equal_one = "==" if value == 1 else "!="
+            divisible = "==" if value % 16 == 0 else "!="
+            width = (f"{_INT32[0]} <= {name} <= {_INT32[1]}" if int_width(value) == "i32"
+                     else f"int_width({name}) == {int_width(value)!r}")
+            conditions.append(f"{name}.__class__ is int and {name} {equal_one} 1 and {name} % 16 {divisible} 0 "
+                              f"and {width}")
+        elif hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+            namespace[f"c{i}"], namespace[f"d{i}"] = type(value), value.dtype
+            aligned = "==" if value.data_ptr() % 16 == 0 else "!="
+            conditions.append(f"{name}.__class__ is c{i} and {name}.dtype is d{i} and {name}.data_ptr() % 16 {aligned} 0")
+        else:
+            return None
+    parameters = ", ".join(f"a{i}" for i in range(len(args)))
+    body = " and ".join(f"({condition})" for condition in conditions) or "True"
+    exec(f"def guard({parameters}):\n    return {body}\n", namespace)  # noqa: S102 - as Triton makes its binder
+    return namespace["guard"]
