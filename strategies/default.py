@@ -96,6 +96,10 @@ class DefaultSearch(ForestSearch):
         random_fraction: share of the proposals after the start given to untried configs drawn
             at random (SMAC's interleaved random configurations: a forest does not extrapolate,
             so its ranking alone can stay in one basin).
+        warm_spread: configs of the space-filling design measured after the warm start, when the
+            store holds the kernel's other keys: a hedge for a shape unlike those stored (a
+            decode shape among prefill ones), whose warm start misleads, and trials over the
+            whole Space from which the forest learns how far the prior's ranking holds here.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -107,7 +111,7 @@ class DefaultSearch(ForestSearch):
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = 8,
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.1,
-                 local_radius: int = 2, refit_trees_after: int = 50) -> None:
+                 local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 0) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after)
         self.local_fraction = local_fraction
@@ -119,6 +123,7 @@ class DefaultSearch(ForestSearch):
         self.local_best = local_best
         self.random_fraction = random_fraction
         self.local_radius = local_radius
+        self.warm_spread = warm_spread
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -128,6 +133,8 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_best={self.local_best!r}): expected at least 1")
         if self.local_radius < 1:
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
+        if self.warm_spread < 0:
+            raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
         self._positions: np.ndarray | None = None  # each config's value positions in the domains, made on first use
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
@@ -181,6 +188,8 @@ class DefaultSearch(ForestSearch):
         if self._prior is not None and len(self._here) < self.warm_start:
             return self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:min(n, self.warm_start -
                                                                                           len(self._here))])
+        if self._prior is not None and len(self._here) < self.warm_start + self.warm_spread:
+            return self._spread(min(n, self.warm_start + self.warm_spread - len(self._here)))
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
@@ -222,8 +231,9 @@ class DefaultSearch(ForestSearch):
 
     def _spread(self, count: int) -> list[Config]:
         """Untried configs far from every tried one (greedy maximin over the encoding scaled to
-        [0, 1]; the first at random), from a random pool of at most ``candidates``."""
-        untried = self._fitting(np.flatnonzero(~self._tried))
+        [0, 1]; the first at random, where none is tried), from a random pool of at most
+        ``candidates``, leaving out those the prior expects to fail."""
+        untried = self._fitting(np.flatnonzero(~self._tried & ~self._prior_failing))
         pool = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
         low, high = self._encoded.min(axis=0), self._encoded.max(axis=0)
         scaled = (self._encoded - low) / np.where(high > low, high - low, 1.0)
