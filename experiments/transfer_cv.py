@@ -144,7 +144,7 @@ def report(manifest: Path, out: Path, candidates: Sequence[str], budget: int, se
     lines += ["", "## Chosen", "", *[f"- {kernel}: {label}" for kernel, label in chosen.items()],
               f"- on every kernel (what ships): {whole}", "", "## Per space", ""]
     lines += markdown(["space", "shapes", *labels, "held-out"],
-                      [[n, str(shapes[n]), *(fmt(evals[n, label], 0) for label in [*labels, "held-out"])]
+                      [[n, str(shapes[n]), *(fmt(evals[n, label], 1) for label in [*labels, "held-out"])]
                        for n in names])
     return "\n".join(lines) + "\n"
 

@@ -71,3 +71,45 @@ def test_a_design_over_the_time_limit_is_not_chosen_unless_every_design_is(proto
     assert protocol.affordable(timed, ["slow", "quick", "untimed"]) == ["quick", "untimed"]
     assert protocol.affordable({"slow": limit + 1, "slower": limit + 5}, ["slow", "slower"]) == ["slow", "slower"]
     assert protocol.affordable({"exact": limit}, ["exact"]) == ["exact"]  # within: at most the limit
+
+
+@pytest.fixture
+def transfer(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    module = importlib.import_module("transfer_cv")
+    yield module
+    sys.modules.pop("transfer_cv", None)
+
+
+def test_a_transfer_candidate_may_change_only_what_acts_with_the_store(transfer):
+    """A candidate that changed an option acting without the store too would not be the base
+    design there, and "slower than without the store" would compare two designs."""
+    base = {"strategy": "default", "options": {"local_radius": 2, "warm_spread": 0}}
+    made = transfer.candidate_options(base, {"spread3": {"warm_spread": 3}})
+    assert made == {"spread3": {"local_radius": 2, "warm_spread": 3}}
+    with pytest.raises(ValueError, match="'wider' changes local_radius, which act without the store"):
+        transfer.candidate_options(base, {"wider": {"warm_spread": 3, "local_radius": 3}})
+
+
+def test_the_transfer_score_counts_slowed_spaces_before_the_mean_gain(transfer):
+    """A candidate that never slows a space is chosen over one with a larger mean gain that slows
+    one, and the count of 3+ shape spaces over 10 evaluations comes before the mean."""
+    names, shapes = ["a", "b", "c"], {"a": 4, "b": 4, "c": 2}
+    evals = {("a", transfer.WITHOUT): 20.0, ("b", transfer.WITHOUT): 4.0, ("c", transfer.WITHOUT): 8.0,
+             ("a", "bold"): 1.0, ("b", "bold"): 6.0, ("c", "bold"): 1.0,
+             ("a", "careful"): 12.0, ("b", "careful"): 4.0, ("c", "careful"): 8.0,
+             ("a", "near"): 10.0, ("b", "near"): 4.0, ("c", "near"): 8.0}
+    scores = {label: transfer.transfer_score(evals, label, names, shapes) for label in ("bold", "careful", "near")}
+    assert scores["bold"][0] == 1 and scores["careful"][0] == 0
+    assert scores["careful"][1] == 1 and scores["near"][1] == 0
+    assert min(scores, key=scores.get) == "near"
+
+
+def test_every_design_names_the_store_options_that_changed(protocol):
+    """Designs replay as they were run whatever DefaultSearch's defaults become: each names
+    ``warm_spread``, which changed after they ran."""
+    import json
+
+    for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
+        for label, design in json.loads(path.read_text()).items():
+            assert design["options"].get("warm_spread") == 0, (path.name, label)

@@ -563,3 +563,36 @@ def test_names_removed_from_the_api_still_answer_with_a_deprecation_warning():
     with pytest.deprecated_call():
         key["args"]["M"] = 1024  # a copy: the key itself is unchanged
     assert key.args == {"M": 4, "N": 8}
+
+
+def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start():
+    """The store holds a shape ranked opposite to this one (its fastest configs are the toy's
+    slowest, as a prefill shape's are a decode shape's). With ``warm_spread=3`` the three
+    configs after the warm start are a space-filling design: each parameter's steps from the
+    configs tried before them sum to more than those of the forest's next three without it
+    (summed over seeds). Without the store the option changes nothing."""
+    import math
+
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    reversed_shape = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
+    history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=reversed_shape)
+                    for t, c in enumerate(sorted(ok, key=toy_time, reverse=True), 1))
+
+    def steps(a, b) -> float:
+        x, y = config_to_dict(a), config_to_dict(b)
+        return sum(abs(math.log2(x[p]) - math.log2(y[p])) for p in ("BLOCK_M", "BLOCK_N", "num_warps"))
+
+    far = {}
+    for spread in (0, 3):
+        far[spread] = 0.0
+        for seed in range(5):
+            found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_spread=spread), history, toy_trial, evals=6,
+                                     seed=seed)
+            far[spread] += sum(min(steps(c, d) for d in found[:i]) for i, c in enumerate(found[3:6], 3))
+    assert far[3] > far[0], far
+    alone = [[config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_spread=spread), (),
+                                                       toy_trial, evals=15, seed=1)] for spread in (0, 3)]
+    assert alone[0] == alone[1]
