@@ -173,14 +173,14 @@ def guard_matrix() -> None:
     counting = CountingRun(tuned.fn)
     rows = []
 
-    def check(name: str, x, bias, out, n, must_take_jit_run: bool, stream=None) -> None:
+    def check(name: str, x, bias, out, n, must_take_jit_run: bool, stream=None, **options) -> None:
         grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
         expected = torch.full_like(out, float("nan"))
-        stock[grid](x, bias, expected, n)
+        stock[grid](x, bias, expected, n, **options)
         before = counting.calls
         out.fill_(float("nan"))
         if stream is None:
-            tuned[grid](x, bias, out, n)
+            tuned[grid](x, bias, out, n, **options)
         else:
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
@@ -211,6 +211,10 @@ def guard_matrix() -> None:
     check("None bias, first", x, None, out, 4096, True)
     check("None bias, again", x, None, out, 4096, False)
     check("another stream", x, bias, out, 4096, False, stream=torch.cuda.Stream())
+    check("a compile option with the call (enable_fp_fusion=False), first", x, bias, out, 4096, True,
+          enable_fp_fusion=False)
+    check("a compile option with the call, again", x, bias, out, 4096, True, enable_fp_fusion=False)
+    check("without it again", x, bias, out, 4096, False)
     hooked = []
     hook = knobs.runtime.launch_enter_hook
     if hasattr(hook, "add"):

@@ -1,16 +1,15 @@
 """The direct launch's guard (``tunekit.direct``) against Triton's own binder.
 
 A cached call launches the kept kernel directly only while the call's specialisation, as
-Triton's binder computes it for a Hopper target, is one the kept kernels were compiled for. No
-GPU here: the binder is Triton's real one (``create_function_from_signature`` with the CUDA
-backend for sm_90), the kernel is a real ``JITFunction``, and what stands in for a GPU is the
-launcher at the end, which records its arguments instead of launching (the H200 run of
-``benchmarks/direct_launch.py`` launches for real).
+Triton's binder computes it for a Hopper target, and the compile options Triton adds to every
+call are those the kept kernel was compiled for. No GPU here: the adapter is tunekit's real one
+over a driver that answers for an sm_90 target (so the binder and backend are Triton's real ones,
+made by ``JITFunction.device_caches``), the kernel is a real ``JITFunction``, and what stands in
+for a GPU is the launcher at the end, which records its arguments instead of launching (the H200
+run of ``benchmarks/direct_launch.py`` launches for real).
 """
 
 from __future__ import annotations
-
-import functools
 
 import pytest
 import torch
@@ -18,10 +17,10 @@ import triton
 import triton.language as tl
 from triton import knobs
 from triton.backends.compiler import GPUTarget
-from triton.compiler import make_backend
-from triton.runtime.jit import JITFunction, create_function_from_signature
+from triton.runtime.jit import JITFunction
 
 from tunekit import compat
+from tunekit.compiler import _StubDriver
 from tunekit.direct import KEPT_PER_DEVICE, DirectLaunch, positional_guard
 
 SCALE = 2.0  # a global the kernel reads: JITFunction.run refuses to launch once it changes
@@ -36,27 +35,20 @@ def scaled_add(x_ptr, bias_ptr, out_ptr, n, HAS_BIAS: tl.constexpr, BLOCK: tl.co
     tl.store(out_ptr + offsets, value, mask=mask)
 
 
-class HopperAdapter(compat.LaunchAdapter):
-    """The adapter on a machine with an H100-class GPU: Triton's binder for sm_90, a current
+class HopperDriver(_StubDriver):
+    """Triton's active driver on a machine with an H100-class GPU, as far as the direct launch
+    asks: the sm_90 target (Triton's real binder and backend are made for it), and a current
     device and stream the test sets."""
 
     def __init__(self) -> None:
+        super().__init__(GPUTarget("cuda", 90, 32))
         self.device, self.stream = 0, 7
-        self.current_device = lambda: self.device
-        self.current_stream = lambda device: self.stream
-        self._runtime = knobs.runtime
-        self._backend = make_backend(GPUTarget("cuda", 90, 32))
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - one binder per kernel, as Triton keeps per device
-    def _binder_of(self, jit: JITFunction):
-        return create_function_from_signature(jit.signature, jit.params, self._backend)
+    def get_current_device(self):
+        return self.device
 
-    def binder(self, jit_function, device):
-        return self._binder_of(jit_function)
-
-    @staticmethod
-    def backend(jit_function, device):
-        return "cuda"
+    def get_current_stream(self, device=None):
+        return self.stream
 
 
 class RecordingKernel:
@@ -79,7 +71,16 @@ def kernel():
 
 @pytest.fixture
 def adapter():
-    return HopperAdapter()
+    """The real adapter, over a Hopper driver made Triton's active one for the test."""
+    from triton.runtime.driver import driver
+
+    before = driver._active
+    hopper = HopperDriver()
+    driver.set_active(hopper)
+    made = compat.LaunchAdapter()
+    made.driver = hopper
+    yield made
+    driver._active = before
 
 
 def tensors(n: int = 4096, dtype=torch.float32):
@@ -98,7 +99,7 @@ def test_a_call_of_the_kept_specialisation_launches_the_kept_kernel_on_the_curre
     x, bias, out = tensors()
     direct, compiled = kept(kernel, adapter, (x, bias, out, 4096))
     other_x, other_bias, other_out = tensors(8192)  # another size divisible by 16, other aligned tensors
-    adapter.stream = 9
+    adapter.driver.stream = 9
     assert direct((other_x, other_bias, other_out, 8192), {}, lambda meta: (triton.cdiv(8192, meta["BLOCK"]),)) \
         is compiled
     [launch] = compiled.launches
@@ -121,15 +122,15 @@ def test_a_call_that_changes_the_specialisation_goes_through_jit_run(kernel, ada
             "another constexpr value": (x, bias, out, 4096, False),
             "another device": unchanged}[change]
     if change == "another device":
-        adapter.device = 1
+        adapter.driver.device = 1
     assert direct(call, {}, (4,)) is None
     assert compiled.launches == []
-    adapter.device = 0
+    adapter.driver.device = 0
     assert direct(unchanged, {}, (4,)) is compiled  # the control: the unchanged call launches directly
     assert len(compiled.launches) == 1
 
 
-def test_hooks_debug_and_changed_globals_send_every_call_through_jit_run(kernel, adapter, monkeypatch):
+def test_hooks_debug_and_changed_globals_send_calls_through_jit_run(kernel, adapter, monkeypatch):
     x, bias, out = tensors()
     direct, compiled = kept(kernel, adapter, (x, bias, out, 4096))
     call = (x, bias, out, 4096)
@@ -148,8 +149,10 @@ def test_hooks_debug_and_changed_globals_send_every_call_through_jit_run(kernel,
         finally:
             hook.remove(profiler)
     monkeypatch.setattr(knobs.runtime, "debug", True)
-    assert direct(call, {}, (4,)) is None
-    direct.keep(call, {}, RecordingKernel())  # what a debug build launched is not kept
+    assert direct(call, {}, (4,)) is None  # another compile option: another kernel
+    debug_build = RecordingKernel()
+    direct.keep(call, {}, debug_build)
+    assert direct(call, {}, (4,)) is debug_build
     monkeypatch.setattr(knobs.runtime, "debug", False)
     assert direct(call, {}, (4,)) is compiled
     compiled.launches.clear()
@@ -272,3 +275,157 @@ def test_a_grid_function_gets_every_parameter_by_name(kernel, adapter):
     seen = []
     direct((x, bias, out, 4096), {}, lambda meta: seen.append(dict(meta)) or (1,))
     assert seen == [{"x_ptr": x, "bias_ptr": bias, "out_ptr": out, "n": 4096, "HAS_BIAS": True, "BLOCK": 1024}]
+
+
+def test_kernels_are_kept_per_device(kernel, adapter):
+    x, bias, out = tensors()
+    call = (x, bias, out, 4096)
+    direct, on_0 = kept(kernel, adapter, call)
+    adapter.driver.device = 1
+    assert direct(call, {}, (4,)) is None  # nothing compiled for device 1 yet
+    on_1 = RecordingKernel()
+    direct.keep(call, {}, on_1)
+    assert direct(call, {}, (4,)) is on_1
+    adapter.driver.device = 0
+    assert direct(call, {}, (4,)) is on_0
+
+
+def test_compile_options_with_the_call_or_from_the_knobs_take_part(kernel, adapter, monkeypatch):
+    """``enable_fp_fusion=False`` with the call, or ``knobs.compilation.instrumentation_mode``
+    set in a scope (as Triton's gsan does), compiles another kernel in ``JITFunction.run``: the
+    kept one is not launched for it, and neither is a kernel kept under the other mode outside it."""
+    x, bias, out = tensors()
+    call = (x, bias, out, 4096)
+    direct, compiled = kept(kernel, adapter, call)
+    assert direct(call, {"enable_fp_fusion": False}, (4,)) is None
+    direct.keep(call, {"enable_fp_fusion": False}, RecordingKernel())  # not kept
+    assert direct(call, {}, (4,)) is compiled
+    if hasattr(knobs.compilation, "instrumentation_mode"):  # Triton 3.6 on
+        monkeypatch.setattr(knobs.compilation, "instrumentation_mode", "gsan")
+        assert direct(call, {}, (4,)) is None
+        instrumented = RecordingKernel()
+        direct.keep(call, {}, instrumented)
+        assert direct(call, {}, (4,)) is instrumented
+        monkeypatch.setattr(knobs.compilation, "instrumentation_mode", "")
+        assert direct(call, {}, (4,)) is compiled
+
+
+def test_an_int_and_an_equal_float_constexpr_are_other_kernels(kernel, adapter):
+    """``HAS_BIAS=1`` and ``HAS_BIAS=1.0`` compare equal, and Triton 3.4 compiles each apart."""
+    x, bias, out = tensors()
+    direct = DirectLaunch(adapter, kernel, {"BLOCK": 1024})
+    compiled = RecordingKernel()
+    direct.keep((x, bias, out, 4096), {"HAS_BIAS": 1}, compiled)
+    assert direct((x, bias, out, 4096), {"HAS_BIAS": 1.0}, (4,)) is None
+    assert direct((x, bias, out, 4096), {"HAS_BIAS": 1}, (4,)) is compiled
+    positional = DirectLaunch(adapter, kernel, {"BLOCK": 1024})
+    positional.keep((x, bias, out, 4096, 1), {}, compiled)
+    assert positional((x, bias, out, 4096, 1.0), {}, (4,)) is None
+
+
+def test_cleared_triton_caches_drop_the_kept_kernels(kernel, adapter):
+    x, bias, out = tensors()
+    call = (x, bias, out, 4096)
+    direct, compiled = kept(kernel, adapter, call)
+    kernel.device_caches.clear()  # what a user does to make Triton compile again
+    assert direct(call, {}, (4,)) is None
+    again = RecordingKernel()
+    direct.keep(call, {}, again)
+    assert direct(call, {}, (4,)) is again
+
+
+def test_calls_cycling_through_more_specialisations_than_kept_stop_being_kept(kernel, adapter):
+    from tunekit.direct import MAX_KEEPS_PER_DEVICE
+
+    x, bias, out = tensors()
+    direct = DirectLaunch(adapter, kernel, {"HAS_BIAS": True, "BLOCK": 1024})
+    for n in range(MAX_KEEPS_PER_DEVICE + 1):
+        direct.keep((x, bias, out, 2**n + 1), {}, RecordingKernel())
+    assert direct((x, bias, out, 2**MAX_KEEPS_PER_DEVICE + 1), {}, (4,)) is None
+    direct.keep((x, bias, out, 5), {}, RecordingKernel())
+    assert direct((x, bias, out, 5), {}, (4,)) is None
+
+
+def test_tensors_passed_by_keyword_are_not_kept_alive(kernel, adapter):
+    import gc
+    import weakref
+
+    x, bias, _ = tensors()
+    out = torch.empty(1 << 20)
+    direct = DirectLaunch(adapter, kernel, {"HAS_BIAS": True, "BLOCK": 1024})
+    direct.keep((x, bias), {"out_ptr": out, "n": 4096}, RecordingKernel())
+    alive = weakref.ref(out)
+    del out
+    gc.collect()
+    assert alive() is None
+
+
+def varargs(x_ptr, *sizes, BLOCK: tl.constexpr):
+    pass
+
+
+def test_a_kernel_with_star_args_launches_what_the_binder_binds(adapter):
+    try:
+        jit = JITFunction(varargs)
+        jit.device_caches[0]
+    except Exception:  # a Triton release without *args kernels (3.4 to 3.7)
+        pytest.skip("this Triton has no *args kernels")
+    direct = DirectLaunch(adapter, jit, {"BLOCK": 64})
+    compiled = RecordingKernel()
+    x = torch.zeros(64)
+    direct.keep((x, 16, 32), {}, compiled)
+    seen = []
+    assert direct((x, 16, 32), {}, lambda meta: seen.append(dict(meta)) or (1,)) is compiled
+    bound = jit.device_caches[0][-1](x, 16, 32, BLOCK=64)[0]
+    assert compiled.launches[0][9:] == tuple(bound.values())
+    assert seen == [dict(bound)]
+
+
+class ScriptedDirect:
+    """Stands in for a key's DirectLaunch in the Autotuner: answers None (launch through
+    ``JITFunction.run``) until told to launch, and records what it is given."""
+
+    def __init__(self) -> None:
+        self.calls, self.kept, self.answer = [], [], None
+
+    def __call__(self, args, kwargs, grid):
+        self.calls.append((args, dict(kwargs), grid))
+        return self.answer
+
+    def keep(self, args, kwargs, kernel) -> None:
+        self.kept.append((args, dict(kwargs), kernel))
+
+
+def test_the_autotuner_hands_a_hit_to_its_direct_launch_and_keeps_what_jit_run_launched():
+    """Under the interpreter no DirectLaunch is made (no GPU driver); one scripted in its place
+    shows the hot path's wiring: a hit goes to it with the call's own keyword arguments and the
+    grid; where it answers None the call goes through ``JITFunction.run``, whose kernel it is
+    given to keep; where it launches, ``JITFunction.run`` is not called; a warm-up call and a
+    config with a ``pre_hook`` never reach it."""
+    import tunekit
+    from tunekit.kernels import vector_add
+
+    n = 4096
+    kernel = tunekit.autotune([triton.Config({"BLOCK": 1024})], key=["n"], store=None)(vector_add.add_kernel)
+    x, y, out = vector_add.inputs(n)
+    grid = vector_add.grid(n)
+    kernel[grid](x, y, out, n)  # tunes
+    [(key, (config, constants, made))] = kernel._tuned.items()
+    assert made is None  # the interpreter: no direct launch
+    scripted = ScriptedDirect()
+    kernel._tuned[key] = (config, constants, scripted)
+    out.zero_()
+    returned = kernel[grid](x, y, out, n)
+    torch.testing.assert_close(out, x + y)  # launched through JITFunction.run
+    assert scripted.calls == [((x, y, out, n), {}, grid)]
+    assert scripted.kept == [((x, y, out, n), {}, returned)]
+    scripted.answer = launched = object()
+    out.zero_()
+    assert kernel[grid](x, y, out, n) is launched
+    assert not out.any()  # JITFunction.run did not launch
+    kernel.run(x, y, out, n, grid=grid, warmup=True)
+    assert len(scripted.calls) == 2
+    hooked = []
+    kernel._tuned[key] = (triton.Config({"BLOCK": 1024}, pre_hook=lambda nargs: hooked.append(1)), constants, scripted)
+    kernel[grid](x, y, out, n)
+    assert hooked == [1] and len(scripted.calls) == 2

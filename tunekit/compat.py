@@ -183,7 +183,8 @@ DIRECT_LAUNCH_RELEASES = ((3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9))
 class LaunchAdapter:
     """What launching a compiled kernel without ``JITFunction.run`` needs of this Triton: its
     binder (the function that binds a call's arguments and computes their specialisation), the
-    current device and stream, whether a launch hook is set, and the launcher's arguments."""
+    current device and stream, the per-call compile options ``JITFunction.run`` adds, whether a
+    hook is set, and the launcher's arguments."""
 
     def __init__(self) -> None:
         from triton import knobs
@@ -193,6 +194,7 @@ class LaunchAdapter:
         self.current_device: Callable[[], int] = active.get_current_device
         self.current_stream: Callable[[int], Any] = active.get_current_stream
         self._runtime = knobs.runtime
+        self._compilation = knobs.compilation
 
     @staticmethod
     def for_this_triton() -> "LaunchAdapter | None":
@@ -210,9 +212,17 @@ class LaunchAdapter:
 
     @staticmethod
     def binder(jit_function: Any, device: int) -> Callable[..., tuple[dict[str, Any], list, dict[str, Any]]]:
-        """``jit_function``'s binder for ``device``: ``binder(*args, **kwargs)`` gives the bound
-        arguments (every parameter, in order), their specialisation and the other options."""
+        """``jit_function``'s binder for ``device`` (made if it is not yet): ``binder(*args,
+        **kwargs)`` gives the bound arguments (every parameter, in order), their specialisation
+        and the other options."""
         return jit_function.device_caches[device][-1]
+
+    @staticmethod
+    def binder_now(jit_function: Any, device: int) -> Any:
+        """The binder ``jit_function`` holds for ``device`` now, or None: a new one after its
+        caches were cleared (to compile again) means the kernels kept before are stale."""
+        caches = jit_function.device_caches.get(device)
+        return None if caches is None else caches[-1]
 
     @staticmethod
     def backend(jit_function: Any, device: int) -> str:
@@ -220,13 +230,19 @@ class LaunchAdapter:
         before the backend and the binder in ``device_caches[device]``."""
         return jit_function.device_caches[device][-3].backend
 
+    def options(self, jit_function: Any) -> tuple:
+        """The compile options ``JITFunction.run`` adds to every call from the JIT function and
+        Triton's knobs: ``debug`` (both), and from 3.6 ``instrumentation_mode``, from 3.9
+        ``fpsan_homomorphic_casts``; a kernel compiled under other values is another kernel."""
+        compilation = self._compilation
+        return (jit_function.debug, self._runtime.debug, getattr(compilation, "instrumentation_mode", None),
+                getattr(compilation, "fpsan_homomorphic_casts", None))
+
     def plain(self) -> bool:
-        """Whether ``JITFunction.run`` would launch what it compiled for the call's options alone:
-        no launch hook (a profiler such as Proton sets them), no pipeline-stage hook (Triton
-        3.7 on), ``knobs.runtime.debug`` off. Environment-backed compile knobs
-        (``TRITON_INSTRUMENTATION_MODE``, ...) are read when a kernel is kept, not per call."""
+        """Whether no hook asks ``JITFunction.run`` for more than the compiled kernel's launch:
+        no launch hook (a profiler such as Proton sets them), no pipeline-stage hook (3.7 on)."""
         runtime = self._runtime
-        if runtime.debug or getattr(runtime, "add_stages_inspection_hook", None) is not None:
+        if getattr(runtime, "add_stages_inspection_hook", None) is not None:
             return False
         for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
             if hook is not None and getattr(hook, "calls", True):

@@ -13,13 +13,17 @@ stream when a later call has that specialisation. Two guards say whether it has:
   where a parameter is not specialised (a call it refuses goes to the next guard);
 * for any other call, Triton's own binder, whose specialisation is compared with the kept ones.
 
-Anything else (another specialisation, another device, a launch hook, pre-run hook or
-pipeline-stage hook, ``knobs.runtime.debug``, a changed global the kernel reads, a Triton release
-``tunekit.compat`` does not know) takes ``JITFunction.run``, whose result is then kept.
+A kept kernel also carries the compile options ``JITFunction.run`` adds to every call (``debug``,
+``instrumentation_mode``, ...), which a call must share. Anything else (another specialisation or
+option, compile options passed with the call, another device, a launch hook, pre-run hook or
+pipeline-stage hook, a changed global the kernel reads, Triton's caches cleared, a Triton release
+``tunekit.compat`` does not know) takes ``JITFunction.run``, whose kernel is then kept, up to
+``MAX_KEEPS_PER_DEVICE`` times.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +33,9 @@ from .compat import LaunchAdapter
 #: Specialisations kept per device: a config called with both aligned and misaligned views, or
 #: with n == 1 now and then, launches directly in each without one pushing the other out.
 KEPT_PER_DEVICE = 4
+#: Kernels kept per device before a DirectLaunch gives up there: calls that cycle through more
+#: specialisations than it keeps would pay a keep on top of every ``JITFunction.run``.
+MAX_KEEPS_PER_DEVICE = 16
 
 _INT32 = (-(2**31), 2**31 - 1)
 
@@ -36,29 +43,36 @@ _INT32 = (-(2**31), 2**31 - 1)
 class Kept:
     """One compiled kernel of a DirectLaunch and how a call is matched to it and launched."""
 
-    __slots__ = ("specialisation", "kernel", "launcher", "function", "packed", "guard", "arity", "tail", "names")
+    __slots__ = ("specialisation", "options", "kernel", "launcher", "function", "packed", "guard", "arity", "tail",
+                 "names")
 
-    def __init__(self, specialisation: list, kernel: Any, parts: tuple[Any, Any, Any], bound: Mapping[str, Any],
-                 guard: Callable[..., bool] | None, arity: int) -> None:
-        self.specialisation, self.kernel = specialisation, kernel
+    def __init__(self, specialisation: str, options: tuple, kernel: Any, parts: tuple[Any, Any, Any],
+                 bound: Mapping[str, Any], guard: Callable[..., bool] | None, arity: int) -> None:
+        self.specialisation, self.options, self.kernel = specialisation, options, kernel
         self.launcher, self.function, self.packed = parts
         self.guard, self.arity = guard, arity
-        values = list(bound.values())
-        self.tail = tuple(values[arity:])  # the parameters after the call's positional ones: fixed here
+        # the parameters after the call's positional ones, fixed for a positional call (constants,
+        # defaults); none kept otherwise, where they may be the caller's tensors
+        self.tail = tuple(list(bound.values())[arity:]) if guard is not None else ()
         self.names = tuple(bound)
 
 
 class DirectLaunch:
     """The compiled kernels of one JIT function under one config's values, by device."""
 
-    __slots__ = ("_adapter", "_jit", "_constants", "_kept", "_binders")
+    __slots__ = ("_adapter", "_jit", "_constants", "_kept", "_binders", "_keeps", "_parameters", "_positional")
 
     def __init__(self, adapter: LaunchAdapter, jit_function: Any, constants: Mapping[str, Any]) -> None:
         self._adapter = adapter
         self._jit = jit_function
         self._constants = dict(constants)  # the config's meta-parameters and options
         self._kept: dict[int, list[Kept]] = {}
-        self._binders: dict[int, Any] = {}  # device -> the JIT function's binder there
+        self._binders: dict[int, Any] = {}  # device -> the JIT function's binder there when kept
+        self._keeps: dict[int, int] = {}  # device -> kernels kept there so far
+        self._parameters = frozenset(jit_function.arg_names)
+        # every parameter bindable by position: a positional call binds one value to each
+        self._positional = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+                               for p in jit_function.signature.parameters.values())
 
     @staticmethod
     def for_function(fn: Any, constants: Mapping[str, Any]) -> DirectLaunch | None:
@@ -76,18 +90,26 @@ class DirectLaunch:
         """Launch ``args`` (and the call's keyword arguments, ``kwargs``) directly and return the
         compiled kernel, as ``JITFunction.run`` does; None, having launched nothing, where the
         call must go through ``JITFunction.run``."""
-        adapter = self._adapter
+        adapter, jit = self._adapter, self._jit
         device = adapter.current_device()
         kept = self._kept.get(device)
-        if kept is None or self._jit.pre_run_hooks or not adapter.plain() or self._globals_changed():
+        if not kept or jit.pre_run_hooks or not adapter.plain() or self._globals_changed():
             return None
+        if adapter.binder_now(jit, device) is not self._binders[device]:  # Triton's caches were cleared
+            kept.clear()
+            return None
+        options = adapter.options(jit)
         if not kwargs:
             for entry in kept:
-                if entry.guard is not None and len(args) == entry.arity and entry.guard(*args):
+                if entry.guard is not None and len(args) == entry.arity and entry.options == options \
+                        and entry.guard(*args):
                     return self._launch(entry, (*args, *entry.tail), grid, device)
+        elif not kwargs.keys() <= self._parameters:
+            return None  # a compile option with the call (``num_warps=``...): another kernel's key
         bound, specialisation, _ = self._binders[device](*args, **kwargs, **self._constants)
+        text = str(specialisation)  # as Triton 3.4 keys its cache: 2 and 2.0 apart
         for entry in kept:
-            if entry.specialisation == specialisation:
+            if entry.specialisation == text and entry.options == options:
                 return self._launch(entry, tuple(bound.values()), grid, device)
         return None
 
@@ -101,20 +123,30 @@ class DirectLaunch:
 
     def keep(self, args: tuple, kwargs: Mapping[str, Any], kernel: Any) -> None:
         """Keep ``kernel``, which ``JITFunction.run`` just launched for this call, under the
-        call's specialisation on the current device."""
-        adapter = self._adapter
+        call's specialisation and compile options on the current device."""
+        adapter, jit = self._adapter, self._jit
         parts = adapter.launcher(kernel)
-        if parts is None or not adapter.plain():  # a debug build, or launched under a hook
+        if parts is None or jit.pre_run_hooks or not adapter.plain() or not kwargs.keys() <= self._parameters:
             return
         device = adapter.current_device()
-        binder = self._binders.setdefault(device, adapter.binder(self._jit, device))
+        keeps = self._keeps[device] = self._keeps.get(device, 0) + 1
+        if keeps > MAX_KEEPS_PER_DEVICE:
+            self._kept[device] = []  # given up here: every call goes through JITFunction.run
+            return
+        binder = adapter.binder(jit, device)
+        if binder is not self._binders.get(device):
+            self._binders[device] = binder
+            self._kept[device] = []  # kept under another binder: Triton's caches were cleared
         bound, specialisation, _ = binder(*args, **kwargs, **self._constants)
         guard = None
-        if not kwargs and adapter.backend(self._jit, device) == "cuda":
-            guard = positional_guard(args, [param.is_constexpr for param in self._jit.params])
+        if not kwargs and self._positional and adapter.backend(jit, device) == "cuda":
+            guard = positional_guard(args, [param.is_constexpr for param in jit.params])
+        text = str(specialisation)
         kept = self._kept.setdefault(device, [])
-        kept[:] = [entry for entry in kept if entry.specialisation != specialisation][-(KEPT_PER_DEVICE - 1):]
-        kept.append(Kept(specialisation, kernel, parts, bound, guard, len(args)))
+        options = adapter.options(jit)
+        kept[:] = [entry for entry in kept if (entry.specialisation, entry.options) != (text, options)
+                   ][-(KEPT_PER_DEVICE - 1):]
+        kept.append(Kept(text, options, kernel, parts, bound, guard, len(args)))
 
     def _globals_changed(self) -> bool:
         """Whether a global the kernel read when it compiled has changed (``JITFunction.run``
@@ -140,7 +172,8 @@ def positional_guard(args: Sequence[Any], constexpr: Sequence[bool]) -> Callable
     made its specialisation on the CUDA backend in ``args`` (``constexpr``: per parameter,
     whether it is one); None where an argument is of a kind it does not know (a tuple, a tensor
     descriptor, ...), which Triton's binder then guards."""
-    conditions, namespace = [], {"int_width": int_width}
+    conditions: list[str] = []
+    namespace: dict[str, Any] = {"int_width": int_width}
     for i, value in enumerate(args):
         name = f"a{i}"
         if i < len(constexpr) and constexpr[i]:
@@ -166,4 +199,5 @@ def positional_guard(args: Sequence[Any], constexpr: Sequence[bool]) -> Callable
     parameters = ", ".join(f"a{i}" for i in range(len(args)))
     body = " and ".join(f"({condition})" for condition in conditions) or "True"
     exec(f"def guard({parameters}):\n    return {body}\n", namespace)  # noqa: S102 - as Triton makes its binder
-    return namespace["guard"]
+    guard: Callable[..., bool] = namespace["guard"]
+    return guard

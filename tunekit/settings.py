@@ -91,7 +91,8 @@ def interpreting() -> bool:
 
 def direct_launch() -> bool:
     """Whether a cached call launches the tuned kernel directly (``tunekit.direct``); ``0`` sends
-    every call through ``JITFunction.run``, as stock Triton's autotuner does."""
+    every call through ``JITFunction.run``, as stock Triton's autotuner does. Read when a key's
+    winner is first launched: keys launched before keep what they had."""
     return os.environ.get(ENV_DIRECT_LAUNCH, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
