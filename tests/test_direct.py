@@ -74,13 +74,16 @@ def adapter():
     """The real adapter, over a Hopper driver made Triton's active one for the test."""
     from triton.runtime.driver import driver
 
-    before = driver._active
+    # what the driver config holds, read without making a driver: "_active" from Triton 3.5
+    # (None until one is made), "active" in 3.4 (a lazy proxy)
+    slot = "_active" if "_active" in vars(driver) else "active"
+    before = vars(driver)[slot]
     hopper = HopperDriver()
     driver.set_active(hopper)
     made = compat.LaunchAdapter()
     made.driver = hopper
     yield made
-    driver._active = before
+    setattr(driver, slot, before)
 
 
 def tensors(n: int = 4096, dtype=torch.float32):
@@ -237,7 +240,7 @@ def test_the_positional_guard_accepts_exactly_the_calls_of_the_kept_specialisati
         [1, 32, 33, 2**40],
         [1.5, 2.0],
         [True, False],
-        [0, 1],
+        [0, 1, 2.0, 0.0, -0.0, (1, 2), (1.0, 2), (True, 2)],
     ]
     draw = random.Random(0)
     agreed = {True: 0, False: 0}
@@ -247,7 +250,8 @@ def test_the_positional_guard_accepts_exactly_the_calls_of_the_kept_specialisati
         for position in draw.sample(range(len(pools)), draw.randint(0, 2)):  # change up to two arguments
             call[position] = draw.choice(pools[position])
         guard = positional_guard(kept_call, [p.is_constexpr for p in jit.params])
-        same = binder(*call)[1] == binder(*kept_call)[1]
+        text = adapter.specialisation_text
+        same = text(binder(*call)[1]) == text(binder(*kept_call)[1])
         assert guard(*call) is same, (kept_call, call)
         agreed[same] += 1
     assert min(agreed.values()) > 20  # both verdicts were exercised
@@ -291,15 +295,25 @@ def test_kernels_are_kept_per_device(kernel, adapter):
 
 
 def test_compile_options_with_the_call_or_from_the_knobs_take_part(kernel, adapter, monkeypatch):
-    """``enable_fp_fusion=False`` with the call, or ``knobs.compilation.instrumentation_mode``
-    set in a scope (as Triton's gsan does), compiles another kernel in ``JITFunction.run``: the
-    kept one is not launched for it, and neither is a kernel kept under the other mode outside it."""
+    """``enable_fp_fusion=False`` with the call, the JIT function's ``debug``, Triton 3.9's
+    ``fpsan_homomorphic_casts``, or ``knobs.compilation.instrumentation_mode`` set in a scope (as
+    Triton's gsan does) compiles another kernel in ``JITFunction.run``: the kept one is not
+    launched for it, and neither is a kernel kept under the other mode outside it."""
     x, bias, out = tensors()
     call = (x, bias, out, 4096)
     direct, compiled = kept(kernel, adapter, call)
     assert direct(call, {"enable_fp_fusion": False}, (4,)) is None
     direct.keep(call, {"enable_fp_fusion": False}, RecordingKernel())  # not kept
     assert direct(call, {}, (4,)) is compiled
+    kernel.debug = True  # @triton.jit(debug=True)
+    assert direct(call, {}, (4,)) is None
+    kernel.debug = None
+    assert direct(call, {}, (4,)) is compiled
+    if hasattr(knobs.compilation, "fpsan_homomorphic_casts"):  # Triton 3.9
+        monkeypatch.setattr(knobs.compilation, "fpsan_homomorphic_casts", not knobs.compilation.fpsan_homomorphic_casts)
+        assert direct(call, {}, (4,)) is None
+        monkeypatch.undo()
+        assert direct(call, {}, (4,)) is compiled
     if hasattr(knobs.compilation, "instrumentation_mode"):  # Triton 3.6 on
         monkeypatch.setattr(knobs.compilation, "instrumentation_mode", "gsan")
         assert direct(call, {}, (4,)) is None
@@ -429,3 +443,35 @@ def test_the_autotuner_hands_a_hit_to_its_direct_launch_and_keeps_what_jit_run_l
     kernel._tuned[key] = (triton.Config({"BLOCK": 1024}, pre_hook=lambda nargs: hooked.append(1)), constants, scripted)
     kernel[grid](x, y, out, n)
     assert hooked == [1] and len(scripted.calls) == 2
+
+
+def applies(x_ptr, n, ACT: tl.constexpr):
+    pass
+
+
+def identity(x):
+    return x
+
+
+def plus_one(x):
+    return x + 1
+
+
+def test_two_jit_functions_of_one_name_given_as_a_constexpr_are_other_kernels(adapter):
+    """Triton 3.6 on keys a JIT function given as a constexpr by its source (``cache_key``); two
+    of one module and name (a factory's, a notebook cell run again) print alike."""
+    plus_one.__qualname__ = plus_one.__name__ = "identity"
+    first, second = JITFunction(identity), JITFunction(plus_one)
+    assert repr(first) == repr(second) and first.cache_key != second.cache_key
+    x = torch.zeros(16)
+    for by_keyword in (True, False):
+        direct = DirectLaunch(adapter, JITFunction(applies), {})
+        compiled = RecordingKernel()
+        if by_keyword:
+            direct.keep((x, 16), {"ACT": first}, compiled)
+            assert direct((x, 16), {"ACT": second}, (1,)) is None
+            assert direct((x, 16), {"ACT": first}, (1,)) is compiled
+        else:
+            direct.keep((x, 16, first), {}, compiled)
+            assert direct((x, 16, second), {}, (1,)) is None
+            assert direct((x, 16, first), {}, (1,)) is compiled

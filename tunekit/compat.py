@@ -230,6 +230,28 @@ class LaunchAdapter:
         before the backend and the binder in ``device_caches[device]``."""
         return jit_function.device_caches[device][-3].backend
 
+    @staticmethod
+    def specialisation_text(specialisation: list) -> str:
+        """A specialisation as text, as Triton keys its kernel cache: 3.4 and 3.5 by its text
+        (``2`` and ``2.0``, ``0.0`` and ``-0.0`` apart), 3.6 on with each JIT function given as
+        a constexpr replaced by its ``cache_key`` (two functions of one name apart). Both at
+        once: stricter than either release, never looser."""
+        from triton.runtime import jit
+
+        callables = tuple({jit.JITFunction, getattr(jit, "JITCallable", jit.JITFunction)})
+
+        def keyed(value: Any) -> Any:
+            if isinstance(value, callables):
+                return f"{value!r}:{value.cache_key}"
+            if isinstance(value, list):
+                return [keyed(item) for item in value]
+            if isinstance(value, tuple):
+                items = [keyed(item) for item in value]
+                return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+            return value
+
+        return str(keyed(specialisation))
+
     def options(self, jit_function: Any) -> tuple:
         """The compile options ``JITFunction.run`` adds to every call from the JIT function and
         Triton's knobs: ``debug`` (both), and from 3.6 ``instrumentation_mode``, from 3.9

@@ -9,9 +9,11 @@ stream when a later call has that specialisation. Two guards say whether it has:
 * for a call by position of tensors, integers, floats, booleans, None and constexpr values on
   the CUDA backend, a function generated for the kept call that compares what the specialisation
   is made of: each tensor's class, dtype and 16-byte alignment, each integer's equality to 1,
-  divisibility by 16 and width, each None, each constexpr's value. It is stricter than Triton
-  where a parameter is not specialised (a call it refuses goes to the next guard);
-* for any other call, Triton's own binder, whose specialisation is compared with the kept ones.
+  divisibility by 16 and width, each None, each constexpr's class, value and text. It is
+  stricter than Triton where a parameter is not specialised (a call it refuses goes to the next
+  guard);
+* for any other call, Triton's own binder, whose specialisation is compared with the kept ones
+  as text (``LaunchAdapter.specialisation_text``).
 
 A kept kernel also carries the compile options ``JITFunction.run`` adds to every call (``debug``,
 ``instrumentation_mode``, ...), which a call must share. Anything else (another specialisation or
@@ -107,7 +109,7 @@ class DirectLaunch:
         elif not kwargs.keys() <= self._parameters:
             return None  # a compile option with the call (``num_warps=``...): another kernel's key
         bound, specialisation, _ = self._binders[device](*args, **kwargs, **self._constants)
-        text = str(specialisation)  # as Triton 3.4 keys its cache: 2 and 2.0 apart
+        text = adapter.specialisation_text(specialisation)
         for entry in kept:
             if entry.specialisation == text and entry.options == options:
                 return self._launch(entry, tuple(bound.values()), grid, device)
@@ -141,7 +143,7 @@ class DirectLaunch:
         guard = None
         if not kwargs and self._positional and adapter.backend(jit, device) == "cuda":
             guard = positional_guard(args, [param.is_constexpr for param in jit.params])
-        text = str(specialisation)
+        text = adapter.specialisation_text(specialisation)
         kept = self._kept.setdefault(device, [])
         options = adapter.options(jit)
         kept[:] = [entry for entry in kept if (entry.specialisation, entry.options) != (text, options)
@@ -178,7 +180,14 @@ def positional_guard(args: Sequence[Any], constexpr: Sequence[bool]) -> Callable
         name = f"a{i}"
         if i < len(constexpr) and constexpr[i]:
             namespace[f"v{i}"], namespace[f"t{i}"] = value, type(value)
-            conditions.append(f"{name}.__class__ is t{i} and {name} == v{i}")
+            condition = f"{name}.__class__ is t{i} and {name} == v{i}"
+            if type(value) not in (int, str, bool, type(None)):  # 0.0 and -0.0, (1, 2) and (1.0, 2) apart
+                namespace[f"r{i}"] = repr(value)
+                condition += f" and repr({name}) == r{i}"
+            if isinstance(getattr(value, "cache_key", None), str):  # a JIT function: its source too
+                namespace[f"k{i}"] = value.cache_key
+                condition += f" and {name}.cache_key == k{i}"
+            conditions.append(condition)
         elif value is None:
             conditions.append(f"{name} is None")
         elif type(value) is bool or type(value) is float:
