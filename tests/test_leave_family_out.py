@@ -113,3 +113,24 @@ def test_every_design_names_the_store_options_that_changed(protocol):
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
         for label, design in json.loads(path.read_text()).items():
             assert design["options"].get("warm_spread") == 0, (path.name, label)
+
+
+def test_heldout_figures_from_compare_outputs(monkeypatch, tmp_path):
+    """Within 2 % is judged on the run's last best; the checkpoints take the last best of a run that
+    stopped early; evaluations to 5 % are medians with unreached seeds infinite."""
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    figures = importlib.import_module("heldout_figures")
+    alone, stored = tmp_path / "alone", tmp_path / "stored"
+    alone.mkdir(), stored.mkdir()
+    header = "space,strategy,seed,evaluation,seconds,time_ms,best_ms,best_over_optimum\n"
+    (alone / "curves.csv").write_text(header + "".join(
+        f"s,default,0,{n},0,1,1,{1.5 if n < 30 else 1.01}\n" for n in range(1, 41)) + "".join(
+        f"s,random,0,{n},0,1,1,1.2\n" for n in range(1, 201)))
+    rows = figures.strategy_rows(alone)
+    assert rows[2] == "| default | 100.0 % (1 of 1) | 1.500 | 1.010 | 1.010 |"
+    assert rows[3] == "| random | 0.0 % (0 of 1) | 1.200 | 1.200 | 1.200 |"
+    summary = "space,strategy,seed,evals_to_1.05\n"
+    (alone / "summary.csv").write_text(summary + "s,default,0,30\ns,default,1,\ns,default,2,10\n")
+    (stored / "summary.csv").write_text(summary + "s,default,0,1\ns,default,1,2\ns,default,2,3\n")
+    assert figures.evals_to_5(alone) == {"s": 30.0} and figures.evals_to_5(stored) == {"s": 2.0}
+    sys.modules.pop("heldout_figures", None)
