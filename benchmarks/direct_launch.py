@@ -33,18 +33,10 @@ import triton.language as tl
 from triton import knobs
 
 import tunekit
+from hotpath_store import per_call_us  # the reference hot-path script's timer (benchmarks/ is on the path)
 from tunekit.kernels import matmul, vector_add
 
 ROUNDS = 21
-
-
-def per_call_us(f, calls: int) -> float:
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(calls):
-        f()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - started) / calls * 1e6
 
 
 def interleaved(calls: dict, per_round: int, reference: str, name: str) -> None:

@@ -40,8 +40,6 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
 from learned_search import REMEASURED, SELECTION, Table, as_run, fmt, geomean, markdown, read_runs  # noqa: E402
@@ -113,7 +111,14 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
              for name in names for label, (strategy, options) in labels.items() for seed in range(seeds)]
     tasks += [(str(manifest), name, f"{label} + store", *labels[label], seed, budget, tuple(elsewhere[name]))
               for name in names if elsewhere[name] for label in transfer for seed in range(seeds)]
-    tasks = [task for task in tasks if (task[1], task[2], task[5], budget) not in done]
+    replay_missing(tasks, target, done, jobs, stop_after)
+
+
+def replay_missing(tasks: Sequence[tuple], target: Path, done: set, jobs: int, stop_after: float | None) -> None:
+    """Run the ``_tuning`` tasks (manifest, space, label, strategy, options, seed, budget[,
+    history]) that ``done`` lacks in ``jobs`` processes, appending each result to ``target`` as it
+    ends; ``stop_after``: seconds after which no more are started."""
+    tasks = [task for task in tasks if (task[1], task[2], task[5], task[6]) not in done]
     print(f"{len(tasks)} tunings to replay ({len(done)} done)", file=sys.stderr, flush=True)
     started = time.perf_counter()
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool, gzip.open(target, "at") as sink:

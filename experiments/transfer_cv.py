@@ -26,19 +26,15 @@ fold chose.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import statistics
 import sys
-import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from leave_family_out import _spaces, _tuning  # noqa: E402
+from leave_family_out import _spaces, replay_missing  # noqa: E402
 from learned_search import Table, as_run, fmt, markdown, read_runs  # noqa: E402
 
 from tunekit.compare import same_kernel_elsewhere  # noqa: E402
@@ -78,25 +74,7 @@ def replay_all(manifest: Path, base: dict, candidates: dict[str, dict], out: Pat
              for n in names for seed in range(seeds)]
     tasks += [(str(manifest), n, label, base["strategy"], json.dumps(options), seed, budget, tuple(elsewhere[n]))
               for n in names for label, options in candidates.items() for seed in range(seeds)]
-    tasks = [task for task in tasks if (task[1], task[2], task[5], budget) not in done]
-    print(f"{len(tasks)} tunings to replay ({len(done)} done)", file=sys.stderr, flush=True)
-    started = time.perf_counter()
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool, gzip.open(target, "at") as sink:
-        queue, running = iter(tasks), {}
-        while True:
-            late = stop_after is not None and time.perf_counter() - started > stop_after
-            while len(running) < jobs and not late and (task := next(queue, None)) is not None:
-                running[pool.submit(_tuning, *task)] = task
-            if not running:
-                break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                task = running.pop(future)
-                try:
-                    sink.write(json.dumps(future.result()) + "\n")
-                except Exception as error:  # one broken tuning must not cost the others' results
-                    print(f"{task[1]} {task[2]} seed {task[5]} failed: {error!r}", file=sys.stderr, flush=True)
-                sink.flush()
+    replay_missing(tasks, target, done, jobs, stop_after)
 
 
 def transfer_score(evals: dict[tuple[str, str], float], label: str, names: Sequence[str], shapes: dict[str, int]

@@ -17,11 +17,23 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 @pytest.fixture
-def protocol(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))
-    module = importlib.import_module("leave_family_out")
-    yield module
-    sys.modules.pop("leave_family_out", None)
+def experiment(monkeypatch):
+    """Loads the script ``experiments/NAME.py`` as a module, dropped from ``sys.modules`` after the test."""
+    loaded = []
+
+    def load(name: str):
+        monkeypatch.syspath_prepend(str(EXPERIMENTS))
+        loaded.append(name)
+        return importlib.import_module(name)
+
+    yield load
+    for name in loaded:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def protocol(experiment):
+    return experiment("leave_family_out")
 
 
 def stats_of(tmp_path: Path, name: str) -> SpaceStats:
@@ -74,11 +86,8 @@ def test_a_design_over_the_time_limit_is_not_chosen_unless_every_design_is(proto
 
 
 @pytest.fixture
-def transfer(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))
-    module = importlib.import_module("transfer_cv")
-    yield module
-    sys.modules.pop("transfer_cv", None)
+def transfer(experiment):
+    return experiment("transfer_cv")
 
 
 def test_a_transfer_candidate_may_change_only_what_acts_with_the_store(transfer):
@@ -115,11 +124,10 @@ def test_every_design_names_the_store_options_that_changed(protocol):
             assert design["options"].get("warm_spread") == 0, (path.name, label)
 
 
-def test_heldout_figures_from_compare_outputs(monkeypatch, tmp_path):
+def test_heldout_figures_from_compare_outputs(experiment, tmp_path):
     """Within 2 % is judged on the run's last best; the checkpoints take the last best of a run that
     stopped early; evaluations to 5 % are medians with unreached seeds infinite."""
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))
-    figures = importlib.import_module("heldout_figures")
+    figures = experiment("heldout_figures")
     alone, stored = tmp_path / "alone", tmp_path / "stored"
     alone.mkdir(), stored.mkdir()
     header = "space,strategy,seed,evaluation,seconds,time_ms,best_ms,best_over_optimum\n"
@@ -133,4 +141,3 @@ def test_heldout_figures_from_compare_outputs(monkeypatch, tmp_path):
     (alone / "summary.csv").write_text(summary + "s,default,0,30\ns,default,1,\ns,default,2,10\n")
     (stored / "summary.csv").write_text(summary + "s,default,0,1\ns,default,1,2\ns,default,2,3\n")
     assert figures.evals_to_5(alone) == {"s": 30.0} and figures.evals_to_5(stored) == {"s": 2.0}
-    sys.modules.pop("heldout_figures", None)
