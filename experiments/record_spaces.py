@@ -39,8 +39,9 @@ if QUICK:
 import torch
 import triton
 import triton.testing
-from tunekit.kernels import (attention, attention_hopper, conv2d, cross_entropy, fp8_gemm, fused_moe, grouped_gemm,
-                             layernorm_backward, matmul, matmul_hopper, matmul_splitk, rmsnorm, softmax, vector_add)
+from tunekit.kernels import (attention, attention_hopper, causal_conv1d, conv2d, cross_entropy, fp8_gemm, fused_moe,
+                             gemv, grouped_gemm, layernorm_backward, matmul, matmul_hopper, matmul_splitk, rmsnorm,
+                             softmax, stencil2d, vector_add, w4a16_gemm)
 
 import tunekit
 from tunekit.check import norm_relative_error
@@ -143,6 +144,26 @@ def _fused_moe(shape, device):
     return tensors, fused_moe.reference(*tensors[:-1]), tensors[-1], {}
 
 
+def _w4a16_gemm(shape, device):
+    tensors = w4a16_gemm.inputs(*shape, dtype=torch.float16, device=device)
+    return tensors, w4a16_gemm.reference(*tensors[:-1]), tensors[-1], {}
+
+
+def _gemv(shape, device):
+    tensors = gemv.inputs(*shape, device=device)
+    return tensors, gemv.reference(*tensors[:-1]), tensors[-1], {}
+
+
+def _stencil2d(shape, device):
+    tensors = stencil2d.inputs(*shape, device=device)
+    return tensors, stencil2d.reference(tensors[0]), tensors[-1], {}
+
+
+def _causal_conv1d(shape, device):
+    tensors = causal_conv1d.inputs(*shape, device=device)
+    return tensors, causal_conv1d.reference(*tensors[:-1]), tensors[-1], {}
+
+
 def _rms_norm(x, w, y):
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps=rmsnorm.EPS)
 
@@ -172,6 +193,8 @@ TORCH_EQUIVALENT = {
     "grouped_gemm": grouped_gemm.torch_grouped, "fp8_gemm": fp8_gemm.torch_scaled_mm,
     "layernorm_backward": layernorm_backward.torch_backward, "conv2d": conv2d.torch_conv,
     "cross_entropy": cross_entropy.torch_cross_entropy, "fused_moe": fused_moe.torch_moe,
+    "w4a16_gemm": w4a16_gemm.torch_dequantized_matmul, "gemv": gemv.torch_mv, "stencil2d": stencil2d.torch_conv,
+    "causal_conv1d": causal_conv1d.torch_conv1d,
 }
 #: How the table names each call.
 CALL_NAMES = {_cublas: "`torch.matmul` (cuBLAS)", _sdpa: "`F.scaled_dot_product_attention`",
@@ -180,7 +203,10 @@ CALL_NAMES = {_cublas: "`torch.matmul` (cuBLAS)", _sdpa: "`F.scaled_dot_product_
               layernorm_backward.torch_backward: "`aten.native_layer_norm_backward`",
               conv2d.torch_conv: "`F.conv2d` (cuDNN, channels-last)",
               cross_entropy.torch_cross_entropy: "`F.cross_entropy` forward and backward",
-              fused_moe.torch_moe: "a loop of `torch.matmul` over experts"}
+              fused_moe.torch_moe: "a loop of `torch.matmul` over experts",
+              w4a16_gemm.torch_dequantized_matmul: "`torch.matmul` on the weight dequantised beforehand",
+              gemv.torch_mv: "`torch.mv` (cuBLAS)", stencil2d.torch_conv: "3x3 `F.conv2d` (cuDNN)",
+              causal_conv1d.torch_conv1d: "depthwise `F.conv1d` (cuDNN) and `F.silu`"}
 
 
 SUITES = {
@@ -269,9 +295,34 @@ SUITES = {
                         "prefill_e128": (4096, 128, 8, 1536, 2048),
                         "prefill_e128_down": (4096, 128, 8, 2048, 768)},
                        {"tiny": (20, 12, 8, 48, 80)}, _fused_moe),
+    # The held-out families (corpus v2): recorded after every design choice of the default search was
+    # made, to judge it once on kernels no choice saw. Shapes from decode to large, every integer
+    # argument divisible by 16 at every shape, as above.
+    # (M, N, K): Llama-3-8B's projections, from a decode batch of 16 to a 2k-token prefill
+    "w4a16_gemm": Suite(w4a16_gemm, w4a16_gemm.w4a16_gemm_kernel, ["M", "N", "K"],
+                        {"decode_m16": (16, 4096, 4096), "m64_n14k": (64, 14336, 4096),
+                         "m256_down": (256, 4096, 14336), "prefill_m2k": (2048, 4096, 4096)},
+                        {"tiny": (40, 80, 256)}, _w4a16_gemm),
+    # (N, K): the same projections and a 128k-vocabulary head, at batch 1
+    "gemv": Suite(gemv, gemv.gemv_kernel, ["N", "K"],
+                  {"n4k_k4k": (4096, 4096), "n14k_k4k": (14336, 4096), "n4k_k14k": (4096, 14336),
+                   "lm_head_128k": (128256, 4096)},
+                  {"tiny": (70, 1000)}, _gemv, {"reset_to_zero": ["y_ptr"]}),
+    # (H, W): a grid that stays in L2, a large square, a tall and a wide one
+    "stencil2d": Suite(stencil2d, stencil2d.stencil2d_kernel, ["H", "W"],
+                       {"2k_square": (2048, 2048), "8k_square": (8192, 8192), "tall_32k_1k": (32768, 1024),
+                        "wide_1k_32k": (1024, 32768)},
+                       {"tiny": (37, 70)}, _stencil2d),
+    # (batch, seqlen, dim): Mamba-style widths (inner dims 1536 to 5120), long to short sequences
+    "causal_conv1d": Suite(causal_conv1d, causal_conv1d.causal_conv1d_kernel, ["seqlen", "dim"],
+                           {"b1_l8k_d4k": (1, 8192, 4096), "b8_l2k_d2560": (8, 2048, 2560),
+                            "b32_l512_d5120": (32, 512, 5120), "b4_l16k_d1536": (4, 16384, 1536)},
+                           {"tiny": (2, 50, 70)}, _causal_conv1d),
 }
 #: The corpus families, in the order run_h200_record_corpus.sh records them (cheapest first).
 CORPUS = ("cross_entropy", "layernorm_backward", "conv2d", "grouped_gemm", "fp8_gemm", "fused_moe")
+#: The held-out families of corpus v2, cheapest first.
+HELD_OUT = ("causal_conv1d", "stencil2d", "w4a16_gemm", "gemv")
 
 
 def config_id(params) -> str:
@@ -548,7 +599,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", action="append", choices=sorted(SUITES), help="default: every kernel of the suite at its shipped shapes (not matmul_heldout, "
                         "matmul_unconstrained, matmul_hopper, attention_hopper, nor the corpus families: "
-                        f"{', '.join(CORPUS)})")
+                        f"{', '.join(CORPUS + HELD_OUT)})")
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, tiny shapes, --limit configs")
     parser.add_argument("--limit", type=int, default=None, help="record only the first N configs of each space")
     parser.add_argument("--workers", type=int, default=None, help="compile workers")
@@ -588,7 +639,7 @@ def main() -> None:
     limit = args.limit or (3 if args.quick else None)
     progress = Progress(out, args.quick)
     for name in args.kernel or sorted(set(SUITES) - {"matmul_heldout", "matmul_unconstrained", "matmul_hopper",
-                                                     "attention_hopper", *CORPUS}):
+                                                     "attention_hopper", *CORPUS, *HELD_OUT}):
         record(name, SUITES[name], out, progress, args.quick, limit, args.workers, args.warmup, args.rep, args.shape)
 
 

@@ -27,4 +27,12 @@ search strategies generalise to kernels they were not designed on):
 * ``conv2d``: implicit-GEMM 2D convolution, channels-last, stride and padding (150 configs).
 * ``cross_entropy``: loss and gradient over a large vocabulary, fused (96 configs).
 * ``fused_moe``: vLLM-style MoE GEMM over tokens sorted by expert (178 configs).
+
+The held-out families of corpus v2, recorded after the default search's design was chosen, to
+judge it once on kernels no design choice saw:
+
+* ``w4a16_gemm``: int4 weights packed eight to a word, float16 activations, group scales (744 configs).
+* ``gemv``: split-K matrix-vector product for decode, float32 atomics (780 configs).
+* ``stencil2d``: a five-point Jacobi step on a float32 grid (720 configs).
+* ``causal_conv1d``: Mamba's depthwise causal convolution with SiLU, channels-last (528 configs).
 """

@@ -140,7 +140,8 @@ def test_recording_script_records_and_exports_every_corpus_family(tmp_path):
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "experiments" / "record_spaces.py"
-    families = ["cross_entropy", "layernorm_backward", "conv2d", "grouped_gemm", "fp8_gemm", "fused_moe"]
+    families = ["cross_entropy", "layernorm_backward", "conv2d", "grouped_gemm", "fp8_gemm", "fused_moe",
+                "causal_conv1d", "stencil2d", "w4a16_gemm", "gemv"]
     for family in families:
         done = subprocess.run([sys.executable, str(script), "--quick", "--kernel", family, "--out",
                                str(tmp_path / family)], capture_output=True, text=True, timeout=600, check=False)
@@ -157,4 +158,4 @@ def test_recording_script_records_and_exports_every_corpus_family(tmp_path):
                                "--budget", "5", "--out", str(tmp_path / "compare")],
                               capture_output=True, text=True, timeout=600, check=False)
     assert compared.returncode == 0, compared.stderr[-2000:]
-    assert "6 tunings of 6 spaces" in compared.stdout
+    assert f"{len(families)} tunings of {len(families)} spaces" in compared.stdout
