@@ -11,7 +11,7 @@ is never edited.
 Families group the spaces of one kernel implementation (its shapes, GPUs and re-measurements):
 leaving a family out leaves out everything a design could have learned about that kernel.
 
-    python experiments/corpus.py freeze experiments/corpus/v2.json --previous experiments/corpus/v1.json
+    python experiments/corpus.py freeze experiments/corpus/v3.json --previous experiments/corpus/v2.json
     python experiments/corpus.py show experiments/corpus/v1.json     # families and counts
 """
 
@@ -32,6 +32,8 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("TUNEKIT_SHARED_SPACES", HERE.parents[1] / "shared" / "spaces")) / "kerneltuner"
 #: The H200 spaces recorded for the corpus (experiments/run_h200_record_corpus.sh).
 RECORDED = HERE / "corpus" / "h200"
+#: The H200 spaces of the families recorded for v2 after the default search's design was chosen.
+RECORDED_HELD_OUT = HERE / "corpus" / "h200-heldout"
 
 #: Families of the community's files, by their kernel's name.
 SHARED_FAMILIES = {"convolution_kernel": "kt-convolution", "Xgemm": "kt-gemm", "cn_pnpoly": "kt-pnpoly"}
@@ -55,14 +57,15 @@ class Entry:
     seconds: bool = True
 
     def path(self, manifest: Path) -> Path:
-        base = {"shared": SHARED, "shipped": shipped.DIRECTORY, "corpus": RECORDED}[self.root]
+        base = {"shared": SHARED, "shipped": shipped.DIRECTORY, "corpus": RECORDED,
+                "heldout": RECORDED_HELD_OUT}[self.root]
         return base / self.file
 
 
 def discover() -> list[tuple[str, str, str, str]]:
     """(name, root, file, family) of every space there is to freeze: the community's files (the T4
-    copy of one of them left out), the shipped H200 spaces, and the corpus's own recordings,
-    whose family is their kernel module."""
+    copy of one of them left out), the shipped H200 spaces, and the corpus's own recordings (v1's
+    and the held-out families'), whose family is their kernel module."""
     if not any(SHARED.rglob("*.json.gz")):
         raise SystemExit(f"no community spaces under {SHARED}: set TUNEKIT_SHARED_SPACES to the folder holding "
                          "kerneltuner/")
@@ -75,11 +78,11 @@ def discover() -> list[tuple[str, str, str, str]]:
         found.append((relative.removesuffix(".json.gz"), "shared", relative, SHARED_FAMILIES[space.kernel_name]))
     for row in shipped.index()["spaces"]:
         found.append((f"h200/{row['kernel']}-{row['shape']}", "shipped", row["file"], SHIPPED_FAMILIES[row["kernel"]]))
-    for path in sorted(RECORDED.glob("*.json.gz")):
-        space = read_space(path)
-        module = path.name.split("-")[0]  # the kernel module, as record_spaces.py names the files
-        found.append((f"h200/{path.name.removesuffix('.json.gz')}", "corpus", path.name,
-                      f"triton-{module.replace('_', '-')}"))
+    for root, folder in (("corpus", RECORDED), ("heldout", RECORDED_HELD_OUT)):
+        for path in sorted(folder.glob("*.json.gz")):
+            module = path.name.split("-")[0]  # the kernel module, as record_spaces.py names the files
+            found.append((f"h200/{path.name.removesuffix('.json.gz')}", root, path.name,
+                          f"triton-{module.replace('_', '-')}"))
     return found
 
 

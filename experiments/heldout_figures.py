@@ -7,11 +7,13 @@ shapes (``--transfer``).
         --seeds 10 --budget 200 --jobs 2 --out ALONE
     tunekit compare --space 'experiments/results/heuristics/spaces/*.json.gz' --strategy default --transfer \\
         --seeds 10 --budget 200 --jobs 2 --out STORED
-    python experiments/heldout_figures.py ALONE STORED
+    python experiments/heldout_figures.py ALONE STORED [--also MORE]
 
 Prints, per strategy, the runs within 2 % of the optimum in the budget and the geometric mean of
-best / optimum after 20, 50 and 200 evaluations; then, per space, the median evaluations to
-within 5 % without the store and with it.
+best / optimum after 20, 50 and 200 evaluations, over all spaces and per kernel family (a space's
+file name up to its first ``-``, as record_spaces.py names them); then, per space, the median
+evaluations to within 5 % without the store and with it. ``--also`` adds the strategies of other
+compare outputs with an empty store on the same spaces and seeds (a strategy replayed elsewhere).
 """
 
 from __future__ import annotations
@@ -30,14 +32,27 @@ def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
-def strategy_rows(out: Path) -> list[str]:
-    curves: dict[tuple, list[float]] = defaultdict(list)  # (space, strategy, seed) -> best / optimum so far
-    with open(out / "curves.csv") as lines:
-        for row in csv.DictReader(lines):
-            ratio = float(row["best_over_optimum"]) if row["best_over_optimum"] else math.inf
-            curves[row["space"], row["strategy"], int(row["seed"])].append(ratio)
+def family(space: str) -> str:
+    return space.rsplit("/", 1)[-1].split("-", 1)[0]
+
+
+def read_curves(outs: list[Path]) -> dict[tuple, list[float]]:
+    """(space, strategy, seed) -> best / optimum after each evaluation, from every output."""
+    curves: dict[tuple, list[float]] = defaultdict(list)
+    for out in outs:
+        with open(out / "curves.csv") as lines:
+            for row in csv.DictReader(lines):
+                ratio = float(row["best_over_optimum"]) if row["best_over_optimum"] else math.inf
+                curves[row["space"], row["strategy"], int(row["seed"])].append(ratio)
+    return curves
+
+
+def strategy_rows(curves: dict[tuple, list[float]], spaces: set[str] | None = None) -> list[str]:
+    """The table of every strategy over ``spaces`` (default: all)."""
     found: dict[str, dict] = defaultdict(lambda: defaultdict(list))
-    for (_, strategy, _), curve in curves.items():
+    for (space, strategy, _), curve in curves.items():
+        if spaces is not None and space not in spaces:
+            continue
         found[strategy]["within"].append(curve[-1] <= 1.02)
         for n in CHECKPOINTS:
             found[strategy][n].append(curve[min(n, len(curve)) - 1])
@@ -63,8 +78,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("alone", type=Path, help="the compare output with an empty store")
     parser.add_argument("stored", type=Path, help="the compare output of default --transfer")
+    parser.add_argument("--also", type=Path, action="append", default=[],
+                        help="another compare output with an empty store on the same spaces and seeds (repeatable)")
     args = parser.parse_args()
-    print("\n".join(strategy_rows(args.alone)), "\n")
+    curves = read_curves([args.alone, *args.also])
+    print("\n".join(strategy_rows(curves)), "\n")
+    families: dict[str, set[str]] = defaultdict(set)
+    for space, _, _ in curves:
+        families[family(space)].add(space)
+    if len(families) > 1:
+        for name, spaces in sorted(families.items()):
+            print(f"{name} ({len(spaces)} spaces):\n" + "\n".join(strategy_rows(curves, spaces)), "\n")
     without, stored = evals_to_5(args.alone), evals_to_5(args.stored)
     print("| space | without the store | with it |\n|---|---|---|")
     for space in sorted(without):

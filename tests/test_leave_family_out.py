@@ -134,9 +134,17 @@ def test_heldout_figures_from_compare_outputs(experiment, tmp_path):
     (alone / "curves.csv").write_text(header + "".join(
         f"s,default,0,{n},0,1,1,{1.5 if n < 30 else 1.01}\n" for n in range(1, 41)) + "".join(
         f"s,random,0,{n},0,1,1,1.2\n" for n in range(1, 201)))
-    rows = figures.strategy_rows(alone)
+    rows = figures.strategy_rows(figures.read_curves([alone]))
     assert rows[2] == "| default | 100.0 % (1 of 1) | 1.500 | 1.010 | 1.010 |"
     assert rows[3] == "| random | 0.0 % (0 of 1) | 1.200 | 1.200 | 1.200 |"
+    # another output's strategy joins the table; a family's table keeps only its spaces
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "curves.csv").write_text(header + "".join(f"dir/k2-x,rf,0,{n},0,1,1,1.0\n" for n in range(1, 201)))
+    curves = figures.read_curves([alone, more])
+    assert figures.strategy_rows(curves)[4] == "| rf | 100.0 % (1 of 1) | 1.000 | 1.000 | 1.000 |"
+    assert figures.family("dir/k2-x") == "k2"
+    assert figures.strategy_rows(curves, {"dir/k2-x"})[2:] == ["| rf | 100.0 % (1 of 1) | 1.000 | 1.000 | 1.000 |"]
     summary = "space,strategy,seed,evals_to_1.05\n"
     (alone / "summary.csv").write_text(summary + "s,default,0,30\ns,default,1,\ns,default,2,10\n")
     (stored / "summary.csv").write_text(summary + "s,default,0,1\ns,default,1,2\ns,default,2,3\n")

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call replaying the held-out families of corpus v2 (experiments/corpus/h200-heldout/,
+# recorded after every design choice of `default`) on the machine's cores, three `tunekit compare`
+# runs in turn (the figures of experiments/heldout_figures.py do not mix strategies, so the runs
+# may be split):
+#   $OUT/alone:  default, random, rf, lfbo with an empty store;
+#   $OUT/stored: default with the store holding the family's other shapes (--transfer);
+#   $OUT/gp:     optuna-gp with an empty store (the slowest to ask, last).
+# Kernel Tuner is not on the device image: its genetic algorithm is replayed on the CPU machine
+# (experiments/results/heldout-v2/README.md). Expects .whl/ carried (tunekit's wheel and the
+# dependencies the image lacks). Writes $OUT/heldout.tgz, every output in one archive.
+#   SEEDS (20), BUDGET (200), JOBS (16), LIMIT_S (500): seconds for the three runs together
+set -uo pipefail
+start=$SECONDS
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
+OUT=${OUT:-out}; mkdir -p "$OUT"
+SEEDS=${SEEDS:-20}; BUDGET=${BUDGET:-200}; JOBS=${JOBS:-16}; LIMIT_S=${LIMIT_S:-500}
+SPACES=experiments/corpus/h200-heldout/*.json.gz
+cat .whl/COMMIT
+python3 -c "import numpy, sklearn, optuna; print('numpy', numpy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__)"
+echo "cores: $(nproc)"
+run() {  # name, then compare's strategy arguments
+    local name=$1; shift
+    local left=$(( LIMIT_S - (SECONDS - start) ))
+    if (( left < 20 )); then echo "== $name: not started, $left s left"; return; fi
+    echo "== $name: at most $left s"
+    begun=$SECONDS
+    timeout "$left" python3 -m tunekit.cli compare --space "$SPACES" "$@" --seeds "$SEEDS" --budget "$BUDGET" \
+        --jobs "$JOBS" --no-progress --out "$OUT/$name" > "$OUT/$name.log" 2>&1
+    echo "   exit status $?, $(( SECONDS - begun )) s"; tail -n 2 "$OUT/$name.log"
+}
+run alone --strategy default --strategy random --strategy rf --strategy lfbo
+run stored --strategy default --transfer
+run gp --strategy optuna-gp
+if [[ -d "$OUT/alone" && -d "$OUT/stored" ]]; then
+    python3 experiments/heldout_figures.py "$OUT/alone" "$OUT/stored" $( [[ -f "$OUT/gp/curves.csv" ]] && echo --also "$OUT/gp" ) \
+        | tee "$OUT/figures.md"
+fi
+(cd "$OUT" && tar czf heldout.tgz --exclude='*.png' alone stored gp ./*.log figures.md 2>/dev/null); ls -la "$OUT/heldout.tgz"
+echo "== done in $(( SECONDS - start )) s"
