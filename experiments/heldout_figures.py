@@ -94,9 +94,10 @@ def main() -> None:
     for space in sorted(without):
         print(f"| {space.rsplit('/', 1)[-1]} | {without[space]:g} | {stored[space]:g} |")
     slower = [space for space in without if stored[space] > without[space]]
+    finite = [stored[s] / without[s] for s in without if math.isfinite(stored[s]) and math.isfinite(without[s])]
     print(f"\nWith the store: within 10 evaluations on {sum(v <= 10 for v in stored.values())} of {len(stored)} "
           f"spaces, slower than without it on {len(slower)}; geometric mean with / without "
-          f"{geomean([stored[s] / without[s] for s in without]):.3f}.")
+          f"{geomean(finite) if finite else math.nan:.3f} over the {len(finite)} spaces reached both ways.")
 
 
 if __name__ == "__main__":

@@ -10,10 +10,14 @@
 # (experiments/results/heldout-v2/README.md). Expects .whl/ carried (tunekit's wheel and the
 # dependencies the image lacks). Writes $OUT/heldout.tgz, every output in one archive.
 #   SEEDS (20), BUDGET (200), JOBS (16), LIMIT_S (500): seconds for the three runs together
+# A dry run on the CPU machine: SKIP_INSTALL=1 SEEDS=1 BUDGET=5 JOBS=2 OUT=/tmp/heldout bash experiments/run_h200_heldout.sh
 set -uo pipefail
 start=$SECONDS
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+if [[ -z "${SKIP_INSTALL:-}" ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
 OUT=${OUT:-out}; mkdir -p "$OUT"
 SEEDS=${SEEDS:-20}; BUDGET=${BUDGET:-200}; JOBS=${JOBS:-16}; LIMIT_S=${LIMIT_S:-500}
