@@ -19,20 +19,21 @@ if [[ -z "${SKIP_INSTALL:-}" ]]; then
 fi
 export PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 SEEDS=${SEEDS:-20}; BUDGET=${BUDGET:-200}; JOBS=${JOBS:-16}; LIMIT_S=${LIMIT_S:-500}
-SPACES=experiments/corpus/h200-heldout/*.json.gz
+SPACES=$PWD/experiments/corpus/h200-heldout/*.json.gz
 cat .whl/COMMIT
 python3 -c "import numpy, sklearn, optuna; print('numpy', numpy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__)"
-echo "cores: $(nproc)"
+echo "cores: $(nproc), $(python3 -c 'import os; print(os.cpu_count(), "counted,", len(os.sched_getaffinity(0)), "usable")')"
 run() {  # name, then compare's strategy arguments
     local name=$1; shift
     local left=$(( LIMIT_S - (SECONDS - start) ))
     if (( left < 20 )); then echo "== $name: not started, $left s left"; return; fi
     echo "== $name: at most $left s"
     begun=$SECONDS
-    timeout "$left" python3 -m tunekit.cli compare --space "$SPACES" "$@" --seeds "$SEEDS" --budget "$BUDGET" \
-        --jobs "$JOBS" --no-progress --out "$OUT/$name" > "$OUT/$name.log" 2>&1
+    # from $OUT: the repository's own tunekit/ folder, on sys.path from its root, lacks the plugin packages
+    (cd "$OUT" && timeout "$left" python3 -m tunekit.cli compare --space "$SPACES" "$@" --seeds "$SEEDS" --budget "$BUDGET" \
+        --jobs "$JOBS" --no-progress --out "$OUT/$name" > "$OUT/$name.log" 2>&1)
     echo "   exit status $?, $(( SECONDS - begun )) s"; tail -n 2 "$OUT/$name.log"
 }
 run alone --strategy default --strategy random --strategy rf --strategy lfbo
