@@ -11,7 +11,8 @@ shapes (``--transfer``).
 
 Prints, per strategy, the runs within 2 % of the optimum in the budget and the geometric mean of
 best / optimum after 20, 50 and 200 evaluations, over all spaces and per kernel family (a space's
-file name up to its first ``-``, as record_spaces.py names them); then, per space, the median
+file name up to its first ``-``, as record_spaces.py names them), and the same of ``default`` with
+the store; then, per space, the median
 evaluations to within 5 % without the store and with it. ``--also`` adds the strategies of other
 compare outputs with an empty store on the same spaces and seeds (a strategy replayed elsewhere).
 """
@@ -89,6 +90,8 @@ def main() -> None:
     if len(families) > 1:
         for name, spaces in sorted(families.items()):
             print(f"{name} ({len(spaces)} spaces):\n" + "\n".join(strategy_rows(curves, spaces)), "\n")
+    print("`default` with the store, over the same spaces and seeds:\n"
+          + "\n".join(strategy_rows(read_curves([args.stored]))), "\n")
     without, stored = evals_to_5(args.alone), evals_to_5(args.stored)
     print("| space | without the store | with it |\n|---|---|---|")
     for space in sorted(without):

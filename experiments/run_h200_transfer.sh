@@ -3,6 +3,7 @@
 # .whl/ (tunekit's wheel and its missing dependencies), .spaces/ (the community's spaces: the
 # corpus names some), and optionally .runs/transfer.jsonl.gz, the runs of an earlier call to
 # resume from. Writes $OUT/transfer/runs.jsonl.gz; the report is made where the runs are fetched to.
+# CORPUS (experiments/corpus/v1.json): the corpus manifest.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
@@ -10,7 +11,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core p
 OUT=${OUT:-out}; mkdir -p "$OUT/transfer"
 [ -f .runs/transfer.jsonl.gz ] && cp .runs/transfer.jsonl.gz "$OUT/transfer/runs.jsonl.gz"
 cat .whl/COMMIT
-timeout "${LIMIT_S:-540}" python3 experiments/transfer_cv.py --designs "${DESIGNS:-experiments/corpus/designs-v5.json}" \
+timeout "${LIMIT_S:-540}" python3 experiments/transfer_cv.py --corpus "${CORPUS:-experiments/corpus/v1.json}" --designs "${DESIGNS:-experiments/corpus/designs-v5.json}" \
     --base "${BASE:-default-interleave10-radius2-late8}" --candidates "${CANDIDATES:-experiments/corpus/transfer-designs.json}" \
     --seeds "${SEEDS:-20}" --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --replay-only --out "$OUT/transfer" \
     > "$OUT/transfer.log" 2>&1
