@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from torch.utils.weak import WeakIdKeyDictionary
 
 from tunekit.space import Space
 
@@ -86,7 +87,9 @@ def pack(values: torch.Tensor) -> torch.Tensor:
     """(K, N) integers in [0, 16) to (K // 8, N) int32 words, value ``k % 8`` in bits 4 (k % 8) up."""
     k, n = values.shape
     grouped = values.to(torch.int64).reshape(k // PACK, PACK, n)
-    words = sum(grouped[:, i] << (4 * i) for i in range(PACK))
+    words = torch.zeros(k // PACK, n, dtype=torch.int64, device=values.device)
+    for i in range(PACK):
+        words |= grouped[:, i] << (4 * i)
     return (words - ((words >> 31) << 32)).to(torch.int32)  # the top bit is int32's sign
 
 
@@ -126,7 +129,10 @@ def torch_dequantized_matmul(a: torch.Tensor, words: torch.Tensor, scales: torch
                              c: torch.Tensor) -> torch.Tensor:
     """What runs without an int4 kernel: ``torch.matmul`` (cuBLAS) against the weight dequantised
     once beforehand, in A's dtype (the dequantisation is not timed)."""
-    weight = getattr(words, "dequantized", None)  # kept on the words, so it dies with them
-    if weight is None:
-        weight = words.dequantized = dequantize(words, scales).to(a.dtype)
-    return torch.matmul(a, weight)
+    if words not in _DEQUANTIZED:
+        _DEQUANTIZED[words] = dequantize(words, scales).to(a.dtype)
+    return torch.matmul(a, _DEQUANTIZED[words])
+
+
+#: Each packed weight's dequantised copy, dropped with the weight.
+_DEQUANTIZED = WeakIdKeyDictionary()
