@@ -197,3 +197,33 @@ def test_a_forest_refreshed_on_a_key_of_other_arguments_is_refit_in_full():
     refreshed = model.refreshed(other, trees=2, random_state=2)
     assert not set(map(id, refreshed.regressor_.estimators_)) & set(map(id, model.regressor_.estimators_))
     assert len(refreshed.regressor_.estimators_) == 8
+
+
+def test_forests_make_the_same_trees_as_scikit_learns_own():
+    """The forests make their trees without ``clone`` (for speed): their predictions, every
+    tree's random state, and the failure forest's probabilities equal scikit-learn's forests'
+    with the same parameters, and the shortcut is in use (a scikit-learn that stopped calling it
+    would make the forests slower, not different)."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    from tunekit.perfmodels import forest
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((60, 5)), rng.random(60)
+    failed = (x[:, 0] > 0.7).astype(int)
+    model = RandomForest(toy_space(), n_estimators=12, max_features=0.5, random_state=3)
+    for ours, theirs, target in ((model._default_regressor(), RandomForestRegressor, y),
+                                 (model._default_classifier(), RandomForestClassifier, failed)):
+        plain = theirs(**ours.get_params()).fit(x, target)
+        calls = []
+        made = ours._make_estimator
+        ours._make_estimator = lambda *args, **kwargs: calls.append(1) or made(*args, **kwargs)
+        ours.fit(x, target)
+        assert len(calls) == ours.n_estimators
+        assert [t.random_state for t in ours.estimators_] == [t.random_state for t in plain.estimators_]
+        assert [t.get_params() for t in ours.estimators_] == [t.get_params() for t in plain.estimators_]
+        if theirs is RandomForestRegressor:
+            assert np.array_equal(ours.predict(x[:20] + 0.01), plain.predict(x[:20] + 0.01))
+        else:
+            assert np.array_equal(ours.predict_proba(x[:20] + 0.01), plain.predict_proba(x[:20] + 0.01))
+    assert isinstance(model._default_regressor(), forest._TreesMadeDirectly)
