@@ -2,8 +2,9 @@
 
 A corpus is a JSON manifest (``experiments/corpus/v1.json``): per space its file, where that file
 lives (``shared``: the community's Kernel Tuner files, ``$TUNEKIT_SHARED_SPACES``; ``shipped``: the
-H200 spaces inside tunekit; ``corpus``: the H200 spaces recorded for the corpus, beside the
-manifest), its kernel family and the digest of what it measured (``RecordedSpace.digest``).
+H200 spaces inside tunekit; ``corpus``: the H200 spaces recorded for v1, in ``corpus/h200/``;
+``heldout``: those recorded for v2 after the default search's design was chosen, in
+``corpus/h200-heldout/``), its kernel family and the digest of what it measured (``RecordedSpace.digest``).
 ``load`` refuses a space whose digest changed, so a corpus version means the same measurements
 wherever it is read. A new space makes a new version; a version, once results were reported on it,
 is never edited.

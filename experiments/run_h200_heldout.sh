@@ -14,7 +14,7 @@
 set -uo pipefail
 start=$SECONDS
 if [[ -z "${SKIP_INSTALL:-}" ]]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONUNBUFFERED=1
@@ -22,9 +22,9 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core p
 OUT=${OUT:-out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 SEEDS=${SEEDS:-20}; BUDGET=${BUDGET:-200}; JOBS=${JOBS:-16}; LIMIT_S=${LIMIT_S:-500}
 SPACES=$PWD/experiments/corpus/h200-heldout/*.json.gz
-cat .whl/COMMIT
+[[ -z "${SKIP_INSTALL:-}" ]] && cat .whl/COMMIT
 python3 -c "import numpy, sklearn, optuna; print('numpy', numpy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__)"
-echo "cores: $(nproc), $(python3 -c 'import os; print(os.cpu_count(), "counted,", len(os.sched_getaffinity(0)), "usable")')"
+echo "cores: $(python3 -c 'import os; print(len(os.sched_getaffinity(0)))') usable"
 run() {  # name, then compare's strategy arguments
     local name=$1; shift
     local left=$(( LIMIT_S - (SECONDS - start) ))
@@ -39,9 +39,13 @@ run() {  # name, then compare's strategy arguments
 run alone --strategy default --strategy random --strategy rf --strategy lfbo
 run stored --strategy default --transfer
 run gp --strategy optuna-gp
-if [[ -d "$OUT/alone" && -d "$OUT/stored" ]]; then
-    python3 experiments/heldout_figures.py "$OUT/alone" "$OUT/stored" $( [[ -f "$OUT/gp/curves.csv" ]] && echo --also "$OUT/gp" ) \
-        | tee "$OUT/figures.md"
+also=()
+[[ -f "$OUT/gp/summary.csv" ]] && also=(--also "$OUT/gp")
+if [[ -f "$OUT/alone/summary.csv" && -f "$OUT/stored/summary.csv" ]]; then
+    python3 experiments/heldout_figures.py "$OUT/alone" "$OUT/stored" "${also[@]}" --spaces "$SPACES" | tee "$OUT/figures.md"
+else
+    echo "no figures: a compare run did not finish"
 fi
-(cd "$OUT" && tar czf heldout.tgz --exclude='*.png' alone stored gp ./*.log figures.md 2>/dev/null); ls -la "$OUT/heldout.tgz"
+parts=(); for part in alone stored gp figures.md; do [[ -e "$OUT/$part" ]] && parts+=("$part"); done
+(cd "$OUT" && tar czf heldout.tgz --exclude='*.png' "${parts[@]}" ./*.log); ls -la "$OUT/heldout.tgz"
 echo "== done in $(( SECONDS - start )) s"

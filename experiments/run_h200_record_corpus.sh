@@ -38,6 +38,7 @@ export PYTHONUNBUFFERED=1
 # call on the same machine compiled these kernels
 export TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
 left() { echo $(( LIMIT_S - (SECONDS - start) )); }
+[[ -f .whl/COMMIT ]] && echo "wheel: $(cat .whl/COMMIT)"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader 2>/dev/null
 echo "cores: $(nproc)"

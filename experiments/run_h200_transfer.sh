@@ -3,9 +3,11 @@
 # .whl/ (tunekit's wheel and its missing dependencies), .spaces/ (the community's spaces: the
 # corpus names some), and optionally .runs/transfer.jsonl.gz, the runs of an earlier call to
 # resume from. Writes $OUT/transfer/runs.jsonl.gz; the report is made where the runs are fetched to.
-# CORPUS (experiments/corpus/v1.json): the corpus manifest.
+# CORPUS (experiments/corpus/v1.json): the corpus manifest; DESIGNS, BASE, CANDIDATES: transfer_cv.py's
+# --designs, --base, --candidates (issue 31's files); SEEDS (20), JOBS (16); STOP_AFTER (420): seconds
+# after which no tuning starts; LIMIT_S (540): the script's limit.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
 OUT=${OUT:-out}; mkdir -p "$OUT/transfer"

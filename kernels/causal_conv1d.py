@@ -5,6 +5,11 @@ the sequence's start, x and out (batch, seqlen, dim) channels-last in float16. A
 BLOCK_D channels and ITER_L chunks of BLOCK_L time steps of one sequence, one chunk after another;
 each chunk loads its WIDTH shifted windows of x (the overlap comes from L1), so the tile's shape
 trades reuse against parallelism. Memory-bound, no reduction across programs.
+
+The batch size is not a kernel argument (it is the grid's third axis), so a tuning key can name
+only ``seqlen`` and ``dim``: the recorded shapes differ there, but a user's batch 1 and batch 32
+would share one winner, and a perf model would see a batch-32 shape as small. A later version
+should pass the batch to key on it (the recorded spaces are of this one).
 """
 
 from __future__ import annotations

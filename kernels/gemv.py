@@ -3,8 +3,9 @@
 A memory-bound kernel with no tensor-core work: each program multiplies BLOCK_N rows of W by x
 over one of SPLIT_K slices of K, walking its slice in BLOCK_K tiles with a (BLOCK_N, BLOCK_K)
 float32 accumulator that is summed along K once at the end. With SPLIT_K > 1 the slices' sums
-meet in y by ``atomic_add``, so y is float32 and must be zero before each launch
-(``reset_to_zero=["y_ptr"]``; ``inputs`` zeroes it).
+meet in y by ``atomic_add``, so y is float32 and must be zero before every launch, not only
+while tuning (``reset_to_zero=["y_ptr"]`` there; ``inputs`` zeroes it): with SPLIT_K = 1 the one
+slice stores, so a y left unzeroed is right with some configs and wrong with others.
 """
 
 from __future__ import annotations

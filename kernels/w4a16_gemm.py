@@ -35,6 +35,8 @@ def w4a16_gemm_kernel(
     GROUP_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
+    tl.static_assert(GROUP_SIZE % BLOCK_K == 0, "a K tile must lie inside one scale group")
+    tl.static_assert(BLOCK_K % 8 == 0, "a K tile must hold whole int32 words of eight values")
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -61,6 +63,11 @@ def w4a16_gemm_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
+def within_scale_group(config: Mapping[str, Any]) -> bool:
+    """A K tile inside one scale group (the kernel loads one row of scales per tile)."""
+    return GROUP_SIZE % config["BLOCK_K"] == 0
+
+
 def fits_registers(config: Mapping[str, Any]) -> bool:
     """At most 128 float32 accumulators per thread."""
     return config["BLOCK_M"] * config["BLOCK_N"] <= 128 * 32 * config["num_warps"]
@@ -79,7 +86,7 @@ def space() -> Space:
     return Space(
         BLOCK_M=[16, 32, 64, 128], BLOCK_N=[32, 64, 128, 256], BLOCK_K=[32, 64, 128], GROUP_M=[1, 8],
         num_warps=[4, 8], num_stages=[2, 3, 4, 5],
-        constraints=[fits_registers, may_fit_shared_memory],
+        constraints=[within_scale_group, fits_registers, may_fit_shared_memory],
     )
 
 
@@ -113,8 +120,14 @@ def inputs(m: int, n: int, k: int, dtype=torch.float16, device: str = "cpu", see
 
 
 def launch(kernel, a: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, c: torch.Tensor, **meta) -> None:
+    """C = A @ dequant(B); K must be a multiple of GROUP_SIZE (the kernel does not mask K)."""
     m, k = a.shape
     n = words.shape[1]
+    if k % GROUP_SIZE:
+        raise ValueError(f"w4a16_gemm: K = {k} is not a multiple of the scale group ({GROUP_SIZE})")
+    if words.shape[0] * PACK != k or scales.shape[0] * GROUP_SIZE != k:
+        raise ValueError(f"w4a16_gemm: A's K = {k} needs {k // PACK} rows of words and {k // GROUP_SIZE} of scales, "
+                         f"got {words.shape[0]} and {scales.shape[0]}")
     kernel[lambda config: (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]),)](
         a, words, scales, c, m, n, k, a.stride(0), a.stride(1), words.stride(0), words.stride(1), scales.stride(0),
         scales.stride(1), c.stride(0), c.stride(1), GROUP_SIZE=GROUP_SIZE, **meta)
@@ -129,10 +142,11 @@ def torch_dequantized_matmul(a: torch.Tensor, words: torch.Tensor, scales: torch
                              c: torch.Tensor) -> torch.Tensor:
     """What runs without an int4 kernel: ``torch.matmul`` (cuBLAS) against the weight dequantised
     once beforehand, in A's dtype (the dequantisation is not timed)."""
-    if words not in _DEQUANTIZED:
-        _DEQUANTIZED[words] = dequantize(words, scales).to(a.dtype)
-    return torch.matmul(a, _DEQUANTIZED[words])
+    kept = _DEQUANTIZED.get(words)
+    if kept is None or kept[0] is not scales or kept[1].dtype != a.dtype:
+        kept = _DEQUANTIZED[words] = (scales, dequantize(words, scales).to(a.dtype))
+    return torch.matmul(a, kept[1])
 
 
-#: Each packed weight's dequantised copy, dropped with the weight.
+#: Each packed weight's scales and dequantised copy, dropped with the weight.
 _DEQUANTIZED = WeakIdKeyDictionary()

@@ -20,8 +20,8 @@ from .base import KeyLike, PerfModel, trials_from_rows
 class _TreesMadeDirectly:
     """Makes each tree of a scikit-learn forest from the forest's own tree parameters, as the
     forest's ``_make_estimator`` does through ``clone`` and ``set_params``, without them: those
-    read each tree's signature several times, which cost more than a small tree's fit when a
-    search refits 8 trees after every trial (about a tenth of ``default``'s time per config).
+    read each tree's signature several times, a cost a search that refits 8 trees after every
+    trial pays each time (about 6 % of ``default``'s time per config: experiments/results/tree-making/).
     The trees and their random states are the same (``tests/test_perfmodels.py`` compares the
     predictions with scikit-learn's own forest); where scikit-learn stops calling this method, the
     forest makes its trees as usual."""

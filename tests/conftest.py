@@ -17,6 +17,18 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture
+def spread():
+    """``spread(module, count=3)``: ``count`` configs spread over the order of a kernel module's
+    Space, its first and last included (the kernel tests' sample of a space)."""
+    def configs_of(module, count: int = 3) -> list[dict]:
+        configs = module.space().configs()
+        picks = sorted({round(i * (len(configs) - 1) / (count - 1)) for i in range(count)})
+        return [configs[i].all_kwargs() for i in picks]
+
+    return configs_of
+
+
+@pytest.fixture
 def store_path(tmp_path):
     return tmp_path / "store.db"
 

@@ -23,12 +23,6 @@ KERNELS = {
 SIZES = {grouped_gemm: 178, fp8_gemm: 184, layernorm_backward: 164, conv2d: 150, cross_entropy: 96, fused_moe: 178}
 
 
-def spread(module, count: int = 3) -> list[dict]:
-    """``count`` configs spread over the Space's order, the first and the last included."""
-    configs = module.space().configs()
-    picks = sorted({round(i * (len(configs) - 1) / (count - 1)) for i in range(count)})
-    return [configs[i].all_kwargs() for i in picks]
-
 
 @pytest.mark.parametrize("module", list(KERNELS), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_spaces_are_sized_for_one_recording_and_constrained(module):
@@ -39,7 +33,7 @@ def test_spaces_are_sized_for_one_recording_and_constrained(module):
     assert set(space.domains) - {"num_warps", "num_stages"} <= parameters
 
 
-def test_grouped_gemm_walks_every_groups_tiles_empty_groups_included():
+def test_grouped_gemm_walks_every_groups_tiles_empty_groups_included(spread):
     a, b, m_sizes, c = grouped_gemm.inputs(5, 96, 48, 80)
     assert 0 in m_sizes.tolist() and sum(m_sizes.tolist()) == 96
     expected = grouped_gemm.reference(a, b, m_sizes).float()
@@ -49,7 +43,7 @@ def test_grouped_gemm_walks_every_groups_tiles_empty_groups_included():
         assert norm_relative_error(c, expected) < 1e-3, config
 
 
-def test_fp8_gemm_applies_both_scales():
+def test_fp8_gemm_applies_both_scales(spread):
     a, b, a_scale, b_scale, c = fp8_gemm.inputs(40, 72, 160, dtype=torch.float16)
     assert a.dtype == b.dtype == torch.float8_e4m3fn
     expected = fp8_gemm.reference(a, b, a_scale, b_scale)
@@ -61,7 +55,7 @@ def test_fp8_gemm_applies_both_scales():
         assert norm_relative_error(c, expected) < 1e-3, config
 
 
-def test_layernorm_backward_matches_autograd_with_every_lock_count():
+def test_layernorm_backward_matches_autograd_with_every_lock_count(spread):
     tensors = layernorm_backward.inputs(37, 300)
     x, dy, w, mean, rstd, *_, out = tensors
     expected = layernorm_backward.reference(x, dy, w, mean, rstd)
@@ -92,7 +86,7 @@ def test_layernorm_backward_tuned_with_its_recording_options_compares_dx_only():
 
 @pytest.mark.parametrize("shape", [(2, 9, 7, 24, 40, 3, 3, 2, 1), (1, 6, 6, 16, 16, 1, 1, 1, 0)],
                          ids=["3x3_stride2_pad1", "1x1"])
-def test_conv2d_matches_cudnn_layout_and_padding(shape):
+def test_conv2d_matches_cudnn_layout_and_padding(shape, spread):
     *dims, stride, pad = shape
     x, weight, y = conv2d.inputs(*dims, stride, pad)
     expected = conv2d.reference(x, weight, stride, pad)
@@ -103,7 +97,7 @@ def test_conv2d_matches_cudnn_layout_and_padding(shape):
         assert norm_relative_error(y, expected) < 1e-3, config
 
 
-def test_cross_entropy_loss_and_gradient_with_ignored_rows():
+def test_cross_entropy_loss_and_gradient_with_ignored_rows(spread):
     logits, targets, loss, grad = cross_entropy.inputs(19, 1500, dtype=torch.float16, seed=3)
     assert (targets == cross_entropy.IGNORE_INDEX).any()
     expected_loss, expected_grad = cross_entropy.reference(logits, targets)
@@ -118,7 +112,7 @@ def test_cross_entropy_loss_and_gradient_with_ignored_rows():
         assert not grad[targets == cross_entropy.IGNORE_INDEX].any()
 
 
-def test_fused_moe_gathers_each_expert_and_skips_padding():
+def test_fused_moe_gathers_each_expert_and_skips_padding(spread):
     tensors = fused_moe.inputs(20, 12, 8, 48, 80, dtype=torch.float16)
     a, w, _, sorted_ids, expert_ids, _, c = tensors
     assert sorted_ids.numel() == fused_moe.ALIGN * expert_ids.numel()

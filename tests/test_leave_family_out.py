@@ -126,26 +126,67 @@ def test_every_design_names_the_store_options_that_changed(protocol):
 
 def test_heldout_figures_from_compare_outputs(experiment, tmp_path):
     """Within 2 % is judged on the run's last best; the checkpoints take the last best of a run that
-    stopped early; evaluations to 5 % are medians with unreached seeds infinite."""
+    stopped early; scores are means over spaces of means over seeds; evaluations to 5 % are medians
+    with unreached seeds infinite; a run given twice, a curve out of order and strategies covering
+    other seeds are refused."""
     figures = experiment("heldout_figures")
-    alone, stored = tmp_path / "alone", tmp_path / "stored"
-    alone.mkdir(), stored.mkdir()
-    header = "space,strategy,seed,evaluation,seconds,time_ms,best_ms,best_over_optimum\n"
-    (alone / "curves.csv").write_text(header + "".join(
-        f"s,default,0,{n},0,1,1,{1.5 if n < 30 else 1.01}\n" for n in range(1, 41)) + "".join(
-        f"s,random,0,{n},0,1,1,1.2\n" for n in range(1, 201)))
-    rows = figures.strategy_rows(figures.read_curves([alone]))
-    assert rows[2] == "| default | 100.0 % (1 of 1) | 1.500 | 1.010 | 1.010 |"
-    assert rows[3] == "| random | 0.0 % (0 of 1) | 1.200 | 1.200 | 1.200 |"
-    # another output's strategy joins the table; a family's table keeps only its spaces
-    more = tmp_path / "more"
-    more.mkdir()
-    (more / "curves.csv").write_text(header + "".join(f"dir/k2-x,rf,0,{n},0,1,1,1.0\n" for n in range(1, 201)))
-    curves = figures.read_curves([alone, more])
-    assert figures.strategy_rows(curves)[4] == "| rf | 100.0 % (1 of 1) | 1.000 | 1.000 | 1.000 |"
+    header = "space,strategy,seed,evaluation,best_over_optimum\n"
+    summary = "space,strategy,seed,budget,score,score_seconds,evals_to_1.05\n"
+
+    def output(name: str, curves: dict, scores: dict):
+        out = tmp_path / name
+        out.mkdir()
+        (out / "curves.csv").write_text(header + "".join(
+            f"{space},{strategy},{seed},{n},{ratio}\n" for (space, strategy, seed), curve in curves.items()
+            for n, ratio in enumerate(curve, 1)))
+        (out / "summary.csv").write_text(summary + "".join(
+            f"{space},{strategy},{seed},200,{score},{score / 2},{evals}\n"
+            for (space, strategy, seed), (score, evals) in scores.items()))
+        return out
+
+    early = [1.5] * 29 + [1.01] * 11  # stopped after 40 evaluations
+    alone = output("alone", {("d/k1-a", "default", 0): early, ("d/k1-a", "random", 0): [1.2] * 200},
+                   {("d/k1-a", "default", 0): (0.5, 30), ("d/k1-a", "random", 0): (0.0, "")})
+    more = output("more", {("d/k2-x", "rf", 0): [1.0] * 200}, {("d/k2-x", "rf", 0): (0.8, 1)})
+    runs = figures.read_runs([alone])
+    rows = figures.strategy_rows(runs)
+    assert rows[0].startswith("| strategy | runs within 2 % | after 20 | after 50 | after 200 | score")
+    assert rows[2] == "| default | 100.0 % (1 of 1) | 1.500 | 1.010 | 1.010 | 0.500 | 0.250 |"
+    assert rows[3] == "| random | 0.0 % (0 of 1) | 1.200 | 1.200 | 1.200 | 0.000 | 0.000 |"
+    with pytest.raises(ValueError, match="do not cover the same spaces"):
+        figures.read_runs([alone, more])  # rf ran on another space
+    with pytest.raises(ValueError, match="repeats runs"):
+        figures.read_runs([alone, alone])
+    disordered = output("disordered", {("d/k1-a", "rf", 0): [1.0]}, {})
+    (disordered / "curves.csv").write_text(header + "d/k1-a,rf,0,2,1.0\n")
+    with pytest.raises(ValueError, match="out of order"):
+        figures.read_runs([disordered])
     assert figures.family("dir/k2-x") == "k2"
-    assert figures.strategy_rows(curves, {"dir/k2-x"})[2:] == ["| rf | 100.0 % (1 of 1) | 1.000 | 1.000 | 1.000 |"]
-    summary = "space,strategy,seed,evals_to_1.05\n"
-    (alone / "summary.csv").write_text(summary + "s,default,0,30\ns,default,1,\ns,default,2,10\n")
-    (stored / "summary.csv").write_text(summary + "s,default,0,1\ns,default,1,2\ns,default,2,3\n")
-    assert figures.evals_to_5(alone) == {"s": 30.0} and figures.evals_to_5(stored) == {"s": 2.0}
+    stored = output("stored", {("d/k1-a", "default", s): [1.0] for s in range(3)},
+                    {("d/k1-a", "default", 0): (1, 1), ("d/k1-a", "default", 1): (1, 2), ("d/k1-a", "default", 2): (1, 3)})
+    both = output("both", {("d/k1-a", "default", s): [1.0] for s in range(3)},
+                  {("d/k1-a", "default", 0): (1, 30), ("d/k1-a", "default", 1): (1, ""),
+                   ("d/k1-a", "default", 2): (1, 10)})
+    assert figures.evals_to_5(both) == {"d/k1-a": 30.0} and figures.evals_to_5(stored) == {"d/k1-a": 2.0}
+
+
+def test_corpus_versions_extend_each_other_and_their_recordings_are_intact(experiment, tmp_path):
+    """v2 holds every space of v1 as v1 froze it (the same name, file, family and digest), plus the
+    held-out families; each H200 recording the corpus keeps measures what its manifest froze; and a
+    version is never written over."""
+    import json
+
+    corpus = experiment("corpus")
+    v1, v2 = (corpus._entries(EXPERIMENTS / "corpus" / f"v{n}.json") for n in (1, 2))
+    fields = [(e.name, e.root, e.file, e.family, e.digest) for e in v1]
+    assert set(fields) <= {(e.name, e.root, e.file, e.family, e.digest) for e in v2}
+    added = [e for e in v2 if (e.name, e.root, e.file, e.family, e.digest) not in set(fields)]
+    assert {e.root for e in added} == {"heldout"} and len({e.family for e in added}) == 4
+    for entry in v2:
+        if entry.root in ("corpus", "heldout"):
+            assert corpus.read_space(entry.path(EXPERIMENTS / "corpus" / "v2.json")).digest == entry.digest, entry.name
+    manifest = tmp_path / "v9.json"
+    manifest.write_text(json.dumps({"version": "v9", "spaces": []}))
+    with pytest.raises(SystemExit, match="never rewritten"):
+        corpus.freeze(manifest)
+    assert json.loads(manifest.read_text()) == {"version": "v9", "spaces": []}
