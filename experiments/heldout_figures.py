@@ -59,8 +59,10 @@ def family(space: str) -> str:
 
 def read_runs(outs: list[Path]) -> Runs:
     """Every run of ``outs``; ``ValueError`` for a run given twice, a curve whose evaluations are
-    not 1, 2, ... in order, or strategies that do not cover the same spaces and seeds."""
+    not 1, 2, ... in order, outputs of different budgets, or strategies that do not cover the same
+    spaces and seeds."""
     runs = Runs()
+    budgets = set()
     for out in outs:
         seen: dict[Run, list[float]] = defaultdict(list)
         with open(out / "curves.csv") as lines:
@@ -77,7 +79,10 @@ def read_runs(outs: list[Path]) -> Runs:
             for row in csv.DictReader(lines):
                 runs.scores[row["space"], row["strategy"], int(row["seed"])] = (float(row["score"]),
                                                                                  float(row["score_seconds"]))
-                runs.budget = max(runs.budget, int(row["budget"]))
+                budgets.add(int(row["budget"]))
+    if len(budgets) > 1:
+        raise ValueError(f"the outputs ran with different budgets: {sorted(budgets)}")
+    runs.budget = budgets.pop() if budgets else 0
     covered: dict[str, set] = defaultdict(set)
     for space, strategy, seed in runs.curves:
         covered[strategy].add((space, seed))

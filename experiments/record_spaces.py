@@ -303,7 +303,8 @@ SUITES = {
                         "wide_1k_32k": (1024, 32768)},
                        {"tiny": (37, 70)}, _in_own_dtype(stencil2d)),
     # (batch, seqlen, dim): Mamba-style widths (inner dims 1536 to 5120), long to short sequences;
-    # the key lacks the batch (not a kernel argument: causal_conv1d's docstring), the shapes differ without it
+    # the key lacks the batch (not a kernel argument: causal_conv1d's docstring), the shapes differ without it;
+    # two shapes differing only in batch could not be recorded (the second would find the first's winner)
     "causal_conv1d": Suite(causal_conv1d, causal_conv1d.causal_conv1d_kernel, ["seqlen", "dim"],
                            {"b1_l8k_d4k": (1, 8192, 4096), "b8_l2k_d2560": (8, 2048, 2560),
                             "b32_l512_d5120": (32, 512, 5120), "b4_l16k_d1536": (4, 16384, 1536)},

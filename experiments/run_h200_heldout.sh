@@ -47,5 +47,6 @@ else
     echo "no figures: a compare run did not finish"
 fi
 parts=(); for part in alone stored gp figures.md; do [[ -e "$OUT/$part" ]] && parts+=("$part"); done
+shopt -s nullglob
 (cd "$OUT" && tar czf heldout.tgz --exclude='*.png' "${parts[@]}" ./*.log); ls -la "$OUT/heldout.tgz"
 echo "== done in $(( SECONDS - start )) s"

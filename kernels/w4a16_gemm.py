@@ -141,7 +141,8 @@ def reference(a: torch.Tensor, words: torch.Tensor, scales: torch.Tensor) -> tor
 def torch_dequantized_matmul(a: torch.Tensor, words: torch.Tensor, scales: torch.Tensor,
                              c: torch.Tensor) -> torch.Tensor:
     """What runs without an int4 kernel: ``torch.matmul`` (cuBLAS) against the weight dequantised
-    once beforehand, in A's dtype (the dequantisation is not timed)."""
+    once beforehand, in A's dtype (the dequantisation is not timed). A benchmark's helper: the copy
+    is kept per weight and scales object, so a weight or scales changed in place are not seen."""
     kept = _DEQUANTIZED.get(words)
     if kept is None or kept[0] is not scales or kept[1].dtype != a.dtype:
         kept = _DEQUANTIZED[words] = (scales, dequantize(words, scales).to(a.dtype))

@@ -157,6 +157,12 @@ def test_heldout_figures_from_compare_outputs(experiment, tmp_path):
         figures.read_runs([alone, more])  # rf ran on another space
     with pytest.raises(ValueError, match="repeats runs"):
         figures.read_runs([alone, alone])
+    shorter = output("shorter", {("d/k1-a", "rf", 0): [1.0] * 40}, {("d/k1-a", "rf", 0): (0.8, 1)})
+    (shorter / "summary.csv").write_text((shorter / "summary.csv").read_text().replace(",200,", ",40,"))
+    with pytest.raises(ValueError, match="different budgets"):
+        figures.read_runs([alone, shorter])
+    # a budget of 40: no column claims a figure after 50 or 200 evaluations
+    assert "| after 20 | score" in figures.strategy_rows(figures.read_runs([shorter]))[0]
     disordered = output("disordered", {("d/k1-a", "rf", 0): [1.0]}, {})
     (disordered / "curves.csv").write_text(header + "d/k1-a,rf,0,2,1.0\n")
     with pytest.raises(ValueError, match="out of order"):
