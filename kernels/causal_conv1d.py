@@ -82,6 +82,9 @@ def inputs(batch: int, seqlen: int, dim: int, dtype=torch.float16, device: str =
 
 def launch(kernel, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, **meta) -> None:
     batch, seqlen, dim = x.shape
+    if x.stride(2) != 1 or out.shape != x.shape or out.stride() != x.stride() or not weight.is_contiguous():
+        raise ValueError(f"causal_conv1d: x channels-last (dim contiguous), out of x's shape and strides, a "
+                         f"contiguous weight; got x strides {x.stride()}, out strides {out.stride()}")
     kernel[lambda config: (triton.cdiv(seqlen, config["BLOCK_L"] * config["ITER_L"]),
                            triton.cdiv(dim, config["BLOCK_D"]), batch)](
         x, weight, bias, out, seqlen, dim, x.stride(0), x.stride(1), WIDTH=WIDTH, **meta)

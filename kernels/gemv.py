@@ -72,6 +72,9 @@ def inputs(n: int, k: int, dtype=torch.float16, device: str = "cpu", seed: int =
 
 def launch(kernel, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, **meta) -> None:
     n, k = w.shape
+    if w.stride(1) != 1 or not (x.is_contiguous() and y.is_contiguous()) or x.shape != (k,) or y.shape != (n,):
+        raise ValueError(f"gemv: W (n, k) with contiguous rows, x ({k},) and y ({n},) contiguous; got W "
+                         f"{tuple(w.shape)} strides {w.stride()}, x {tuple(x.shape)}, y {tuple(y.shape)}")
     kernel[lambda config: (triton.cdiv(n, config["BLOCK_N"]), config["SPLIT_K"])](w, x, y, n, k, w.stride(0), **meta)
 
 

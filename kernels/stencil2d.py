@@ -72,6 +72,9 @@ def inputs(h: int, w: int, dtype=torch.float32, device: str = "cpu", seed: int =
 
 def launch(kernel, x: torch.Tensor, out: torch.Tensor, **meta) -> None:
     h, w = x.shape
+    if x.stride(1) != 1 or out.shape != x.shape or out.stride() != x.stride():
+        raise ValueError(f"stencil2d: x with contiguous rows and out of its shape and strides; got x strides "
+                         f"{x.stride()}, out {tuple(out.shape)} strides {out.stride()}")
     kernel[lambda config: (triton.cdiv(w, config["BLOCK_X"]), triton.cdiv(h, config["BLOCK_Y"] * config["ITER_Y"]))](
         x, out, h, w, x.stride(0), ALPHA, **meta)
 

@@ -128,6 +128,9 @@ def launch(kernel, a: torch.Tensor, words: torch.Tensor, scales: torch.Tensor, c
     if words.shape[0] * PACK != k or scales.shape[0] * GROUP_SIZE != k:
         raise ValueError(f"w4a16_gemm: A's K = {k} needs {k // PACK} rows of words and {k // GROUP_SIZE} of scales, "
                          f"got {words.shape[0]} and {scales.shape[0]}")
+    if scales.shape[1] != n or c.shape != (m, n):
+        raise ValueError(f"w4a16_gemm: words of {n} columns need scales of {n} and C of ({m}, {n}); got scales "
+                         f"{tuple(scales.shape)}, C {tuple(c.shape)}")
     kernel[lambda config: (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]),)](
         a, words, scales, c, m, n, k, a.stride(0), a.stride(1), words.stride(0), words.stride(1), scales.stride(0),
         scales.stride(1), c.stride(0), c.stride(1), GROUP_SIZE=GROUP_SIZE, **meta)

@@ -86,6 +86,8 @@ def test_stencil_step_matches_the_convolution_at_every_edge(spread):
         out.fill_(float("nan"))
         stencil2d.launch(stencil2d.stencil2d_kernel, x, out, **config)
         assert norm_relative_error(out, expected) < 1e-6, config
+    with pytest.raises(ValueError, match="out of its shape and strides"):  # the kernel indexes both alike
+        stencil2d.launch(stencil2d.stencil2d_kernel, x, out.T.contiguous().T, **spread(stencil2d)[0])
 
 
 def test_causal_conv1d_sees_only_the_past(spread):
