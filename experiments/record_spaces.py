@@ -194,8 +194,8 @@ CALL_NAMES = {_cublas: "`torch.matmul` (cuBLAS)", _sdpa: "`F.scaled_dot_product_
               cross_entropy.torch_cross_entropy: "`F.cross_entropy` forward and backward",
               fused_moe.torch_moe: "a loop of `torch.matmul` over experts",
               w4a16_gemm.torch_dequantized_matmul: "`torch.matmul` on the weight dequantised beforehand",
-              gemv.torch_mv: "`torch.mv` (cuBLAS)", stencil2d.torch_conv: "3x3 `F.conv2d` (cuDNN)",
-              causal_conv1d.torch_conv1d: "depthwise `F.conv1d` (cuDNN) and `F.silu`"}
+              gemv.torch_mv: "`torch.mv`", stencil2d.torch_conv: "single-channel 3x3 `F.conv2d`",
+              causal_conv1d.torch_conv1d: "depthwise `F.conv1d` and `F.silu`"}
 
 
 SUITES = {

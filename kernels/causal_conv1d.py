@@ -96,7 +96,8 @@ def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torc
 
 def torch_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """``F.conv1d`` with one group per channel, padded WIDTH - 1 on the left, then ``F.silu``; x is
-    viewed channels-first (strided, as a channels-last caller would pass it)."""
+    viewed channels-first (strided, as a channels-last caller would pass it); ``out`` is unused (it
+    returns a new tensor, a channels-first one viewed channels-last)."""
     seqlen = x.shape[1]
     y = torch.nn.functional.conv1d(x.transpose(1, 2), weight[:, None, :], bias, padding=WIDTH - 1,
                                    groups=x.shape[2])[..., :seqlen]

@@ -63,7 +63,7 @@ def space() -> Space:
 
 
 def inputs(n: int, k: int, dtype=torch.float16, device: str = "cpu", seed: int = 0):
-    """W (n, k), x (k,) and y (n,) in float32, zeroed (the slices add into it)."""
+    """W (n, k) and x (k,) of ``dtype``, and y (n,) in float32, zeroed (the slices add into it)."""
     generator = torch.Generator(device=device).manual_seed(seed)
     w = (torch.randn(n, k, generator=generator, device=device) / k**0.5).to(dtype)
     x = torch.randn(k, generator=generator, device=device).to(dtype)
@@ -83,5 +83,5 @@ def reference(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 def torch_mv(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """PyTorch's product in W's dtype (cuBLAS's GEMV)."""
+    """PyTorch's product in W's dtype (``y`` unused: it returns a new tensor)."""
     return torch.mv(w, x)
