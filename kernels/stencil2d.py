@@ -87,8 +87,8 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 
 def torch_conv(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """The same step as a single-channel 3x3 ``F.conv2d`` with zero padding: a PyTorch equivalent,
-    not the fastest PyTorch can do (a single-channel convolution is a slow path of cuDNN; in
-    float32 it may use TF32)."""
+    not the fastest PyTorch can do (a single-channel convolution is a slow path; in float32 it
+    may use TF32)."""
     return torch.nn.functional.conv2d(x[None, None], stencil_filter(x.device, x.dtype), padding=1)[0, 0]
 
 
