@@ -3,8 +3,7 @@
 # each shape in a fresh process from an empty Triton cache and store. Expects the wheels of tunekit
 # and its missing dependencies in .whl/ (benchmarks/README.md).
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 SECONDS_BUDGET=${SECONDS_BUDGET:-20}

@@ -3,8 +3,8 @@
 # and the GEMM drop-in comparison. Expects the wheels of tunekit and its missing dependencies
 # in .whl/ (see benchmarks/README.md); writes logs and JSON under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader

@@ -3,8 +3,8 @@
 # benchmarks/direct_launch.py (guard matrix, CUDA graph, torch.compile, hot path, GEMM launch),
 # with the current code (wheels in .whl/, see benchmarks/README.md); logs and JSON under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 cat .whl/COMMIT > "$OUT/commit.txt" 2>/dev/null
 echo "== tests on this machine's Triton"

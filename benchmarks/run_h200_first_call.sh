@@ -12,8 +12,8 @@
 # then). The larger lists fit a second call: KINDS="gemm24 gemm48" RUNS=3 SPACE_RUNS=0; the other
 # shapes a third: KINDS= SPACE_RUNS=1 SPACE_SHAPES="square large_k small_k decode".
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
 timeout "${TIMEOUT:-510}" python3 benchmarks/first_call.py --kinds ${KINDS-vadd gemm8} --runs "${RUNS:-5}" \

@@ -5,8 +5,7 @@
 # one part out (check=False, finalists=1), fresh processes and cold caches; then GEMM 8 configs
 # profiled once, and the hot path. Expects the wheels in .whl/ (benchmarks/README.md); writes under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT"
 cd /tmp && cp -r "$OLDPWD/benchmarks" /tmp/benchmarks && cd /tmp  # run outside the source tree: the wheel's tunekit
 {

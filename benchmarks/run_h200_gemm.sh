@@ -3,8 +3,8 @@
 # serial compiles fit one command) and the torch.compile check. Expects the wheels of tunekit
 # and its missing dependencies in .whl/ (benchmarks/README.md); writes logs and JSON under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 if [ -n "${RUN_TESTS:-}" ]; then
   echo "== tests on this machine's Triton (interpreter)"

@@ -9,8 +9,7 @@
 # writes under $OUT.
 set -uo pipefail
 PART=${PART:-gemm}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
 for SEED in ${SEEDS:-0}; do

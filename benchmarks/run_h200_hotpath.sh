@@ -2,8 +2,8 @@
 # Device call: the test suite on the device's Triton, then the hot-path benchmark, with the
 # current code (wheels in .whl/, see benchmarks/README.md); logs and JSON under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 echo "== tests on this machine's Triton (interpreter)"
 (cd /tmp && timeout ${TEST_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider "$OLDPWD/tests" -o addopts="--import-mode=importlib -ra" 2>&1 | tail -8) | tee "$OUT/tests.log"

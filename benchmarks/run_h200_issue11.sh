@@ -5,8 +5,8 @@
 # (benchmarks/hotpath_store.py), and the GEMM 24-config list (1 round: stock compiles it serially in
 # about 140 s). Expects the wheels in .whl/ (benchmarks/README.md); writes under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 {
   nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc

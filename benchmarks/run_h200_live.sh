@@ -3,8 +3,7 @@
 # $SEEDS, a $SECONDS budget each (benchmarks/live_gemm.py). Expects the wheels of tunekit and its
 # missing dependencies (optuna's included) in .whl/ (benchmarks/README.md); writes under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
 strategies() { for s in $1; do printf -- '--strategy %s ' "$s"; done; }

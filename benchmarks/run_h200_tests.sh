@@ -3,7 +3,7 @@
 # Expects in .whl/: the wheels of benchmarks/README.md, tunekit's built from that commit, and
 # head.tar (`git archive HEAD -o .whl/head.tar`). Writes $OUT/tests.log.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT" /tmp/src && tar xf .whl/head.tar -C /tmp/src
 cd /tmp && PYTHONPATH=/tmp/site timeout "${TEST_TIMEOUT:-500}" python3 -m pytest /tmp/src/tests -q -p no:cacheprovider \
     2>&1 | tail -60 | tee "$OUT/tests.log"

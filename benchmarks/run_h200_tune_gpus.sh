@@ -3,7 +3,7 @@
 # Expects in .whl/ the wheels of benchmarks/README.md and tunekit's, built from the commit measured.
 # EVALS and SECONDS set the budget per key (default 40 evaluations, 60 s).
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 repo="$PWD"
 cd /tmp && PYTHONPATH=/tmp/site python3 "$repo/benchmarks/tune_gpus.py" --out "$OUT" \
     --evals "${EVALS:-40}" --seconds "${SECONDS_PER_KEY:-60}" ${MANIFEST:+--manifest "$MANIFEST"} 2>&1 | tail -40

@@ -123,7 +123,7 @@ def landscape_rows(pattern: str) -> list[str]:
     optimum, and the best, over the family's other shapes, of their fastest config's time here over
     the optimum (inf where it fails here)."""
     recorded = [read_space(Path(path)) for path in sorted(glob.glob(pattern))]
-    times = [{json_key(r.params): r.time_ms for r in space.records if r.ok and r.time_ms} for space in recorded]
+    times = [{tuple(sorted(r.params.items())): r.time_ms for r in space.records if r.ok and r.time_ms} for space in recorded]
     rows = ["| space | configs | median / optimum | the best sibling winner / optimum |", "|---|---|---|---|"]
     for index, space in enumerate(recorded):
         optimum = min(times[index].values())
@@ -133,10 +133,6 @@ def landscape_rows(pattern: str) -> list[str]:
         rows.append(f"| {space.name.rsplit('/', 1)[-1]} | {len(space.records)} | "
                     f"{statistics.median(times[index].values()) / optimum:.2f} | {reuse:.3f} |")
     return rows
-
-
-def json_key(params) -> tuple:
-    return tuple(sorted(params.items()))
 
 
 def evals_to_5(out: Path) -> dict[str, float]:

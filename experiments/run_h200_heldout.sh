@@ -13,11 +13,7 @@
 # A dry run on the CPU machine: SKIP_INSTALL=1 SEEDS=1 BUDGET=5 JOBS=2 OUT=/tmp/heldout bash experiments/run_h200_heldout.sh
 set -uo pipefail
 start=$SECONDS
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
 OUT=${OUT:-out}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 SEEDS=${SEEDS:-20}; BUDGET=${BUDGET:-200}; JOBS=${JOBS:-16}; LIMIT_S=${LIMIT_S:-500}

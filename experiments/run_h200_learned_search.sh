@@ -12,9 +12,9 @@
 # instead of each part's own, STOP_AFTER (s) bounds one call.
 set -uo pipefail
 rm -rf /tmp/site  # a machine still warm from an earlier call keeps its copy: never replay old code
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site . || exit 1
-export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES="$PWD/.spaces" OMP_NUM_THREADS=1  # one thread per replay process
+export TUNEKIT_SHARED_SPACES="$PWD/.spaces" OMP_NUM_THREADS=1  # one thread per replay process
 mkdir -p .ls_runs && cp -r .ls_runs "$OUT/"
 repo="$PWD"
 (cd /tmp && python3 "$repo/experiments/learned_search.py" \

@@ -6,8 +6,8 @@
 # $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0). TIME_ALONE=N
 # first times each strategy alone on the largest space, N tunings each ($OUT/protocol/timing.json).
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
+export TUNEKIT_SHARED_SPACES=$PWD/.spaces
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
 OUT=${OUT:-out}; mkdir -p "$OUT/protocol"
 [ -f .runs/runs.jsonl.gz ] && cp .runs/runs.jsonl.gz "$OUT/protocol/"

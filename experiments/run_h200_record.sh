@@ -5,8 +5,7 @@
 # in .whl/ (benchmarks/README.md). The stores and recorded.json files under $OUT are written as
 # the recording goes, so a run cut off at $LIMIT_S keeps what it finished.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(), torch.cuda.device_count())"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader

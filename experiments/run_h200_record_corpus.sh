@@ -29,11 +29,7 @@ LIMIT_S=${LIMIT_S:-540}; EXPORT_S=${EXPORT_S:-40}; SMOKE_S=${SMOKE_S:-120}
 KERNELS=${KERNELS:-"cross_entropy layernorm_backward conv2d grouped_gemm fp8_gemm fused_moe"}
 WORKERS=${WORKERS:-15}; WARMUP=${WARMUP:-5}; REP=${REP:-25}
 RECORD_ARGS=${RECORD_ARGS:-}
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 # a cold cache, so that each config's recorded compile time is a real compile, even when an earlier
 # call on the same machine compiled these kernels
 export TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)

@@ -17,8 +17,7 @@
 set -uo pipefail
 SHAPES=${SHAPES:-}
 KERNEL=${KERNEL:-matmul_heldout}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 OUT=${OUT:-out}; mkdir -p "$OUT/$KERNEL"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader

@@ -7,8 +7,8 @@
 # --designs, --base, --candidates (issue 31's files); SEEDS (20), JOBS (16); STOP_AFTER (420): seconds
 # after which no tuning starts; LIMIT_S (540): the script's limit.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site TUNEKIT_SHARED_SPACES=$PWD/.spaces PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
+export TUNEKIT_SHARED_SPACES=$PWD/.spaces
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay
 OUT=${OUT:-out}; mkdir -p "$OUT/transfer"
 [ -f .runs/transfer.jsonl.gz ] && cp .runs/transfer.jsonl.gz "$OUT/transfer/runs.jsonl.gz"
