@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tunekit.config import Config, config_json
+from tunekit.config import Config, config_source
 from tunekit.perfmodels import RandomForest, SharedMemoryModel
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Status, Trial
@@ -63,8 +63,7 @@ class ForestSearch(Strategy):
     def start(self, context: SearchContext) -> None:
         super().start(context)
         self._configs = context.space.configs()
-        self._index = {config_json(c): i for i, c in enumerate(self._configs)}
-        self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
+        self._encoded = context.space.encoded()
         self._tried = np.zeros(len(self._configs), dtype=bool)
         self._trials: list[Trial] = list(context.history)
         self._learned_elsewhere = any(t.ok for t in context.history)
@@ -73,7 +72,8 @@ class ForestSearch(Strategy):
         self._fitted_at = -1
         self._model: RandomForest | None = None
         self._scored = np.empty(0, dtype=int)  # indices scored at the last fit, best first
-        self._per_tree = np.empty((0, 0))  # the trees' log-time predictions for them
+        self._mean_log = np.empty(0)  # their predicted log time, the mean over the trees
+        self._spread_log = np.empty(0)  # and its standard deviation over the trees
         self._features_layout: tuple | None = None  # the key features and prior _space_features were made for
         self._space_features = np.empty((0, 0))
         self._tree_rows: dict = {}  # tree -> its predictions for every config of the Space
@@ -136,15 +136,19 @@ class ForestSearch(Strategy):
         if len(untried) <= self.candidates:
             scored = untried
             features, per_tree = self._whole_space_predictions()
-            features, self._per_tree = features[scored], per_tree[:, scored]
+            # mean and spread over the trees of every config, then the untried ones': the same
+            # numbers as over the untried configs' columns alone, without copying those columns
+            mean, spread = per_tree.mean(axis=0)[scored], per_tree.std(axis=0)[scored]
+            features = features[scored]
         else:
             scored = self.rng.choice(untried, self.candidates, replace=False)
             features = self._model.features_of_encoded(self._encoded[scored], key)
-            self._per_tree = self._model.per_tree_log(features)
-        score = self._per_tree.mean(axis=0) - self.kappa * self._per_tree.std(axis=0)
+            per_tree = self._model.per_tree_log(features)
+            mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0)
+        score = mean - self.kappa * spread
         score[self._failing(scored, features)] = np.inf
         order = np.argsort(score, kind="stable")
-        self._scored, self._per_tree = scored[order], self._per_tree[:, order]
+        self._scored, self._mean_log, self._spread_log = scored[order], mean[order], spread[order]
 
     def _whole_space_predictions(self) -> tuple[np.ndarray, np.ndarray]:
         """The model's features of every config of the Space, and each tree's predicted log time
@@ -184,9 +188,16 @@ class ForestSearch(Strategy):
 
     def _mark(self, configs) -> None:
         for config in configs:
-            index = self._index.get(config_json(config))
+            index = self.context.space.index(config)
             if index is not None:
                 self._tried[index] = True
+
+    def _position(self, config: Config) -> int:
+        """Where a config of the Space is in ``self._configs``."""
+        index = self.context.space.index(config)
+        if index is None:
+            raise ValueError(f"{type(self).__name__}: {config_source(config)} is not a config of the Space")
+        return index
 
     def _take(self, indices) -> list[Config]:
         chosen = [self._configs[i] for i in indices]

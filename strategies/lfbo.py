@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tunekit.config import Config, config_json, config_to_dict
+from tunekit.config import Config, config_to_dict
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Trial
 
@@ -125,14 +125,13 @@ class LFBOSearch(Strategy):
         super().start(context)
         space = context.space
         self._configs = space.configs()
-        self._index = {config_json(c): i for i, c in enumerate(self._configs)}
         domains = list(space.domains.items())
         # a config as the positions of its values in the domains (-1: not in it), and as the forest's
         # features (float32, as scikit-learn compares them); each position's steps, by radius
         self._positions = [tuple(d.index(f[n]) if f.get(n) in d else -1 for n, d in domains)
                            for f in map(config_to_dict, self._configs)]
         self._by_positions = {p: i for i, p in enumerate(self._positions)}
-        self._encoded = space.encode(self._configs).astype(np.float32).astype(float)
+        self._encoded = space.encoded().astype(np.float32).astype(float)
         self._codes = [[float(np.float32(space.encode({n: v})[j])) for v in d]
                        for j, (n, d) in enumerate(domains)]
         numeric = [all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in d)
@@ -171,7 +170,7 @@ class LFBOSearch(Strategy):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         for trial in trials:
-            index = self._index.get(trial.config_id)
+            index = self.context.space.index(trial.config)
             if index is not None:
                 self._time[index] = trial.time_ms
                 self._proposed[index] = self._visited[index] = True

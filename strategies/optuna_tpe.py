@@ -105,7 +105,7 @@ class OptunaSearch(Strategy):
         self._configs = context.space.configs()
         self._all_params: list[dict] | None = None  # Optuna's parameters of every config, when first needed
         self._ids = [config_json(c) for c in self._configs]
-        self._encoded = context.space.encode(self._configs) if self._configs else np.empty((0, 0))
+        self._encoded = context.space.encoded()
         self._scale = np.maximum(np.ptp(self._encoded, axis=0), 1.0) if len(self._configs) else np.empty(0)
         for config in self._best_elsewhere(context):
             self._study.enqueue_trial(self._optuna_params(config), skip_if_exists=True)

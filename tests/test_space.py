@@ -65,6 +65,17 @@ def test_encoding_uses_log2_for_powers_of_two():
     assert space.encode(space.configs()).shape == (len(space), 3)
 
 
+def test_the_whole_spaces_encoding_is_made_once_and_cannot_be_changed():
+    """Searches share ``Space.encoded()``: one that wrote into it would change every later search's."""
+    space = Space(BLOCK=[16, 32, 64], GROUP=[1, 3], layout=["row", "col"],
+                  constraints=[lambda c: c["BLOCK"] > 16 or c["GROUP"] == 1])
+    encoded = space.encoded()
+    assert encoded is space.encoded()
+    assert np.array_equal(encoded, space.encode(space.configs())) and len(encoded) == len(space) == 10
+    with pytest.raises(ValueError, match="read-only"):
+        encoded[0, 0] = 99.0
+
+
 def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="domain of parameter 'BLOCK' is empty"):
         Space(BLOCK=[])

@@ -72,6 +72,7 @@ class Space:
         self._explicit: list[Config] | None = None
         self._valid: list[Config] | None = None
         self._index: dict[str, int] | None = None
+        self._encoded: np.ndarray | None = None
 
     @classmethod
     def from_configs(cls, configs: Sequence[Config], constraints: Sequence[Constraint] | None = None) -> "Space":
@@ -238,6 +239,15 @@ class Space:
             params = config_to_dict(config) if isinstance(config, Config) else config
             encoded[i] = [-1.0 if (value := params.get(name)) is None else encode(value) for name, encode in columns]
         return encoded[0] if single else encoded
+
+    def encoded(self) -> np.ndarray:
+        """``encode(configs())``, made once (read-only): every search of this Space scores all of
+        its configs, and a replay runs many searches of one Space."""
+        if self._encoded is None:
+            configs = self.configs()
+            self._encoded = self.encode(configs) if configs else np.empty((0, len(self.domains)))
+            self._encoded.setflags(write=False)
+        return self._encoded
 
     # -- checks against a kernel -------------------------------------------------------------
 
