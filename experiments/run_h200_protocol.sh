@@ -5,6 +5,7 @@
 # and optionally .runs/runs.jsonl.gz, the runs of an earlier call to resume from. Writes
 # $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0). TIME_ALONE=N
 # first times each strategy alone on the largest space, N tunings each ($OUT/protocol/timing.json).
+# TRANSFER="LABEL ..." replays those labels again with the store holding the kernel's other shapes.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 export TUNEKIT_SHARED_SPACES=$PWD/.spaces
@@ -14,12 +15,13 @@ OUT=${OUT:-out}; mkdir -p "$OUT/protocol"
 nproc; python3 -c "import os; print('cpu_count', os.cpu_count(), 'affinity', len(os.sched_getaffinity(0)))"; (cd /tmp && python3 -c "import numpy, scipy, sklearn, optuna, tunekit; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__, 'tunekit', tunekit.__version__)")
 cat .whl/COMMIT
 baselines() { for b in ${BASELINES:-random rf lfbo}; do printf -- '--baseline %s ' "$b"; done; }
+transfers() { for t in ${TRANSFER:-}; do printf -- '--transfer %s ' "$t"; done; }   # TRANSFER="LABEL ...": with the store too
 timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
-    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) --seeds "${SEEDS:-5}" \
     --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --time-alone "${TIME_ALONE:-0}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
 [ "${REPORT:-1}" = 1 ] || exit 0   # REPORT=0: the report is made where the runs are fetched to (it takes minutes)
 python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
-    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) --seeds "${SEEDS:-5}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) --seeds "${SEEDS:-5}" \
     --out "$OUT/protocol" --report-only > /dev/null && head -n 30 "$OUT/protocol/report.md"

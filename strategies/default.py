@@ -100,7 +100,7 @@ class DefaultSearch(ForestSearch):
             searches do).
         local_radius: once every neighbour of the fastest configs is tried, the local proposals
             come from the untried configs fewest steps away (a step moves one parameter to the
-            next value of its domain), up to this many: a pattern search widening its step at a
+            next value of its domain by size: ``Space.ordered_domains``), up to this many: a pattern search widening its step at a
             local optimum (1: only the neighbours).
         random_fraction: share of the proposals after the start given to untried configs drawn
             at random (SMAC's interleaved random configurations: a forest does not extrapolate,
@@ -278,7 +278,7 @@ class DefaultSearch(ForestSearch):
         """The open configs (untried, not expected to fail) the fewest steps, from 2 to
         ``local_radius``, away from the nearest of ``centres`` (indices of configs)."""
         if self._positions is None:
-            domains = self.context.space.domains
+            domains = self.context.space.ordered_domains
             flat = [config_to_dict(c) for c in self._configs]
             self._positions = np.array([[list(domain).index(params[name]) if params.get(name) in domain else -1
                                          for name, domain in domains.items()] for params in flat])

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,28 @@ def test_neighbours_change_one_parameter():
     assert all(n["A"] != 8 or n["B"] != 1 for n in adjacent)  # constraint respected
     assert len(adjacent) == 2  # A=2 and B=0; A=8,B=1 is invalid
     assert len(space.neighbours({"A": 1, "B": 0}, method="hamming")) == 4
+
+
+def test_a_step_moves_to_the_next_value_by_size_in_whatever_order_the_configs_came():
+    """A config list in any order (``num_warps`` 2, 1, 4, 8 from the first configs' values) gives
+    the same neighbours as its values in order: a step from 1 warp goes to 2, not to 4."""
+    listed = [Config({"BLOCK": block}, num_warps=warps, num_stages=stages, maxnreg=maxnreg)
+              for warps in (2, 1, 4, 8) for block in (256, 64, 128) for stages in (3, 2)
+              for maxnreg in (128, None)]
+    space = Space.from_configs(listed)
+    assert space.domains["num_warps"] == (2, 1, 4, 8)  # the order given is kept
+    assert space.ordered_domains["num_warps"] == (1, 2, 4, 8)
+    assert Space(maxnreg=[256, None, 128]).ordered_domains["maxnreg"] == (None, 128, 256)  # None where encode puts it
+    ordered = Space.from_configs(sorted(listed, key=lambda c: (c.num_warps, c.kwargs["BLOCK"], c.num_stages,
+                                                               c.maxnreg or 0)))
+
+    def around(in_space, params):
+        return sorted(json.dumps(config_to_dict(c), sort_keys=True, default=str)
+                      for c in in_space.neighbours(Config(params, num_warps=1, num_stages=3)))
+
+    assert around(space, {"BLOCK": 64}) == around(ordered, {"BLOCK": 64})
+    assert {config_to_dict(c)["num_warps"] for c in space.neighbours(Config({"BLOCK": 64}, num_warps=1))} == {1, 2}
+    assert Space(mode=["b", "a", "c"]).ordered_domains["mode"] == ("b", "a", "c")  # not numbers: as given
 
 
 def test_encoding_uses_log2_for_powers_of_two():

@@ -73,6 +73,7 @@ class Space:
         self._valid: list[Config] | None = None
         self._index: dict[str, int] | None = None
         self._encoded: np.ndarray | None = None
+        self._ordered: dict[str, tuple] | None = None
 
     @classmethod
     def from_configs(cls, configs: Sequence[Config], constraints: Sequence[Constraint] | None = None) -> "Space":
@@ -180,17 +181,29 @@ class Space:
         picks = rng.choice(len(pool), size=min(n, len(pool)), replace=False)
         return [pool[i] for i in picks]
 
+    @property
+    def ordered_domains(self) -> dict[str, tuple]:
+        """Each parameter's values in the order a step moves through them: numbers ascending
+        (a missing value, None, first, where ``encode`` puts it), other values as the domain
+        lists them. Domains keep the order they were given in, and a Space made from a config
+        list takes the order the configs came in (``num_warps`` 2, 1, 4, 8), which says nothing
+        about which values are near."""
+        if self._ordered is None:
+            self._ordered = {name: tuple(sorted(domain, key=lambda v: -math.inf if v is None else v))
+                             if self._numeric(name) else domain for name, domain in self.domains.items()}
+        return self._ordered
+
     def neighbours(self, config: Config | Mapping[str, Any], method: str = "adjacent") -> list[Config]:
         """Valid configs that differ from ``config`` in one parameter.
 
-        ``adjacent``: that parameter moves to the next lower or higher value of its domain;
+        ``adjacent``: that parameter moves to the next lower or higher value (``ordered_domains``);
         ``hamming``: it takes any other value of its domain.
         """
         if method not in ("adjacent", "hamming"):
             raise ValueError(f"neighbours() method must be 'adjacent' or 'hamming'. Got {method!r} instead.")
         params = config_to_dict(config) if isinstance(config, Config) else dict(config)
         found = []
-        for name, domain in self.domains.items():
+        for name, domain in self.ordered_domains.items():
             if params.get(name) not in domain:
                 continue
             position = domain.index(params[name])

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# One device call timing a strategy's CPU time per proposed config on the H200 host's core, this
+# tunekit (.whl/) against another (a wheel in .whl-before/, built at an earlier commit), side by
+# side (experiments/strategy_time.py). Carry .whl, .whl-before and .spaces. Writes
+# $OUT/strategy-time.json and .log.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
+export TUNEKIT_SHARED_SPACES=$PWD/.spaces
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+OUT=${OUT:-out}; mkdir -p "$OUT"
+if [[ -z "${SKIP_INSTALL:-}" ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/before_site \
+        .whl-before/tunekit-*.whl || exit 1
+fi
+echo "this: $(cat .whl/COMMIT); against: $(cat .whl-before/COMMIT)"
+timeout "${LIMIT_S:-300}" python3 experiments/strategy_time.py --seeds "${SEEDS:-5}" --strategy "${STRATEGY:-default}" \
+    --against /tmp/before_site --out "$OUT/strategy-time.json" 2>&1 | tee "$OUT/strategy-time.log"
