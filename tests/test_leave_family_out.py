@@ -85,6 +85,36 @@ def test_a_design_over_the_time_limit_is_not_chosen_unless_every_design_is(proto
     assert protocol.affordable({"exact": limit}, ["exact"]) == ["exact"]  # within: at most the limit
 
 
+def test_the_transfer_table_counts_slower_spaces_over_every_kernel_with_other_shapes(protocol, tmp_path):
+    """Issue 31's item 4: within 10 evaluations to 5 % on every space of a kernel of 3+ shapes,
+    never slower with the store on any space of a kernel recorded at other shapes. A kernel at 3
+    shapes, one at 2 and one alone; runs that reach the optimum at a chosen evaluation."""
+    import json
+
+    from learned_search import Table
+
+    from tunekit.recorded import read_space
+
+    def space(name: str, kernel: str, size: int):
+        path = tmp_path / f"{name}.json"
+        cache = {str(i): {"x": i, "time": t} for i, t in enumerate((16.0, 8.0, 4.0, 2.0, 1.0))}
+        path.write_text(json.dumps({"device_name": "hand", "kernel_name": kernel, "problem_size": size,
+                                    "tune_params_keys": ["x"], "tune_params": {"x": list(range(5))},
+                                    "cache": cache}))
+        return read_space(path, name=name)
+
+    spaces = {"s1": space("s1", "k3", 1), "s2": space("s2", "k3", 2), "s3": space("s3", "k3", 3),
+              "t1": space("t1", "k2", 1), "t2": space("t2", "k2", 2), "u": space("u", "alone", 1)}
+    reached = {"s1": (12, 1), "s2": (3, 11), "s3": (5, 5), "t1": (2, 4), "t2": (8, 1), "u": (4, 4)}
+    runs = [run(name, label, 0, [16.0] * (at - 1) + [1.0])
+            for name, (alone, stored) in reached.items() for label, at in (("d", alone), ("d + store", stored))]
+    table = Table(runs, {name: SpaceStats.of(s) for name, s in spaces.items()}, budget=20)
+    lines = protocol.transfer_rows(table, spaces)
+    assert lines[2] == ("2 of the 3 spaces of kernels of 3+ shapes within 10 evaluations with the store; slower "
+                        "with it than without on 2 of all 5 spaces of kernels recorded at other shapes.")
+    assert "| t1 | 2 | 2.0 | 4.0 |" in lines and not any(line.startswith("| u |") for line in lines)
+
+
 @pytest.fixture
 def transfer(experiment):
     return experiment("transfer_cv")
