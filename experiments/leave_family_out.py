@@ -336,10 +336,12 @@ def transfer_rows(table: Table, spaces: dict[str, RecordedSpace]) -> list[str]:
             continue
         pairs = {n: (table.evals_to(n, alone, 1.05), table.evals_to(n, stored, 1.05)) for n in names}
         three = [n for n in names if len(elsewhere[n]) >= 2]
+        within = sum(pairs[n][1] <= 10 for n in three)
+        slower = sum(w > a for a, w in pairs.values())
         lines += [f"## Transfer: {stored}, evaluations to within 5 % (median over seeds)", "",
-                  f"{sum(pairs[n][1] <= 10 for n in three)} of the {len(three)} spaces of kernels of 3+ shapes within "
-                  f"10 evaluations with the store; slower with it than without on {sum(w > a for a, w in pairs.values())} "
-                  f"of all {len(names)} spaces of kernels recorded at other shapes.", ""]
+                  f"{within} of the {len(three)} spaces of kernels of 3+ shapes within 10 evaluations with the "
+                  f"store; slower with it than without on {slower} of all {len(names)} spaces of kernels "
+                  "recorded at other shapes.", ""]
         lines += markdown(["space", "shapes", "without the store", "with it"],
                           [[n, str(len(elsewhere[n]) + 1), fmt(a, 1), fmt(w, 1)] for n, (a, w) in pairs.items()])
         lines.append("")

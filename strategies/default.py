@@ -77,7 +77,7 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
     z = (best - mean) / spread
     # the standard normal's cdf and density, written out: scipy.stats.norm's checks of its
     # arguments cost more than the sums over the Space's configs
-    return (best - mean) * ndtr(z) + spread * np.exp(-z**2 / 2.0) / math.sqrt(2 * math.pi)
+    return (best - mean) * ndtr(z) + spread * (np.exp(-z**2 / 2.0) / math.sqrt(2 * math.pi))
 
 
 class DefaultSearch(ForestSearch):
@@ -100,8 +100,8 @@ class DefaultSearch(ForestSearch):
             searches do).
         local_radius: once every neighbour of the fastest configs is tried, the local proposals
             come from the untried configs fewest steps away (a step moves one parameter to the
-            next value of its domain by size: ``Space.ordered_domains``), up to this many: a pattern search widening its step at a
-            local optimum (1: only the neighbours).
+            next value by size: ``Space.ordered_domains``), up to this many: a pattern search
+            widening its step at a local optimum (1: only the neighbours).
         random_fraction: share of the proposals after the start given to untried configs drawn
             at random (SMAC's interleaved random configurations: a forest does not extrapolate,
             so its ranking alone can stay in one basin).

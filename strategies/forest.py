@@ -136,15 +136,13 @@ class ForestSearch(Strategy):
         if len(untried) <= self.candidates:
             scored = untried
             features, per_tree = self._whole_space_predictions()
-            # mean and spread over the trees of every config, then the untried ones': the same
-            # numbers as over the untried configs' columns alone, without copying those columns
-            mean, spread = per_tree.mean(axis=0)[scored], per_tree.std(axis=0)[scored]
-            features = features[scored]
+            features, per_tree = features[scored], per_tree[:, scored]
         else:
             scored = self.rng.choice(untried, self.candidates, replace=False)
             features = self._model.features_of_encoded(self._encoded[scored], key)
             per_tree = self._model.per_tree_log(features)
-            mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0)
+        # over the trees, config by config; kept, in the ranking's order, for DefaultSearch's early stop
+        mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0)
         score = mean - self.kappa * spread
         score[self._failing(scored, features)] = np.inf
         order = np.argsort(score, kind="stable")

@@ -264,6 +264,51 @@ class TestDefaultSearch(StrategyConformance):
             assert min(toy_time(c) for c in found) == 1.0  # it stopped after finding the optimum
 
 
+    def test_the_kept_mean_and_spread_are_the_trees_over_the_ranked_configs(self):
+        """The early stop reads the mean and spread over the trees that the last fit ranked by:
+        they must be those of the configs in ``_scored``'s order, as the model predicts them afresh."""
+        import numpy as np
+
+        from tunekit.testing.strategies import toy_trial
+
+        space = toy_space()
+        strategy = DefaultSearch(initial=5, min_evals=10**6)
+        strategy.start(tunekit.strategy.SearchContext(space, tunekit.Budget(evals=30), TOY_KEY, 1))
+        for _ in range(12):
+            strategy.tell([toy_trial(c) for c in strategy.ask(1)])
+        assert strategy._model is not None and len(strategy._scored)
+        features = strategy._model.features_of_encoded(strategy._encoded[strategy._scored], TOY_KEY)
+        per_tree = strategy._model.per_tree_log(features)
+        assert np.allclose(strategy._mean_log, per_tree.mean(axis=0), rtol=0, atol=1e-12)
+        assert np.allclose(strategy._spread_log, per_tree.std(axis=0), rtol=0, atol=1e-12)
+
+    def test_expected_improvement_is_that_of_a_normal(self):
+        """Written out for speed, it must equal the textbook form with scipy.stats.norm."""
+        import numpy as np
+        from scipy.stats import norm
+
+        from tunekit.strategies.default import expected_improvement
+
+        rng = np.random.default_rng(0)
+        mean, spread = rng.normal(size=1000), np.abs(rng.normal(size=1000))
+        spread[:10] = 0.0
+        z = (0.3 - mean) / np.maximum(spread, 1e-12)
+        textbook = (0.3 - mean) * norm.cdf(z) + np.maximum(spread, 1e-12) * norm.pdf(z)
+        assert np.array_equal(expected_improvement(mean, spread, 0.3), textbook)
+
+    def test_a_wider_step_moves_through_values_by_size_not_as_listed(self):
+        """From A=1 (values listed 4, 1, 2, 8), two steps are A=4 or one step in each of A and B;
+        in the listed order they would be A=8 and A=4 with B=2."""
+        from triton import Config
+
+        space = tunekit.Space.from_configs([Config({"A": a, "B": b}) for a in (4, 1, 2, 8) for b in (1, 2)])
+        strategy = DefaultSearch(initial=5, local_radius=2)
+        strategy.start(tunekit.strategy.SearchContext(space, tunekit.Budget(evals=8), TOY_KEY, 0))
+        centre = space.index(Config({"A": 1, "B": 1}))
+        found = {(config_to_dict(space.configs()[i])["A"], config_to_dict(space.configs()[i])["B"])
+                 for i in strategy._fewest_steps_away([centre])}
+        assert found == {(4, 1), (2, 2)}
+
     def test_starts_spread_over_the_space(self):
         """The first ``initial`` configs are a greedy maximin design: each is an untried config
         farthest (L1 over the encoding scaled to [0, 1]) from those before it, so the start covers
