@@ -47,8 +47,9 @@ def _distributions(space: Space):
     distributions: dict[str, BaseDistribution] = {}
     decoders: dict[str, Callable[[Any], Any]] = {}
     for name, domain in space.domains.items():
-        exponents = [int(math.log2(v)) for v in domain if is_power_of_two(v)]
-        if len(exponents) == len(domain) and exponents == list(range(min(exponents), max(exponents) + 1)):
+        exponents = sorted(int(math.log2(v)) for v in domain if is_power_of_two(v))
+        # consecutive powers of two, in whatever order the configs listed them: an ordered integer
+        if len(exponents) == len(domain) and exponents == list(range(exponents[0], exponents[-1] + 1)):
             distributions[name] = IntDistribution(min(exponents), max(exponents))
             decoders[name] = lambda exponent: 2 ** int(exponent)
         else:

@@ -641,3 +641,20 @@ def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start()
     alone = [[config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_spread=spread), (),
                                                        toy_trial, evals=15, seed=1)] for spread in (0, 3)]
     assert alone[0] == alone[1]
+
+
+def test_optuna_sees_consecutive_powers_of_two_as_ordered_in_whatever_order_they_were_listed():
+    """``num_warps`` listed 2, 1, 4, 8 (a config list's first-use order) is an ordered integer
+    (log2 1..8) to Optuna's samplers, as when listed in order; other domains are categories."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+    from triton import Config
+
+    from tunekit.strategies.optuna_tpe import _distributions
+
+    space = tunekit.Space.from_configs([Config({"BLOCK": b, "MODE": m}, num_warps=w) for w in (2, 1, 4, 8)
+                                        for b in (64, 256) for m in ("a", "b")])
+    distributions, decoders = _distributions(space)
+    assert distributions["num_warps"] == IntDistribution(0, 3)
+    assert [decoders["num_warps"](e) for e in range(4)] == [1, 2, 4, 8]
+    assert isinstance(distributions["BLOCK"], CategoricalDistribution)  # 64 and 256: not consecutive
+    assert isinstance(distributions["MODE"], CategoricalDistribution)
