@@ -191,7 +191,7 @@ class Space:
         if self._ordered is None:
             self._ordered = {name: tuple(sorted(domain, key=lambda v: -math.inf if v is None else v))
                              if self._numeric(name) else domain for name, domain in self.domains.items()}
-        return self._ordered
+        return dict(self._ordered)  # a copy: the Space's own must not change under later calls
 
     def neighbours(self, config: Config | Mapping[str, Any], method: str = "adjacent") -> list[Config]:
         """Valid configs that differ from ``config`` in one parameter.
