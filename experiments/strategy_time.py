@@ -3,6 +3,7 @@ tunekit against another installed one, side by side: each seed's tuning runs in 
 of each, the two alternating, so that both see the same machine at nearly the same moment.
 
     python experiments/strategy_time.py --seeds 5 [--against SITE] [--strategy default] [--out FILE]
+        [--corpus MANIFEST] [--space NAME] [--against-strategy NAME] [--this-name A --against-name B]
 
 ``SITE`` is a folder a tunekit wheel was installed into (``pip install --no-deps --target SITE
 tunekit-....whl``), e.g. one built at an earlier commit; without it only this tunekit is timed.
@@ -39,7 +40,10 @@ def _worker(corpus: str, space: str | None, strategy: str, seed: int, budget: in
 
     spaces = _spaces(corpus)
     timed = space or max(spaces, key=lambda name: len(spaces[name]))
-    smallest = min(spaces, key=lambda name: len(spaces[name]))
+    others = [name for name in spaces if name != timed]
+    if not others:
+        raise SystemExit(f"{corpus}: the imports are warmed on another space than the timed one; it has one")
+    smallest = min(others, key=lambda name: len(spaces[name]))
     _tuning(corpus, smallest, strategy, strategy, "{}", seed, 10)  # the imports, untimed
     line = _tuning(corpus, timed, strategy, strategy, "{}", seed, budget)
     print(json.dumps({"space": timed, "tunekit": tunekit.__file__, "times_ms": line["times_ms"],
@@ -76,6 +80,10 @@ def main() -> None:
     if args.worker:
         _worker(args.corpus, args.space, args.strategy, args.seed, args.budget)
         return
+    if args.against_strategy and not args.against:
+        parser.error("--against-strategy names the other tunekit's strategy: give --against too")
+    if args.against and args.this_name == args.against_name:
+        parser.error(f"--this-name and --against-name are both {args.this_name!r}: the two sides need two names")
     sides = {args.this_name: (None, args.strategy)}
     if args.against:
         sides[args.against_name] = (args.against, args.against_strategy or args.strategy)

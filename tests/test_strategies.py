@@ -281,6 +281,11 @@ class TestDefaultSearch(StrategyConformance):
         per_tree = strategy._model.per_tree_log(features)
         assert np.allclose(strategy._mean_log, per_tree.mean(axis=0), rtol=0, atol=1e-12)
         assert np.allclose(strategy._spread_log, per_tree.std(axis=0), rtol=0, atol=1e-12)
+        # to the bit, as the search computed them before they were kept: over the ranked configs'
+        # columns of the whole Space's predictions (numpy sums another memory order differently)
+        columns = strategy._whole_space_predictions()[1][:, strategy._scored]
+        assert np.array_equal(strategy._mean_log, columns.mean(axis=0))
+        assert np.array_equal(strategy._spread_log, columns.std(axis=0))
 
     def test_expected_improvement_is_that_of_a_normal(self):
         """Written out for speed, it must equal the textbook form with scipy.stats.norm."""
@@ -298,7 +303,7 @@ class TestDefaultSearch(StrategyConformance):
 
     def test_a_wider_step_moves_through_values_by_size_not_as_listed(self):
         """From A=1 (values listed 4, 1, 2, 8), two steps are A=4 or one step in each of A and B;
-        in the listed order they would be A=8 and A=4 with B=2."""
+        in the listed order they would be A=8, A=4 with B=2, and A=2 with B=2."""
         from triton import Config
 
         space = tunekit.Space.from_configs([Config({"A": a, "B": b}) for a in (4, 1, 2, 8) for b in (1, 2)])

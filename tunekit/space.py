@@ -184,8 +184,7 @@ class Space:
     @property
     def ordered_domains(self) -> dict[str, tuple]:
         """Each parameter's values in the order a step moves through them: numbers ascending
-        (a missing value, None, first, where ``encode`` puts it), other values as the domain
-        lists them. Domains keep the order they were given in, and a Space made from a config
+        (a missing value, None, before every number), other values as the domain lists them. Domains keep the order they were given in, and a Space made from a config
         list takes the order the configs came in (``num_warps`` 2, 1, 4, 8), which says nothing
         about which values are near."""
         if self._ordered is None:
