@@ -42,7 +42,7 @@ def _worker(corpus: str, space: str | None, strategy: str, seed: int, budget: in
     timed = space or max(spaces, key=lambda name: len(spaces[name]))
     others = [name for name in spaces if name != timed]
     if not others:
-        raise SystemExit(f"{corpus}: the imports are warmed on another space than the timed one; it has one")
+        raise SystemExit(f"{corpus} has one space: the imports are warmed on another than the timed one")
     smallest = min(others, key=lambda name: len(spaces[name]))
     _tuning(corpus, smallest, strategy, strategy, "{}", seed, 10)  # the imports, untimed
     line = _tuning(corpus, timed, strategy, strategy, "{}", seed, budget)
