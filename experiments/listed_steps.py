@@ -11,8 +11,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from tunekit.space import Space
 from tunekit.strategies.default import DefaultSearch
+
+from tunekit.space import Space
 from tunekit.strategy import SearchContext
 
 

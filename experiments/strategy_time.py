@@ -56,7 +56,7 @@ def _run(site: str | None, corpus: str, space: str | None, strategy: str, seed: 
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
     command = [sys.executable, __file__, "--worker", "--corpus", corpus, "--strategy", strategy,
                "--seed", str(seed), "--budget", str(budget), *(["--space", space] if space else [])]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=HERE.parent)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=HERE.parent, check=False)
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
