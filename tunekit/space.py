@@ -184,9 +184,10 @@ class Space:
     @property
     def ordered_domains(self) -> dict[str, tuple]:
         """Each parameter's values in the order a step moves through them: numbers ascending
-        (a missing value, None, before every number), other values as the domain lists them. Domains keep the order they were given in, and a Space made from a config
-        list takes the order the configs came in (``num_warps`` 2, 1, 4, 8), which says nothing
-        about which values are near."""
+        (a missing value, None, before every number), other values as the domain lists them.
+        Domains keep the order they were given in, and a Space made from a config list takes the
+        order the configs came in (``num_warps`` 2, 1, 4, 8), which says nothing about which
+        values are near."""
         if self._ordered is None:
             self._ordered = {name: tuple(sorted(domain, key=lambda v: -math.inf if v is None else v))
                              if self._numeric(name) else domain for name, domain in self.domains.items()}
@@ -256,8 +257,7 @@ class Space:
         """``encode(configs())``, made once (read-only): every search of this Space scores all of
         its configs, and a replay runs many searches of one Space."""
         if self._encoded is None:
-            configs = self.configs()
-            self._encoded = self.encode(configs) if configs else np.empty((0, len(self.domains)))
+            self._encoded = self.encode(self.configs())  # configs() refuses a Space without configs
             self._encoded.setflags(write=False)
         return self._encoded
 
