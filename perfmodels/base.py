@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator, clone
 
 from tunekit.config import Config
 from tunekit.keys import TuningKey, as_key
-from tunekit.space import Space
+from tunekit.space import Space, is_power_of_two
 from tunekit.store import trial_from_row
 from tunekit.trial import Source, Trial
 
@@ -39,6 +39,37 @@ MISSING = -1.0
 #: The name of the key feature of the i-th dtype: ``dtype 0``, ``dtype 1``, ... (no argument
 #: name has a space, so it never names an argument).
 DTYPE_FEATURE = "dtype "
+
+
+def _twos(value: int) -> int:
+    """The exponent of the largest power of two dividing ``value`` (a positive integer)."""
+    return (value & -value).bit_length() - 1
+
+
+def alignment_columns(space: Space) -> list[int]:
+    """The encoding's columns of integer domains that are not all powers of two and whose values
+    differ in their largest power-of-two divisor (``block_size_x`` 16, 32, ..., 256; a tile of
+    1 to 4): the columns ``alignment_features`` describes. ``Space.encode`` keeps such values
+    as they are."""
+    columns = []
+    for column, domain in enumerate(space.domains.values()):
+        values = [v for v in domain if v is not None]
+        if (values and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+                and not all(is_power_of_two(v) for v in values) and len({_twos(v) for v in values}) > 1):
+            columns.append(column)
+    return columns
+
+
+def alignment_features(space: Space, encoded: np.ndarray) -> np.ndarray:
+    """For each of ``alignment_columns``, the exponent of the largest power of two dividing the
+    value (-1 for a missing one), one column each. GPU code is often fastest at sizes that are
+    multiples of a warp, a vector width or a memory transaction (64 and 128 among 48, 80 and
+    112), which a tree splitting on the value alone cannot single out in a few splits."""
+    columns = alignment_columns(space)
+    values = encoded[:, columns].astype(np.int64)
+    lowest_bit = values & -values
+    with np.errstate(divide="ignore"):
+        return np.where(values > 0, np.log2(np.maximum(lowest_bit, 1)), MISSING)
 
 
 
@@ -98,14 +129,17 @@ class PerfModel(BaseEstimator):
         regressor: any scikit-learn regressor; fit on log time. Cloned, never fit in place.
         classifier: any scikit-learn classifier with ``predict_proba``; None to ignore failures.
         failure_threshold: predicted probability of failure above which a config is ``inf``.
+        alignment: add each integer parameter's largest power-of-two divisor as a feature
+            (``alignment_features``), where its domain is not all powers of two.
     """
 
     def __init__(self, space: Space, regressor: Any = None, classifier: Any = None,
-                 failure_threshold: float = 0.5) -> None:
+                 failure_threshold: float = 0.5, alignment: bool = False) -> None:
         self.space = space
         self.regressor = regressor
         self.classifier = classifier
         self.failure_threshold = failure_threshold
+        self.alignment = alignment
 
     # -- features ------------------------------------------------------------------------------
 
@@ -123,7 +157,10 @@ class PerfModel(BaseEstimator):
         names = getattr(self, "key_feature_names_", None)
         shape = np.asarray([values.get(name, MISSING) for name in (values if names is None else names)],
                            dtype=np.float64)
-        columns = [encoded, np.broadcast_to(shape, (len(encoded), len(shape)))]
+        columns = [encoded]
+        if self.alignment:
+            columns.append(alignment_features(self.space, encoded))
+        columns.append(np.broadcast_to(shape, (len(encoded), len(shape))))
         prior = getattr(self, "prior_", None)
         if prior is not None:
             columns.append(prior.regressor_.predict(prior.features_of_encoded(encoded, key))[:, None])

@@ -60,17 +60,18 @@ class RandomForest(PerfModel):
         random_state: seeds both forests.
         failure_threshold: see ``PerfModel``.
         failure_trees: trees of the failure forest (None: half of ``n_estimators``, at least 8).
+        alignment: see ``PerfModel``.
     """
 
     def __init__(self, space: Space, n_estimators: int = 64, min_samples_leaf: int = 1,
                  random_state: int | None = 0, failure_threshold: float = 0.5, max_features: float = 1.0,
-                 failure_trees: int | None = None) -> None:
+                 failure_trees: int | None = None, alignment: bool = False) -> None:
         self.n_estimators = n_estimators
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
         self.max_features = max_features
         self.failure_trees = failure_trees
-        super().__init__(space, None, None, failure_threshold)
+        super().__init__(space, None, None, failure_threshold, alignment)
 
     def _default_regressor(self) -> RandomForestRegressor:
         return _Regressor(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
@@ -107,7 +108,7 @@ class RandomForest(PerfModel):
         Where the features changed (a key of other arguments), every tree is fit anew."""
         def fit(count: int) -> RandomForest:
             return RandomForest(self.space, count, self.min_samples_leaf, random_state, self.failure_threshold,
-                                self.max_features, self._failure_trees()).fit(trials, key, **fit_options)
+                                self.max_features, self._failure_trees(), self.alignment).fit(trials, key, **fit_options)
 
         if trees >= self.n_estimators:
             return fit(self.n_estimators)

@@ -120,9 +120,10 @@ class DefaultSearch(ForestSearch):
                  n_estimators: int = 32, refit_growth: float = 0.0, failure_threshold: float = 0.1,
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = 8,
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.1,
-                 local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3) -> None:
+                 local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
+                 alignment: bool = False) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
-                         max_features, refit_trees, refit_trees_after)
+                         max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
         self.noise = noise
         self.patience = patience

@@ -42,13 +42,16 @@ class ForestSearch(Strategy):
         refit_trees_after: evaluations of this tuning before ``refit_trees`` applies; until then
             every refit fits the whole forest (its first, few-trial trees would otherwise stay
             in it for several fits).
+        alignment: the model also sees each integer parameter's largest power-of-two divisor,
+            where its domain is not all powers of two (``RandomForest``'s ``alignment``).
     """
 
     name = "rf"
 
     def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5,
-                 max_features: float = 1.0, refit_trees: int | None = None, refit_trees_after: int = 0) -> None:
+                 max_features: float = 1.0, refit_trees: int | None = None, refit_trees_after: int = 0,
+                 alignment: bool = False) -> None:
         self.top_k = top_k
         self.initial = initial
         self.kappa = kappa
@@ -59,6 +62,7 @@ class ForestSearch(Strategy):
         self.max_features = max_features
         self.refit_trees = refit_trees
         self.refit_trees_after = refit_trees_after
+        self.alignment = alignment
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
@@ -122,7 +126,8 @@ class ForestSearch(Strategy):
         """An unfitted model with a random state drawn from this tuning's generator; its splits
         consider ``max_features`` (this search's own when None)."""
         return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
-                            max_features=self.max_features if max_features is None else max_features)
+                            max_features=self.max_features if max_features is None else max_features,
+                            alignment=self.alignment)
 
     def _fit(self) -> None:
         key = self.context.key
