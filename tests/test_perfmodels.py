@@ -16,6 +16,7 @@ from tunekit.config import config_from_dict
 from tunekit.keys import TuningKey
 from tunekit.kernels import shipped
 from tunekit.perfmodels import PerfModel, RandomForest, trials_from_rows
+from tunekit.perfmodels.base import alignment_columns, alignment_features
 from tunekit.testing.strategies import toy_space, toy_time, toy_trial
 from tunekit.trial import Status, Timing, Trial
 
@@ -227,3 +228,31 @@ def test_forests_make_the_same_trees_as_scikit_learns_own():
         else:
             assert np.array_equal(ours.predict_proba(x[:20] + 0.01), plain.predict_proba(x[:20] + 0.01))
     assert isinstance(model._default_regressor(), forest._TreesMadeDirectly)
+
+
+def test_alignment_describes_integer_domains_that_are_not_all_powers_of_two():
+    """Multiples of 16 and tiles of 1 to 4 get a column each; powers of two (log2 already says
+    it), categories and booleans none. The feature is the exponent of the largest power of two
+    dividing the value, -1 where the value is missing."""
+    space = tunekit.Space(block_size_x=list(range(16, 257, 16)), tile=[1, 2, 3, 4], warps=[1, 2, 4, 8],
+                          layout=["row", "col"], flag=[True, False], maxnreg=[None, 96, 128])
+    assert alignment_columns(space) == [0, 1, 5]
+    rows = space.encode([{"block_size_x": 48, "tile": 4, "warps": 8, "layout": "row", "flag": True, "maxnreg": None},
+                         {"block_size_x": 128, "tile": 3, "warps": 1, "layout": "col", "flag": False, "maxnreg": 96}])
+    assert alignment_features(space, rows).tolist() == [[4.0, 2.0, -1.0], [7.0, 0.0, 5.0]]
+
+
+def test_alignment_lets_a_forest_single_out_unseen_aligned_sizes():
+    """Time halves at multiples of 64 among multiples of 16. Fit on every size but 192 and 448, a
+    forest told the alignment predicts both near fast; one splitting on the size alone, whose
+    neighbours (176, 208, 432, 464) are all slow, predicts them slow."""
+    space = tunekit.Space(block_size_x=list(range(16, 513, 16)))
+    def trial(size: int) -> Trial:
+        t = 1.0 if size % 64 == 0 else 2.0
+        return Trial(config_from_dict({"block_size_x": size}), Status.OK, Timing(t, t, t))
+    train = [trial(size) for size in range(16, 513, 16) if size not in (192, 448)]
+    unseen = [config_from_dict({"block_size_x": size}) for size in (192, 448)]
+    aligned = RandomForest(space, alignment=True).fit(train, key(64)).predict(unseen, key(64))
+    plain = RandomForest(space).fit(train, key(64)).predict(unseen, key(64))
+    assert all(t < 1.25 for t in aligned)  # bootstrap samples that lack an aligned size blur it a little
+    assert all(t > 1.5 for t in plain)

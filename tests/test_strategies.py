@@ -245,6 +245,25 @@ def test_refit_trees_applies_only_after_refit_trees_after_evaluations(monkeypatc
     assert refreshed_at and min(refreshed_at) >= 20 and max(refreshed_at) < 35
 
 
+@pytest.mark.parametrize("alignment", [True, False])
+def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, alignment):
+    """``DefaultSearch(alignment=...)`` is what each of its forests is made with, whole fits and
+    refreshed ones (after ``refit_trees_after``) alike."""
+    from tunekit.perfmodels import RandomForest
+
+    made_with = []
+    original = RandomForest.fit
+
+    def recording(self, *args, **kwargs):
+        made_with.append(self.alignment)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(RandomForest, "fit", recording)
+    drive(DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment),
+          toy_space(), 30, 0, 1)
+    assert len(made_with) >= 20 and set(made_with) == {alignment}
+
+
 class TestDefaultSearch(StrategyConformance):
     def make_strategy(self):
         return DefaultSearch(initial=5, min_evals=10**6)  # the conformance suite expects no early stop
