@@ -125,3 +125,15 @@ def test_constraints_other_than_a_list_are_refused_in_one_line(constraints):
     expected = r"^constraints must be a list of callables on a config dict\. Got .* instead\.$"
     with pytest.raises(ValueError, match=expected):
         Space(BLOCK=[128, 256], constraints=constraints)
+
+
+def test_numpy_values_are_numbers_of_the_space():
+    """A domain written with numpy (``np.arange``, an array) is one of Python numbers: encoded by
+    value and log2, stepped by size and passed to the kernel as ints, as the same list written
+    out is (numpy integers were encoded by their position in the domain)."""
+    written_out = tunekit.Space(BLOCK=[48, 16, 32, 64], num_warps=[8, 4])
+    with_numpy = tunekit.Space(BLOCK=np.array([48, 16, 32, 64]), num_warps=[np.int64(8), np.int64(4)])
+    assert with_numpy.domains == written_out.domains
+    assert with_numpy.ordered_domains == written_out.ordered_domains
+    assert np.array_equal(with_numpy.encoded(), written_out.encoded())
+    assert all(type(value) is int for config in with_numpy.configs() for value in config.all_kwargs().values())

@@ -57,6 +57,9 @@ class Space:
             if not all(isinstance(value, Hashable) for value in values):
                 raise ValueError(f"The domain of parameter {name!r} must be a list of single values "
                                  f"(numbers, strings, booleans or None). Got {list(values)!r} instead.")
+            # numpy scalars (from np.arange, an array) as Python's: numbers are then numbers to
+            # the encoding and the steps, as the kernel's constexprs expect
+            values = tuple(value.item() if isinstance(value, np.generic) else value for value in values)
             values = tuple(dict.fromkeys(values))  # drop repeats, keep order
             if not values:
                 raise ValueError(f"The domain of parameter {name!r} is empty: give it at least one value.")
