@@ -1,6 +1,7 @@
 """A performance model: predicts a config's time at a key from trials on any key of the kernel.
 
-Features are the Space's encoding of the config (log2 of power-of-two sizes) beside the key's
+Features are the Space's encoding of the config (log2 of power-of-two sizes), with ``alignment``
+each integer size's largest power-of-two divisor (``alignment_features``), beside the key's
 numbers (log2 of sizes, booleans as 0/1) and the bytes per element of each dtype, so that one
 model learns across shapes. The regressor learns log time from the successful trials; a
 classifier learns which configs fail (a tile that runs out of shared memory on one shape usually
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from tunekit.config import Config
+from tunekit.config import COMPILE_OPTIONS, Config
 from tunekit.keys import TuningKey, as_key
 from tunekit.space import Space, is_power_of_two
 from tunekit.store import trial_from_row
@@ -47,14 +48,17 @@ def _twos(value: int) -> int:
 
 
 def alignment_columns(space: Space) -> list[int]:
-    """The encoding's columns of integer domains that are not all powers of two and whose values
-    differ in their largest power-of-two divisor (``block_size_x`` 16, 32, ..., 256; a tile of
-    1 to 4): the columns ``alignment_features`` describes. ``Space.encode`` keeps such values
-    as they are."""
+    """The encoding's columns that ``alignment_features`` describes: meta-parameters (sizes the
+    kernel computes with, not Triton's compile options: a pipeline depth has no alignment) whose
+    values are positive integers, not all powers of two (whose log2 already says it), differing
+    in their largest power-of-two divisor (``block_size_x`` 16, 32, ..., 256; a tile of 1 to 4).
+    A domain holding 0 or a negative number is left out: such integers more often choose among
+    variants of the code than size anything."""
     columns = []
-    for column, domain in enumerate(space.domains.values()):
+    for column, (name, domain) in enumerate(space.domains.items()):
         values = [v for v in domain if v is not None]
-        if (values and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+        if (name not in COMPILE_OPTIONS and values
+                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
                 and not all(is_power_of_two(v) for v in values) and len({_twos(v) for v in values}) > 1):
             columns.append(column)
     return columns
@@ -62,16 +66,22 @@ def alignment_columns(space: Space) -> list[int]:
 
 def alignment_features(space: Space, encoded: np.ndarray) -> np.ndarray:
     """For each of ``alignment_columns``, the exponent of the largest power of two dividing the
-    value (-1 for a missing one), one column each. GPU code is often fastest at sizes that are
-    multiples of a warp, a vector width or a memory transaction (64 and 128 among 48, 80 and
-    112), which a tree splitting on the value alone cannot single out in a few splits."""
+    value; ``MISSING`` for a missing value or one outside the domain. GPU code is often fastest at
+    sizes that are multiples of a warp, a vector width or a memory transaction (64 and 128 among
+    48, 80 and 112), which a tree splitting on the value alone singles out only in several splits.
+    ``Space.encode`` gives such a domain's values as numbers; each is looked up among the
+    domain's own, so the exponent is that of the exact integer."""
     columns = alignment_columns(space)
-    values = encoded[:, columns].astype(np.int64)
-    lowest_bit = values & -values
-    with np.errstate(divide="ignore"):
-        return np.where(values > 0, np.log2(np.maximum(lowest_bit, 1)), MISSING)
-
-
+    features = np.full((len(encoded), len(columns)), MISSING)
+    domains = list(space.domains.values())
+    for out, column in enumerate(columns):
+        values = sorted(v for v in domains[column] if v is not None)
+        known = np.asarray(values, dtype=np.float64)
+        exponents = np.asarray([_twos(v) for v in values], dtype=np.float64)
+        at = np.clip(np.searchsorted(known, encoded[:, column]), 0, len(known) - 1)
+        found = known[at] == encoded[:, column]
+        features[found, out] = exponents[at[found]]
+    return features
 
 
 def key_of(trial: Trial) -> dict[str, Any] | None:

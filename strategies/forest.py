@@ -65,6 +65,8 @@ class ForestSearch(Strategy):
         self.alignment = alignment
 
     def start(self, context: SearchContext) -> None:
+        if not isinstance(self.alignment, bool):
+            raise ValueError(f"{type(self).__name__}(alignment={self.alignment!r}): expected True or False")
         super().start(context)
         self._configs = context.space.configs()
         self._encoded = context.space.encoded()

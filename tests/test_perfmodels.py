@@ -230,16 +230,21 @@ def test_forests_make_the_same_trees_as_scikit_learns_own():
     assert isinstance(model._default_regressor(), forest._TreesMadeDirectly)
 
 
-def test_alignment_describes_integer_domains_that_are_not_all_powers_of_two():
+def test_alignment_describes_integer_sizes_that_are_not_all_powers_of_two():
     """Multiples of 16 and tiles of 1 to 4 get a column each; powers of two (log2 already says
-    it), categories and booleans none. The feature is the exponent of the largest power of two
-    dividing the value, -1 where the value is missing."""
+    it), Triton's compile options (a pipeline depth has no alignment), domains holding 0 (a
+    choice among variants), all-odd domains (one divisor), categories and booleans none. The
+    feature is the exponent of the largest power of two dividing the value; -1 where the value
+    is missing or not of the domain."""
     space = tunekit.Space(block_size_x=list(range(16, 257, 16)), tile=[1, 2, 3, 4], warps=[1, 2, 4, 8],
-                          layout=["row", "col"], flag=[True, False], maxnreg=[None, 96, 128])
-    assert alignment_columns(space) == [0, 1, 5]
-    rows = space.encode([{"block_size_x": 48, "tile": 4, "warps": 8, "layout": "row", "flag": True, "maxnreg": None},
-                         {"block_size_x": 128, "tile": 3, "warps": 1, "layout": "col", "flag": False, "maxnreg": 96}])
-    assert alignment_features(space, rows).tolist() == [[4.0, 2.0, -1.0], [7.0, 0.0, 5.0]]
+                          num_stages=[1, 2, 3, 4], maxnreg=[None, 96, 128], method=[0, 1, 2], odd=[3, 5, 7],
+                          layout=["row", "col"], flag=[True, False], size=[None, 24, 2**61 + 1])
+    assert alignment_columns(space) == [0, 1, 9]
+    common = {"warps": 8, "num_stages": 3, "maxnreg": None, "method": 0, "odd": 3, "layout": "row", "flag": True}
+    rows = space.encode([{**common, "block_size_x": 48, "tile": 4, "size": None},
+                         {**common, "block_size_x": 128, "tile": 3, "size": 2**61 + 1},
+                         {**common, "block_size_x": 40, "tile": 2, "size": 24}])
+    assert alignment_features(space, rows).tolist() == [[4.0, 2.0, -1.0], [7.0, 0.0, 0.0], [-1.0, 1.0, 3.0]]
 
 
 def test_alignment_lets_a_forest_single_out_unseen_aligned_sizes():
@@ -252,7 +257,8 @@ def test_alignment_lets_a_forest_single_out_unseen_aligned_sizes():
         return Trial(config_from_dict({"block_size_x": size}), Status.OK, Timing(t, t, t))
     train = [trial(size) for size in range(16, 513, 16) if size not in (192, 448)]
     unseen = [config_from_dict({"block_size_x": size}) for size in (192, 448)]
-    aligned = RandomForest(space, alignment=True).fit(train, key(64)).predict(unseen, key(64))
+    aligned = RandomForest(space, alignment=True).fit(train, key(64))
+    aligned = aligned.predict(unseen, key(64))
     plain = RandomForest(space).fit(train, key(64)).predict(unseen, key(64))
     assert all(t < 1.25 for t in aligned)  # bootstrap samples that lack an aligned size blur it a little
     assert all(t > 1.5 for t in plain)

@@ -247,21 +247,52 @@ def test_refit_trees_applies_only_after_refit_trees_after_evaluations(monkeypatc
 
 @pytest.mark.parametrize("alignment", [True, False])
 def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, alignment):
-    """``DefaultSearch(alignment=...)`` is what each of its forests is made with, whole fits and
-    refreshed ones (after ``refit_trees_after``) alike."""
+    """``DefaultSearch(alignment=...)`` is what each of its forests is made with, the store's
+    prior, whole fits and refreshed ones (after ``refit_trees_after``) alike, and the features
+    then hold the alignment column of ``BLOCK`` (16, 32, 48, 64) or not."""
+    from tunekit.budget import Budget
+    from tunekit.deadline import SimulatedClock
     from tunekit.perfmodels import RandomForest
+    from tunekit.search import run_search
+    from tunekit.config import config_to_dict
+    from tunekit.strategy import SearchContext
+    from tunekit.trial import Status, Timing, Trial
 
     made_with = []
     original = RandomForest.fit
 
     def recording(self, *args, **kwargs):
-        made_with.append(self.alignment)
-        return original(self, *args, **kwargs)
+        fitted = original(self, *args, **kwargs)
+        made_with.append((self.alignment, fitted.regressor_.n_features_in_))
+        return fitted
 
     monkeypatch.setattr(RandomForest, "fit", recording)
-    drive(DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment),
-          toy_space(), 30, 0, 1)
-    assert len(made_with) >= 20 and set(made_with) == {alignment}
+    space = tunekit.Space(BLOCK=[16, 32, 48, 64], num_warps=[1, 2, 4, 8], num_stages=[1, 2, 3])
+    history = history_at_another_key(space.configs())
+    search = DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment)
+
+    def evaluate(configs, deadline):
+        for config in configs:
+            deadline.clock.advance(1.0)
+            flat = config_to_dict(config)
+            time_ms = 1.0 + (flat["BLOCK"] % 64 != 0) + 0.1 * flat["num_warps"] + 0.01 * flat["num_stages"]
+            yield config, Trial(config, Status.OK, Timing(time_ms, time_ms, time_ms))
+
+    context = SearchContext(space, Budget(evals=30), TOY_KEY, 0, history)
+    run_search(search, context, evaluate, clock=SimulatedClock(), batch=1)
+    # the encoding's 3 columns, BLOCK's alignment, the key's M (and the prior's prediction, but in the prior)
+    widths = {3 + alignment + 1, 3 + alignment + 1 + 1}
+    assert len(made_with) >= 20 and {a for a, _ in made_with} == {alignment}
+    assert {width for _, width in made_with} == widths
+
+
+def test_alignment_is_defaults_and_not_rfs_and_must_be_a_bool():
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+
+    assert DefaultSearch().alignment is True and ForestSearch().alignment is False
+    with pytest.raises(ValueError, match="alignment"):
+        DefaultSearch(alignment="false").start(SearchContext(toy_space(), Budget(evals=5), TOY_KEY, 0))
 
 
 class TestDefaultSearch(StrategyConformance):
