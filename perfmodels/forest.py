@@ -107,8 +107,9 @@ class RandomForest(PerfModel):
         failure forest is fit anew, at its full size (a failure seen once must count at once).
         Where the features changed (a key of other arguments), every tree is fit anew."""
         def fit(count: int) -> RandomForest:
-            return RandomForest(self.space, count, self.min_samples_leaf, random_state, self.failure_threshold,
-                                self.max_features, self._failure_trees(), self.alignment).fit(trials, key, **fit_options)
+            made = type(self)(self.space, count, self.min_samples_leaf, random_state, self.failure_threshold,
+                              self.max_features, self._failure_trees(), self.alignment)  # a subclass stays one
+            return made.fit(trials, key, **fit_options)
 
         if trees >= self.n_estimators:
             return fit(self.n_estimators)

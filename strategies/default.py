@@ -14,7 +14,9 @@ in replays) on this key's trials with the prior's prediction as one more feature
 other shapes' ranking as far as this shape's trials agree with it, so a shape unlike the others
 is not steered by them (fitting one forest on every key's trials, as ``rf`` does, let the many
 trials of other shapes outvote the few of this one). Each split of this forest's trees considers
-half the features, so that their spread says where the forest does not know. Any config the
+half the features, so that their spread says where the forest does not know. Beside the Space's
+encoding, the forests see each integer size's alignment (``alignment``: the largest power of two
+dividing a meta-parameter's value, where its domain is not all powers of two). Any config the
 failure forest gives more than a small chance of failing ranks last; a fifth of the proposals
 after the start go to untried neighbours of the best config so far (one parameter one step away;
 where it has none left, the untried configs two steps away), which catches the sharp local optima

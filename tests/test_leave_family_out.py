@@ -144,17 +144,24 @@ def test_the_transfer_score_counts_slowed_spaces_before_the_mean_gain(transfer):
     assert min(scores, key=scores.get) == "near"
 
 
-def test_every_design_names_the_store_options_that_changed(protocol):
+def test_every_design_names_the_options_that_changed(protocol):
     """Designs replay as they were run whatever DefaultSearch's defaults become: each names
     ``warm_spread``, which changed after the first rounds ran (0 in theirs: the option did not
-    exist), and those of later rounds name every option whose default changed before them."""
+    exist), those of later rounds every option whose default changed before them, and every
+    design of ``DefaultSearch`` names ``alignment``, off in every file before the one that judged
+    it (``designs-alignment.json``, whose ``default-alignment`` is ``alignment_all``'s)."""
     import json
 
-    later = {"designs-steps.json": {"refit_trees": 8, "refit_trees_after": 50, "random_fraction": 0.1,
-                                    "local_radius": 2, "warm_spread": 3}}
+    steps = {"refit_trees": 8, "refit_trees_after": 50, "random_fraction": 0.1, "local_radius": 2, "warm_spread": 3}
+    later = {"designs-steps.json": {**steps, "alignment": False}}
+    judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
+              "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
         for label, design in json.loads(path.read_text()).items():
-            pinned = later.get(path.name, {"warm_spread": 0})
+            if path.name == "designs-alignment.json":
+                pinned = judged[label]
+            else:
+                pinned = later.get(path.name, {"warm_spread": 0, "alignment": False})
             assert {name: design["options"].get(name) for name in pinned} == pinned, (path.name, label)
 
 

@@ -251,10 +251,10 @@ def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, align
     prior, whole fits and refreshed ones (after ``refit_trees_after``) alike, and the features
     then hold the alignment column of ``BLOCK`` (16, 32, 48, 64) or not."""
     from tunekit.budget import Budget
+    from tunekit.config import config_to_dict
     from tunekit.deadline import SimulatedClock
     from tunekit.perfmodels import RandomForest
     from tunekit.search import run_search
-    from tunekit.config import config_to_dict
     from tunekit.strategy import SearchContext
     from tunekit.trial import Status, Timing, Trial
 

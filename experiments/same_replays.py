@@ -1,0 +1,47 @@
+"""Replay tunings of a protocol's runs file on this machine and say whether each measures the same
+times in the same order: replays over evaluations should not depend on the machine, Python or
+library versions they ran on, or on which commit of a design's code, where a runs file mixes them.
+
+    python experiments/same_replays.py --runs OUT/runs.jsonl.gz --designs experiments/corpus/designs-alignment.json \\
+        --pick h200/gemv-n4k_k4k default-alignment 0 --pick h200/gemv-n4k_k4k optuna-gp 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learned_search import read_runs
+from leave_family_out import _tuning, contenders
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parent / "corpus" / "v2.json")
+    parser.add_argument("--designs", type=Path, required=True, help="the designs file the runs were made with")
+    parser.add_argument("--pick", nargs=3, action="append", required=True, metavar=("SPACE", "LABEL", "SEED"))
+    args = parser.parse_args()
+    picked = {(space, label, int(seed)) for space, label, seed in args.pick}
+    recorded = {(r["space"], r["strategy"], r["seed"]): r for r in read_runs(args.runs)
+                if (r["space"], r["strategy"], r["seed"]) in picked}
+    labels = contenders(json.loads(args.designs.read_text()), sorted({label for _, label, _ in picked}))
+    same = 0
+    for space, label, seed in sorted(picked):
+        if (space, label, seed) not in recorded:
+            print(f"{space} {label} seed {seed}: not in {args.runs}")
+            continue
+        run = recorded[space, label, seed]
+        again = _tuning(str(args.corpus), space, label, *labels[label], seed, run["budget"])
+        match = again["times_ms"] == run["times_ms"]
+        same += match
+        print(f"{space} {label} seed {seed}: {'the same' if match else 'DIFFERENT'} "
+              f"({len(again['times_ms'])} evaluations, recorded {len(run['times_ms'])})", flush=True)
+    print(f"{same} of {len(picked)} the same")
+
+
+if __name__ == "__main__":
+    main()
