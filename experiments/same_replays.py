@@ -15,7 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learned_search import read_runs
-from leave_family_out import _tuning, contenders
+from leave_family_out import _spaces, _tuning, contenders
+
+from tunekit.compare import same_kernel_elsewhere
 
 
 def main() -> None:
@@ -28,14 +30,18 @@ def main() -> None:
     picked = {(space, label, int(seed)) for space, label, seed in args.pick}
     recorded = {(r["space"], r["strategy"], r["seed"]): r for r in read_runs(args.runs)
                 if (r["space"], r["strategy"], r["seed"]) in picked}
-    labels = contenders(json.loads(args.designs.read_text()), sorted({label for _, label, _ in picked}))
+    stored = " + store"  # a label replayed with the store holding the kernel's other shapes
+    labels = contenders(json.loads(args.designs.read_text()),
+                        sorted({label.removesuffix(stored) for _, label, _ in picked}))
+    elsewhere = same_kernel_elsewhere(_spaces(str(args.corpus)))
     same = 0
     for space, label, seed in sorted(picked):
         if (space, label, seed) not in recorded:
             print(f"{space} {label} seed {seed}: not in {args.runs}")
             continue
         run = recorded[space, label, seed]
-        again = _tuning(str(args.corpus), space, label, *labels[label], seed, run["budget"])
+        history = tuple(elsewhere[space]) if label.endswith(stored) else ()
+        again = _tuning(str(args.corpus), space, label, *labels[label.removesuffix(stored)], seed, run["budget"], history)
         match = again["times_ms"] == run["times_ms"]
         same += match
         print(f"{space} {label} seed {seed}: {'the same' if match else 'DIFFERENT'} "
