@@ -139,7 +139,7 @@ class PerfModel(BaseEstimator):
         regressor: any scikit-learn regressor; fit on log time. Cloned, never fit in place.
         classifier: any scikit-learn classifier with ``predict_proba``; None to ignore failures.
         failure_threshold: predicted probability of failure above which a config is ``inf``.
-        alignment: add each integer parameter's largest power-of-two divisor as a feature
+        alignment: add each integer meta-parameter's largest power-of-two divisor as a feature
             (``alignment_features``), where its domain is not all powers of two.
     """
 

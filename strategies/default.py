@@ -40,10 +40,6 @@ every fold leaving one kernel out chose them among five candidates, by the space
 made reaching 5 % of the optimum slower than an empty store. Those candidates were proposed after
 reading the transfer table of the protocol's report, where the decode shapes were slower with
 the store, so the kernels are not held out from which candidates exist either.
-The alignment feature (``alignment=True``) was chosen on the whole of corpus v2 (83 spaces, 17
-families) by the same protocol (``experiments/corpus/designs-alignment.json``), every fold but
-one choosing it; the fold that left out the Kernel Tuner convolutions, where it gained, chose
-the search without it, so its gain is not shown held out (docs/results/leave-family-out.md).
 The options before them were chosen on six recorded spaces named in
 ``experiments/learned_search.py`` (``SELECTION``); every other recorded space is held out. There
 (20 seeds, 200 evaluations), refitting after every trial instead of after 10 % more trials, a
@@ -56,6 +52,12 @@ and pairwise products of the parameters as features. On the 27 held-out spaces t
 took the runs within 2 % from 79 % to 81 % (docs/results/learned-search.md). The use of the
 store was chosen on the shipped H200 spaces (the only recorded spaces with several shapes of one
 kernel), so its figures there are not held out.
+
+The alignment feature (``alignment=True``) was chosen by ``experiments/leave_family_out.py`` on
+corpus v2 (83 spaces, 17 families; ``experiments/corpus/designs-alignment.json``): every fold
+chose it over the search without it and over a first version that also gave the feature to
+Triton's compile options. It was proposed after reading that first version's results on every
+family, so the families are held out from the choice, not from the proposal.
 """
 
 from __future__ import annotations
@@ -115,9 +117,10 @@ class DefaultSearch(ForestSearch):
             store holds the kernel's other keys: a hedge for a shape unlike those stored (a
             decode shape among prefill ones), whose warm start misleads, and trials over the
             whole Space from which the forest learns how far the prior's ranking holds here.
-        alignment: the forests also see each integer parameter's largest power-of-two divisor,
-            where its domain is not all powers of two (``block_size_x`` in steps of 16: 64 and
-            128 among 48, 80 and 112), which a tree splitting on the value cannot single out.
+        alignment: the forests also see each integer meta-parameter's largest power-of-two
+            divisor, where its domain is not all powers of two (``block_size_x`` in steps of 16:
+            64 and 128 among 48, 80 and 112), which a tree splitting on the value singles out
+            only in several splits (``tunekit.perfmodels.alignment_columns``).
 
     The other arguments are ``ForestSearch``'s.
     """

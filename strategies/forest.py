@@ -42,8 +42,8 @@ class ForestSearch(Strategy):
         refit_trees_after: evaluations of this tuning before ``refit_trees`` applies; until then
             every refit fits the whole forest (its first, few-trial trees would otherwise stay
             in it for several fits).
-        alignment: the model also sees each integer parameter's largest power-of-two divisor,
-            where its domain is not all powers of two (``RandomForest``'s ``alignment``).
+        alignment: the model also sees each integer meta-parameter's largest power-of-two
+            divisor, where its domain is not all powers of two (``RandomForest``'s ``alignment``).
     """
 
     name = "rf"
