@@ -11,34 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from tunekit.perfmodels import RandomForest
-from tunekit.perfmodels.base import MISSING
+from tunekit.perfmodels import RandomForest, alignment_features
 from tunekit.strategies.default import DefaultSearch
-
-from tunekit.space import Space, is_power_of_two
-
-
-def every_integer_columns(space: Space) -> list[int]:
-    """Columns of positive-integer domains, not all powers of two, of more than one divisor."""
-    columns = []
-    for column, domain in enumerate(space.domains.values()):
-        values = [v for v in domain if v is not None]
-        if (values and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
-                and not all(is_power_of_two(v) for v in values)
-                and len({(v & -v).bit_length() for v in values}) > 1):
-            columns.append(column)
-    return columns
 
 
 class _EveryIntegerForest(RandomForest):
-    """A forest whose features hold, after the encoding, each of ``every_integer_columns``'
-    largest power-of-two divisor (log2), as ``3177d0f``'s ``alignment_features`` made them."""
+    """A forest whose features hold, after the encoding, the alignment of every integer domain,
+    compile options included, as ``3177d0f``'s ``RandomForest(alignment=True)`` made them."""
 
     def features_of_encoded(self, encoded: np.ndarray, key: Any) -> np.ndarray:
         features = super().features_of_encoded(encoded, key)  # the encoding, the key's, the prior's
-        values = encoded[:, every_integer_columns(self.space)].astype(np.int64)
-        with np.errstate(divide="ignore"):
-            aligned = np.where(values > 0, np.log2(np.maximum(values & -values, 1)), MISSING)
+        aligned = alignment_features(self.space, encoded, compile_options=True)
         width = encoded.shape[1]
         return np.hstack([features[:, :width], aligned, features[:, width:]])
 

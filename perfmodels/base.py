@@ -47,31 +47,32 @@ def _twos(value: int) -> int:
     return (value & -value).bit_length() - 1
 
 
-def alignment_columns(space: Space) -> list[int]:
+def alignment_columns(space: Space, compile_options: bool = False) -> list[int]:
     """The encoding's columns that ``alignment_features`` describes: meta-parameters (sizes the
     kernel computes with, not Triton's compile options: a pipeline depth has no alignment) whose
     values are positive integers, not all powers of two (whose log2 already says it), differing
     in their largest power-of-two divisor (``block_size_x`` 16, 32, ..., 256; a tile of 1 to 4).
     A domain holding 0 or a negative number is left out: such integers more often choose among
-    variants of the code than size anything."""
+    variants of the code than size anything. ``compile_options``: take them too (the feature's
+    first, cross-validated and not chosen form: ``experiments/alignment_all.py``)."""
     columns = []
     for column, (name, domain) in enumerate(space.domains.items()):
         values = [v for v in domain if v is not None]
-        if (name not in COMPILE_OPTIONS and values
+        if ((compile_options or name not in COMPILE_OPTIONS) and values
                 and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
                 and not all(is_power_of_two(v) for v in values) and len({_twos(v) for v in values}) > 1):
             columns.append(column)
     return columns
 
 
-def alignment_features(space: Space, encoded: np.ndarray) -> np.ndarray:
+def alignment_features(space: Space, encoded: np.ndarray, compile_options: bool = False) -> np.ndarray:
     """For each of ``alignment_columns``, the exponent of the largest power of two dividing the
     value; ``MISSING`` for a missing value or one outside the domain. GPU code is often fastest at
     sizes that are multiples of a warp, a vector width or a memory transaction (64 and 128 among
     48, 80 and 112), which a tree splitting on the value alone singles out only in several splits.
     ``Space.encode`` gives such a domain's values as numbers; each is looked up among the
     domain's own, so the exponent is that of the exact integer."""
-    columns = alignment_columns(space)
+    columns = alignment_columns(space, compile_options)
     features = np.full((len(encoded), len(columns)), MISSING)
     domains = list(space.domains.values())
     for out, column in enumerate(columns):

@@ -240,6 +240,7 @@ def test_alignment_describes_integer_sizes_that_are_not_all_powers_of_two():
                           num_stages=[1, 2, 3, 4], maxnreg=[None, 96, 128], method=[0, 1, 2], odd=[3, 5, 7],
                           layout=["row", "col"], flag=[True, False], size=[None, 24, 2**61 + 1])
     assert alignment_columns(space) == [0, 1, 9]
+    assert alignment_columns(space, compile_options=True) == [0, 1, 3, 4, 9]  # num_stages and maxnreg too
     common = {"warps": 8, "num_stages": 3, "maxnreg": None, "method": 0, "odd": 3, "layout": "row", "flag": True}
     rows = space.encode([{**common, "block_size_x": 48, "tile": 4, "size": None},
                          {**common, "block_size_x": 128, "tile": 3, "size": 2**61 + 1},

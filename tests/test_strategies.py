@@ -250,12 +250,8 @@ def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, align
     """``DefaultSearch(alignment=...)`` is what each of its forests is made with, the store's
     prior, whole fits and refreshed ones (after ``refit_trees_after``) alike, and the features
     then hold the alignment column of ``BLOCK`` (16, 32, 48, 64) or not."""
-    from tunekit.budget import Budget
     from tunekit.config import config_to_dict
-    from tunekit.deadline import SimulatedClock
     from tunekit.perfmodels import RandomForest
-    from tunekit.search import run_search
-    from tunekit.strategy import SearchContext
     from tunekit.trial import Status, Timing, Trial
 
     made_with = []
@@ -266,20 +262,15 @@ def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, align
         made_with.append((self.alignment, fitted.regressor_.n_features_in_))
         return fitted
 
+    def trial_of(config):
+        flat = config_to_dict(config)
+        time_ms = 1.0 + (flat["BLOCK"] % 64 != 0) + 0.1 * flat["num_warps"] + 0.01 * flat["num_stages"]
+        return Trial(config, Status.OK, Timing(time_ms, time_ms, time_ms))
+
     monkeypatch.setattr(RandomForest, "fit", recording)
     space = tunekit.Space(BLOCK=[16, 32, 48, 64], num_warps=[1, 2, 4, 8], num_stages=[1, 2, 3])
-    history = history_at_another_key(space.configs())
     search = DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment)
-
-    def evaluate(configs, deadline):
-        for config in configs:
-            deadline.clock.advance(1.0)
-            flat = config_to_dict(config)
-            time_ms = 1.0 + (flat["BLOCK"] % 64 != 0) + 0.1 * flat["num_warps"] + 0.01 * flat["num_stages"]
-            yield config, Trial(config, Status.OK, Timing(time_ms, time_ms, time_ms))
-
-    context = SearchContext(space, Budget(evals=30), TOY_KEY, 0, history)
-    run_search(search, context, evaluate, clock=SimulatedClock(), batch=1)
+    run_at_a_new_key(search, history_at_another_key(space.configs()), trial_of, 30, space=space, batch=1)
     # the encoding's 3 columns, BLOCK's alignment, the key's M (and the prior's prediction, but in the prior)
     widths = {3 + alignment + 1, 3 + alignment + 1 + 1}
     assert len(made_with) >= 20 and {a for a, _ in made_with} == {alignment}
@@ -514,8 +505,9 @@ def test_optuna_gp_is_a_registered_strategy_that_survives_failures():
     assert len(found) == 40 and failures and failures[0] < 39
 
 
-def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0) -> list:
-    """Configs ``strategy`` measures at key M=1 with ``history`` in the store, ``trial_of`` as the benchmark."""
+def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, space=None, batch: int = 4) -> list:
+    """Configs ``strategy`` measures at key M=1 with ``history`` in the store, ``trial_of`` as the
+    benchmark, on ``space`` (the toy's by default)."""
     from tunekit.budget import Budget
     from tunekit.deadline import SimulatedClock
     from tunekit.search import run_search
@@ -525,8 +517,9 @@ def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0) -> 
         for config in configs:
             yield config, trial_of(config)
 
-    context = SearchContext(toy_space(), Budget(evals=evals), TOY_KEY, seed, history)
-    return [step.trial.config for step in run_search(strategy, context, evaluate, clock=SimulatedClock()).steps]
+    context = SearchContext(space or toy_space(), Budget(evals=evals), TOY_KEY, seed, history)
+    result = run_search(strategy, context, evaluate, clock=SimulatedClock(), batch=batch)
+    return [step.trial.config for step in result.steps]
 
 
 def test_default_avoids_configs_that_failed_at_other_keys():
