@@ -40,6 +40,10 @@ every fold leaving one kernel out chose them among five candidates, by the space
 made reaching 5 % of the optimum slower than an empty store. Those candidates were proposed after
 reading the transfer table of the protocol's report, where the decode shapes were slower with
 the store, so the kernels are not held out from which candidates exist either.
+Taking every nearby shape's measured best instead of the nearest's (``warm_keys=3``) was not
+chosen the same way on corpus v2 (``experiments/results/transfer-cv-keys/``): it found 5 % in 2
+evaluations on three GEMM shapes whose nearest stored shape ranks differently, and lost more
+where the nearest shape's second best or the prior's first prediction was the one.
 The options before them were chosen on six recorded spaces named in
 ``experiments/learned_search.py`` (``SELECTION``); every other recorded space is held out. There
 (20 seeds, 200 evaluations), refitting after every trial instead of after 10 % more trials, a
@@ -62,13 +66,14 @@ family, so the families are held out from the choice, not from the proposal.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 from scipy.special import ndtr
 
 from tunekit.config import Config, config_to_dict
-from tunekit.keys import TuningKey, alike, nearest_key
+from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.perfmodels import RandomForest
 from tunekit.trial import Trial
 
@@ -121,6 +126,10 @@ class DefaultSearch(ForestSearch):
             divisor, where its domain is not all powers of two (``block_size_x`` in steps of 16:
             64 and 128 among 48, 80 and 112), which a tree splitting on the value singles out
             only in several splits (``tunekit.perfmodels.alignment_columns``).
+        warm_keys: the warm start takes, in turn, the measured fastest configs of this many
+            nearest other keys of the same arguments and dtypes (nearest first), and the
+            prior's best predictions: 1 follows the nearest shape alone; more hedge against a
+            nearest shape (by the keys' sizes) whose best is not this one's.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -133,7 +142,7 @@ class DefaultSearch(ForestSearch):
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = 8,
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.1,
                  local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
-                 alignment: bool = True) -> None:
+                 alignment: bool = True, warm_keys: int = 1) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -146,6 +155,7 @@ class DefaultSearch(ForestSearch):
         self.random_fraction = random_fraction
         self.local_radius = local_radius
         self.warm_spread = warm_spread
+        self.warm_keys = warm_keys
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -155,6 +165,8 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_best={self.local_best!r}): expected at least 1")
         if self.local_radius < 1:
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
+        if isinstance(self.warm_keys, bool) or not isinstance(self.warm_keys, int) or self.warm_keys < 1:
+            raise ValueError(f"DefaultSearch(warm_keys={self.warm_keys!r}): expected an int of at least 1")
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
@@ -175,28 +187,31 @@ class DefaultSearch(ForestSearch):
             self._prior_ranking = self._warm_start_first(np.argsort(predicted, kind="stable"), context)
 
     def _warm_start_first(self, predicted: np.ndarray, context) -> np.ndarray:
-        """Every config, the warm start first: in turn, the next fastest config measured at the
-        nearest other key and the next best by the prior's prediction. The measured best of a
-        similar shape is the strongest evidence there is, and the forest, which averages over
-        trees and keys, does not always rank it first (with one other shape in the store, its
-        top predictions were 12-19 % slower there than that shape's own best)."""
+        """Every config, the warm start first: in turn, the next fastest config measured at each
+        of the ``warm_keys`` nearest other keys (nearest first) and the next best by the prior's
+        prediction. The measured best of a similar shape is the strongest evidence there is, and
+        the forest, which averages over trees and keys, does not always rank it first (with one
+        other shape in the store, its top predictions were 12-19 % slower there than that shape's
+        own best). Keys of other arguments or dtypes give none: the prior models them."""
         here = context.key
         by_key: dict[TuningKey, list[Trial]] = {}
         for trial in context.history:
             if trial.ok and trial.key is not None and trial.key != here:
                 by_key.setdefault(trial.key, []).append(trial)
-        if not by_key:
+        nearest = sorted(by_key, key=lambda key: key_distance(here, key))[:self.warm_keys]  # ties: the first stored
+        rankings = []
+        for key in (key for key in nearest if alike(here, key)):
+            stored = [context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
+            rankings.append([i for i in stored if i is not None and not self._prior_failing[i] and not self._too_large[i]])
+        if not rankings:
             return predicted
-        nearest = nearest_key(here, by_key)  # ties: the first stored
-        if nearest is None or not alike(here, nearest):
-            return predicted  # no key of the same arguments and dtypes: the prior alone, which models them
-        stored = [context.space.index(t.config) for t in sorted(by_key[nearest], key=lambda t: t.time_ms)]
-        measured = [i for i in stored if i is not None and not self._prior_failing[i] and not self._too_large[i]]
         first: list[int] = []
-        for pair in zip(measured, predicted):
-            for index in pair:
-                if len(first) < self.warm_start and index not in first:
+        for turn in itertools.zip_longest(*rankings, predicted):
+            for index in turn:
+                if index is not None and len(first) < self.warm_start and index not in first:
                     first.append(int(index))
+            if len(first) == self.warm_start:
+                break
         rest = predicted[~np.isin(predicted, first)]
         return np.concatenate([np.asarray(first, dtype=int), rest])
 

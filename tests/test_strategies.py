@@ -505,9 +505,10 @@ def test_optuna_gp_is_a_registered_strategy_that_survives_failures():
     assert len(found) == 40 and failures and failures[0] < 39
 
 
-def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, space=None, batch: int = 4) -> list:
-    """Configs ``strategy`` measures at key M=1 with ``history`` in the store, ``trial_of`` as the
-    benchmark, on ``space`` (the toy's by default)."""
+def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, space=None, batch: int = 4,
+                     key=TOY_KEY) -> list:
+    """Configs ``strategy`` measures at ``key`` (M=1 by default) with ``history`` in the store,
+    ``trial_of`` as the benchmark, on ``space`` (the toy's by default)."""
     from tunekit.budget import Budget
     from tunekit.deadline import SimulatedClock
     from tunekit.search import run_search
@@ -517,7 +518,7 @@ def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, spa
         for config in configs:
             yield config, trial_of(config)
 
-    context = SearchContext(space or toy_space(), Budget(evals=evals), TOY_KEY, seed, history)
+    context = SearchContext(space or toy_space(), Budget(evals=evals), key, seed, history)
     result = run_search(strategy, context, evaluate, clock=SimulatedClock(), batch=batch)
     return [step.trial.config for step in result.steps]
 
@@ -617,6 +618,35 @@ def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
         found = run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial, evals=4, seed=seed)
         assert config_json(found[0]) == config_json(slowest_first[0])
         assert config_json(slowest_first[1]) in {config_json(c) for c in found[1:3]}
+
+
+def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
+    """The store holds four other keys, each of which measured a different config fastest (one
+    of the toy's slowest) and the same five others slower: M=2, M=16 and M=64 of this key's
+    dtypes (M=4), and M=1 of other dtypes, nearest by size but not alike. With ``warm_keys=3``
+    the first three configs are M=2's, M=16's and M=64's fastest, in that order (nearest first):
+    a nearest shape whose best is not this one's costs one evaluation, not the warm start; the
+    key of other dtypes gives none. With ``warm_keys=1`` (the turns alternate M=2's fastest and
+    the prior's best predictions) M=16's and M=64's are not both among the first three."""
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = sorted((c for c in toy_space().configs() if toy_trial(c).ok), key=toy_time, reverse=True)
+    keys = {m: TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": ["{dtype}"]}}')
+            for m, dtype in ((1, "fp32"), (2, "fp16"), (16, "fp16"), (64, "fp16"))}
+    here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": ["fp16"]}')
+    bests = {m: config_json(c) for m, c in zip(keys, ok)}
+    history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=keys[m])
+                    for m, best in zip(keys, ok) for t, c in enumerate([best, *ok[len(keys):len(keys) + 5]], 1))
+    for seed in range(3):
+        found = [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4),
+                                                         history, toy_trial, evals=4, seed=seed, key=here)]
+        assert found[:3] == [bests[2], bests[16], bests[64]], seed
+        nearest_only = [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial,
+                                                                evals=3, seed=seed, key=here)]
+        assert nearest_only[0] == bests[2] and not {bests[16], bests[64]} <= set(nearest_only), seed
+    with pytest.raises(ValueError, match="warm_keys"):
+        run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
 
 def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
