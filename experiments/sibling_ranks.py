@@ -1,0 +1,84 @@
+"""How far down each stored sibling shape's own ranking the first config within 5 % of a space's
+optimum lies: what a warm start from the store's measured configs can reach at best.
+
+    python experiments/sibling_ranks.py [--corpus experiments/corpus/v2.json] [--within 1.05] [--out FILE]
+
+For every space of a kernel recorded at other shapes (``tunekit.compare.same_kernel_elsewhere``),
+each other shape's configs are ordered by their recorded time there; the table gives, per sibling,
+the position in that order of the first config whose time here is within ``--within`` of this
+space's optimum, the same for the sibling nearest by the keys' sizes (``tunekit.keys.key_distance``,
+ties: the first stored, as ``DefaultSearch``'s warm start takes it), and for the configs taken
+in turn from every sibling's order (each sibling's fastest, then each one's second, ...). A
+position above 10 on every sibling means no warm start from measured configs reaches the target
+within 10 evaluations: only a model that predicts beyond the siblings' rankings could.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from leave_family_out import _spaces  # noqa: E402
+from learned_search import markdown  # noqa: E402
+
+from tunekit.compare import same_kernel_elsewhere  # noqa: E402
+from tunekit.config import config_json  # noqa: E402
+from tunekit.keys import key_distance  # noqa: E402
+from tunekit.recorded import RecordedSpace  # noqa: E402
+
+
+def _fastest_first(space: RecordedSpace) -> list[str]:
+    ok = sorted((r for r in space.records if r.ok), key=lambda r: r.time_ms)
+    return [config_json(space.config(r)) for r in ok]
+
+
+def first_within(order: list[str], good: set[str]) -> int | None:
+    """The 1-based position of the first of ``order`` in ``good``; None where none is."""
+    return next((position for position, config in enumerate(order, 1) if config in good), None)
+
+
+def in_turn(orders: list[list[str]]) -> list[str]:
+    """Each order's first, then each one's second, ..., each config once."""
+    taken: dict[str, None] = {}
+    for position in range(max(map(len, orders), default=0)):
+        for order in orders:
+            if position < len(order):
+                taken.setdefault(order[position], None)
+    return list(taken)
+
+
+def table(manifest: Path, within: float) -> str:
+    spaces = _spaces(str(manifest))
+    elsewhere = same_kernel_elsewhere(spaces)
+    rows = []
+    for name in sorted(n for n in spaces if elsewhere[n]):
+        here = spaces[name]
+        good = {config_json(here.config(r)) for r in here.records if r.ok and r.time_ms <= here.optimum_ms * within}
+        siblings = sorted(elsewhere[name], key=lambda other: key_distance(here.key(), spaces[other].key()))
+        orders = [_fastest_first(spaces[other]) for other in siblings]
+        positions = [first_within(order, good) for order in orders]
+        shown = ", ".join(f"{other.rsplit('-', 1)[-1] if '-' in other else other}: {p or '-'}"
+                          for other, p in zip(siblings, positions))
+        rows.append([name, str(len(siblings) + 1), f"{len(good)} of {len(here.records)}", shown,
+                     str(positions[0] or "-"), str(first_within(in_turn(orders), good) or "-")])
+    header = ["space", "shapes", f"configs within {within:g}x", "per sibling, nearest first", "nearest",
+              "in turn"]
+    return "\n".join(markdown(header, rows)) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parent / "corpus" / "v2.json")
+    parser.add_argument("--within", type=float, default=1.05)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    text = table(args.corpus, args.within)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
