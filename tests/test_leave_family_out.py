@@ -149,11 +149,13 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``warm_spread``, which changed after the first rounds ran (0 in theirs: the option did not
     exist), those of later rounds every option whose default changed before them, and every
     design of ``DefaultSearch`` names ``alignment``, off in every file before the one that judged
-    it (``designs-alignment.json``, whose ``default-alignment`` is ``alignment_all``'s)."""
+    it (``designs-alignment.json``, whose ``default-alignment`` is ``alignment_all``'s) and on in
+    every file after it."""
     import json
 
     steps = {"refit_trees": 8, "refit_trees_after": 50, "random_fraction": 0.1, "local_radius": 2, "warm_spread": 3}
-    later = {"designs-steps.json": {**steps, "alignment": False}}
+    later = {"designs-steps.json": {**steps, "alignment": False},
+             "designs-gp-share.json": {**steps, "alignment": True}}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):

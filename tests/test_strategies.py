@@ -621,30 +621,44 @@ def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
 
 
 def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
-    """The store holds four other keys, each of which measured a different config fastest (one
-    of the toy's slowest) and the same five others slower: M=2, M=16 and M=64 of this key's
-    dtypes (M=4), and M=1 of other dtypes, nearest by size but not alike. With ``warm_keys=3``
-    the first three configs are M=2's, M=16's and M=64's fastest, in that order (nearest first):
-    a nearest shape whose best is not this one's costs one evaluation, not the warm start; the
-    key of other dtypes gives none. With ``warm_keys=1`` (the turns alternate M=2's fastest and
-    the prior's best predictions) M=16's and M=64's are not both among the first three."""
+    """The store holds four other keys, each with its own fastest and second fastest config (of
+    the toy's slowest): M=2, M=16 and M=64 of this key's dtypes (M=4), nearest first, and M=1 of
+    other dtypes. With ``warm_keys=4`` the warm start's order is each alike key's fastest
+    (nearest first), the prior's best prediction, then each one's second fastest and the prior's
+    second: the key of other dtypes gives none, though it is among the four nearest. With
+    ``warm_keys=1`` it is M=2's fastest, the prior's first, M=2's second, the prior's second, as
+    before the option. (``predicted`` stands for the prior's ranking, here the toy's order.)"""
+    import numpy as np
+
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
     from tunekit.testing.strategies import toy_time, toy_trial
     from tunekit.trial import Status, Timing, Trial
 
-    ok = sorted((c for c in toy_space().configs() if toy_trial(c).ok), key=toy_time, reverse=True)
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    slowest = sorted(ok, key=toy_time, reverse=True)
     keys = {m: TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": ["{dtype}"]}}')
             for m, dtype in ((1, "fp32"), (2, "fp16"), (16, "fp16"), (64, "fp16"))}
     here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": ["fp16"]}')
-    bests = {m: config_json(c) for m, c in zip(keys, ok)}
+    first, second = dict(zip(keys, slowest[:4])), dict(zip(keys, slowest[4:8]))
     history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=keys[m])
-                    for m, best in zip(keys, ok) for t, c in enumerate([best, *ok[len(keys):len(keys) + 5]], 1))
-    for seed in range(3):
-        found = [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4),
-                                                         history, toy_trial, evals=4, seed=seed, key=here)]
-        assert found[:3] == [bests[2], bests[16], bests[64]], seed
-        nearest_only = [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial,
-                                                                evals=3, seed=seed, key=here)]
-        assert nearest_only[0] == bests[2] and not {bests[16], bests[64]} <= set(nearest_only), seed
+                    for m in keys for t, c in enumerate([first[m], second[m], *slowest[8:12]], 1))
+    context = SearchContext(toy_space(), Budget(evals=10), here, 0, history)
+    predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
+    configs = context.space.configs()
+
+    def warm_start(**options) -> list:
+        strategy = DefaultSearch(**options)
+        strategy.start(context)
+        return [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:options["warm_start"]]]
+
+    prior = [config_json(configs[i]) for i in predicted[:2]]
+    assert warm_start(warm_keys=4, warm_start=8) == [config_json(c) for c in (first[2], first[16], first[64])] + \
+        prior[:1] + [config_json(c) for c in (second[2], second[16], second[64])] + prior[1:]
+    assert warm_start(warm_keys=1, warm_start=4) == [config_json(first[2]), prior[0], config_json(second[2]), prior[1]]
+    found = [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4),
+                                                     history, toy_trial, evals=4, key=here)]
+    assert found[:3] == [config_json(first[m]) for m in (2, 16, 64)]  # what a tuning measures first
     with pytest.raises(ValueError, match="warm_keys"):
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
