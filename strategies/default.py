@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import ndtr
@@ -78,6 +79,7 @@ from tunekit.perfmodels import RandomForest
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
+from .optuna_tpe import OptunaGPSearch
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
 INITIAL_DESIGNS = ("maximin", "random")
@@ -130,6 +132,10 @@ class DefaultSearch(ForestSearch):
             nearest other keys of the same arguments and dtypes (nearest first), and the
             prior's best predictions: 1 follows the nearest shape alone; more hedge against a
             nearest shape (by the keys' sizes) whose best is not this one's.
+        gp_fraction: share of the forest's ranked proposals given instead to Optuna's Gaussian
+            process (``OptunaGPSearch``, told every trial of the tuning): its smooth model of log
+            time moves toward corners of the Space that a forest predicts flat, where the
+            forest's runs stay in one basin.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -142,7 +148,7 @@ class DefaultSearch(ForestSearch):
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = 8,
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.1,
                  local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
-                 alignment: bool = True, warm_keys: int = 1) -> None:
+                 alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.0) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -156,6 +162,7 @@ class DefaultSearch(ForestSearch):
         self.local_radius = local_radius
         self.warm_spread = warm_spread
         self.warm_keys = warm_keys
+        self.gp_fraction = gp_fraction
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -167,9 +174,17 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
         if isinstance(self.warm_keys, bool) or not isinstance(self.warm_keys, int) or self.warm_keys < 1:
             raise ValueError(f"DefaultSearch(warm_keys={self.warm_keys!r}): expected an int of at least 1")
+        if isinstance(self.gp_fraction, bool) or not 0.0 <= self.gp_fraction <= 1.0:
+            raise ValueError(f"DefaultSearch(gp_fraction={self.gp_fraction!r}): expected a share in [0, 1]")
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
+        self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
+        self._gp: OptunaGPSearch | None = None
+        if self.gp_fraction > 0:
+            # no random start of its own: it is told every trial of the tuning, the start's included
+            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1)
+            self._gp.start(context)
         self._positions: np.ndarray | None = None  # each config's value positions in the domains, made on first use
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
@@ -234,7 +249,32 @@ class DefaultSearch(ForestSearch):
         local = self._neighbours_of_best(self._share(done, n, self.local_fraction))
         drawn = self._random_untried(min(n - len(local), self._share(done, n, self.random_fraction)))
         rest = n - len(local) - len(drawn)
-        return local + drawn + (super().ask(rest) if rest > 0 else [])
+        return local + drawn + (self._ranked(rest) if rest > 0 else [])
+
+    def _ranked(self, count: int) -> list[Config]:
+        """``count`` proposals of the forest's ranking, a ``gp_fraction`` of whose turns go to the
+        Gaussian process (those it proposes that were tried meanwhile go back to the forest)."""
+        turns = self._share(self._forest_turns, count, self.gp_fraction)
+        self._forest_turns += count
+        from_gp = []
+        if self._gp is not None and turns > 0:
+            for config in self._gp.ask(turns):
+                index = self.context.space.index(config)
+                if index is not None and not self._tried[index]:
+                    self._tried[index] = True
+                    from_gp.append(config)
+        return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])
+
+    def tell(self, trials: Sequence[Trial]) -> None:
+        super().tell(trials)
+        if self._gp is not None:
+            self._gp.tell(trials)
+
+    def _take(self, indices) -> list[Config]:
+        chosen = super()._take(indices)
+        if self._gp is not None:
+            self._gp.exclude(chosen)
+        return chosen
 
     @staticmethod
     def _share(done: int, n: int, fraction: float) -> int:

@@ -179,6 +179,11 @@ class OptunaSearch(Strategy):
             batch.append(config)
         return batch
 
+    def exclude(self, configs: Sequence[Config]) -> None:
+        """Never propose ``configs``: another strategy sharing the tuning proposed them (its
+        results still come through ``tell``)."""
+        self._proposed.update(config_json(config) for config in configs)
+
     def tell(self, trials: Sequence[Trial]) -> None:
         from optuna.trial import create_trial
 

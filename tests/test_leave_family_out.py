@@ -239,3 +239,21 @@ def test_corpus_versions_extend_each_other_and_their_recordings_are_intact(exper
     with pytest.raises(SystemExit, match="never rewritten"):
         corpus.freeze(manifest)
     assert json.loads(manifest.read_text()) == {"version": "v9", "spaces": []}
+
+
+def test_the_gp_share_candidate_the_protocol_judged_is_default_with_gp_fraction(experiment):
+    """The runs that judged ``default-gp15`` (``experiments/gp_share.py``, designs-gp-share.json)
+    stand for ``DefaultSearch(gp_fraction=0.15)``: on a recorded corpus space both measure the same
+    configs in the same order, in two seeds, the store empty and holding another shape."""
+    from tunekit.compare import replay
+    from tunekit.strategies import DefaultSearch
+
+    gp_share = experiment("gp_share")
+    corpus = EXPERIMENTS / "corpus" / "h200"
+    space, other = (read_space(corpus / f"cross_entropy-{name}.json.gz")
+                    for name in ("rows2k_vocab32k", "rows4k_vocab128k"))
+    for seed, history in ((0, ()), (1, (other,))):
+        judged = replay(space, gp_share.GPShareDefault(gp_fraction=0.15), seed, 60, history=list(history))
+        library = replay(space, DefaultSearch(gp_fraction=0.15), seed, 60, history=list(history))
+        assert library.times_ms.tolist() == judged.times_ms.tolist(), seed
+        assert len(library.times_ms) > 30

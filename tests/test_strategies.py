@@ -663,6 +663,44 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
 
+@pytest.mark.parametrize("batch", [1, 4])
+def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(monkeypatch, batch):
+    """``gp_fraction=0.5``: after the space-filling start, half the proposals the forest's ranking
+    would make are the Gaussian process's (told every trial, the start's included), and no config is
+    proposed twice, in asks of one config and of four (where the GP could pick one the same ask's
+    local or random share took). With ``gp_fraction=0`` no GP is made."""
+    from tunekit.strategies import default, optuna_tpe
+    from tunekit.testing.strategies import toy_trial
+
+    made = []
+
+    class Recorded(optuna_tpe.OptunaGPSearch):
+        def __init__(self, **options):
+            super().__init__(**options)
+            self.proposed = []
+            made.append(self)
+
+        def ask(self, n):
+            found = super().ask(n)
+            self.proposed += found
+            return found
+
+    monkeypatch.setattr(default, "OptunaGPSearch", Recorded)
+    found = run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=40, batch=batch)
+    assert len({config_json(c) for c in found}) == len(found) == 40
+    (gp,) = made
+    taken = {config_json(c) for c in gp.proposed} & {config_json(c) for c in found}
+    assert len(gp._study.trials) == 40  # told every trial, whoever proposed it
+    # the forest's turns are about 70 % of the 30 after the start (the others local and random, fewer
+    # where the best has no untried neighbour): about 10 are the GP's
+    assert 8 <= len(taken) <= 13, len(taken)
+    made.clear()
+    run_at_a_new_key(DefaultSearch(gp_fraction=0.0, min_evals=10**6), (), toy_trial, evals=20, batch=batch)
+    assert made == []
+    with pytest.raises(ValueError, match="gp_fraction"):
+        run_at_a_new_key(DefaultSearch(gp_fraction=1.5), (), toy_trial, evals=1)
+
+
 def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
     """Injected: a flat mapping ``{"M": 1}`` (what the conformance checks once passed) as the key.
     Before, it became an empty key silently; now it is a TypeError naming the expected form."""
