@@ -27,10 +27,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tunekit.config import Config
 from tunekit.strategies.default import DefaultSearch
 from tunekit.strategies.forest import ForestSearch
 from tunekit.strategies.optuna_tpe import OptunaGPSearch
+
+from tunekit.config import Config
 from tunekit.strategy import SearchContext
 from tunekit.trial import Trial
 

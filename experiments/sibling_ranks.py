@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from leave_family_out import _spaces  # noqa: E402
-from learned_search import markdown  # noqa: E402
+from learned_search import markdown
+from leave_family_out import _spaces
 
-from tunekit.compare import same_kernel_elsewhere  # noqa: E402
-from tunekit.config import config_json  # noqa: E402
-from tunekit.keys import key_distance  # noqa: E402
-from tunekit.recorded import RecordedSpace  # noqa: E402
+from tunekit.compare import same_kernel_elsewhere
+from tunekit.config import config_json
+from tunekit.keys import key_distance
+from tunekit.recorded import RecordedSpace
 
 
 def _fastest_first(space: RecordedSpace) -> list[str]:
@@ -55,7 +55,8 @@ def table(manifest: Path, within: float) -> str:
     rows = []
     for name in sorted(n for n in spaces if elsewhere[n]):
         here = spaces[name]
-        good = {config_json(here.config(r)) for r in here.records if r.ok and r.time_ms <= here.optimum_ms * within}
+        limit = here.optimum_ms * within
+        good = {config_json(here.config(r)) for r in here.records if r.ok and r.time_ms <= limit}
         siblings = sorted(elsewhere[name], key=lambda other: key_distance(here.key(), spaces[other].key()))
         orders = [_fastest_first(spaces[other]) for other in siblings]
         positions = [first_within(order, good) for order in orders]

@@ -59,8 +59,8 @@ def _run(site: str | None, corpus: str, space: str | None, strategy: str, option
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
-    command = [sys.executable, __file__, "--worker", "--corpus", corpus, "--strategy", strategy, "--options", options,
-               "--seed", str(seed), "--budget", str(budget), *(["--space", space] if space else [])]
+    command = [sys.executable, __file__, "--worker", "--corpus", corpus, "--strategy", strategy,
+               "--options", options, "--seed", str(seed), "--budget", str(budget), *(["--space", space] if space else [])]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=HERE.parent, check=False)
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")

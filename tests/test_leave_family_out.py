@@ -245,8 +245,9 @@ def test_the_gp_share_candidate_the_protocol_judged_is_default_with_gp_fraction(
     """The runs that judged ``default-gp15`` (``experiments/gp_share.py``, designs-gp-share.json)
     stand for ``DefaultSearch(gp_fraction=0.15)``: on a recorded corpus space both measure the same
     configs in the same order, in two seeds, the store empty and holding another shape."""
-    from tunekit.compare import replay
     from tunekit.strategies import DefaultSearch
+
+    from tunekit.compare import replay
 
     gp_share = experiment("gp_share")
     corpus = EXPERIMENTS / "corpus" / "h200"

@@ -650,15 +650,16 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
     def warm_start(**options) -> list:
         strategy = DefaultSearch(**options)
         strategy.start(context)
-        return [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:options["warm_start"]]]
+        order = strategy._warm_start_first(predicted, context)[:options["warm_start"]]
+        return [config_json(configs[i]) for i in order]
 
     prior = [config_json(configs[i]) for i in predicted[:2]]
-    assert warm_start(warm_keys=4, warm_start=8) == [config_json(c) for c in (first[2], first[16], first[64])] + \
-        prior[:1] + [config_json(c) for c in (second[2], second[16], second[64])] + prior[1:]
-    assert warm_start(warm_keys=1, warm_start=4) == [config_json(first[2]), prior[0], config_json(second[2]), prior[1]]
-    found = [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4),
-                                                     history, toy_trial, evals=4, key=here)]
-    assert found[:3] == [config_json(first[m]) for m in (2, 16, 64)]  # what a tuning measures first
+    firsts, seconds = ([config_json(c[m]) for m in (2, 16, 64)] for c in (first, second))
+    assert warm_start(warm_keys=4, warm_start=8) == [*firsts, prior[0], *seconds, prior[1]]
+    assert warm_start(warm_keys=1, warm_start=4) == [firsts[0], prior[0], seconds[0], prior[1]]
+    found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4), history, toy_trial, evals=4,
+                             key=here)
+    assert [config_json(c) for c in found[:3]] == firsts  # what a tuning measures first
     with pytest.raises(ValueError, match="warm_keys"):
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
@@ -686,7 +687,8 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(monkeypat
             return found
 
     monkeypatch.setattr(default, "OptunaGPSearch", Recorded)
-    found = run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=40, batch=batch)
+    found = run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=40,
+                             batch=batch)
     assert len({config_json(c) for c in found}) == len(found) == 40
     (gp,) = made
     taken = {config_json(c) for c in gp.proposed} & {config_json(c) for c in found}
