@@ -67,8 +67,8 @@ Giving 15 % of the forest's ranked proposals to Optuna's Gaussian process (``gp_
 was chosen by every fold of the same protocol (``experiments/results/gp-share/``: held out, 96.4 %
 of runs within 2 % against 95.1 %, after 20 / 50 / 200 evaluations 1.091 / 1.029 / 1.004 against
 1.092 / 1.032 / 1.005), proposed after reading on which spaces ``optuna-gp`` and ``default`` miss.
-It is off by default until what it costs where tunings are short (it makes an Optuna study at
-every start) and on the largest space has been measured.
+It is off by default until what it costs a short tuning has been measured (it makes an Optuna
+study at every start); on the largest space it took 14.7 ms per proposed config against 10.5.
 """
 
 from __future__ import annotations
