@@ -701,6 +701,8 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(monkeypat
     assert made == []
     with pytest.raises(ValueError, match="gp_fraction"):
         run_at_a_new_key(DefaultSearch(gp_fraction=1.5), (), toy_trial, evals=1)
+    with pytest.raises(ValueError, match="gp_fraction"):
+        run_at_a_new_key(DefaultSearch(gp_fraction="0.1"), (), toy_trial, evals=1)
 
 
 def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
