@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -182,8 +181,9 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
         if isinstance(self.warm_keys, bool) or not isinstance(self.warm_keys, int) or self.warm_keys < 1:
             raise ValueError(f"DefaultSearch(warm_keys={self.warm_keys!r}): expected an int of at least 1")
-        if (isinstance(self.gp_fraction, bool) or not isinstance(self.gp_fraction, numbers.Real)
-                or not 0.0 <= self.gp_fraction <= 1.0):
+        gp_fraction: object = self.gp_fraction  # checked as given, whatever its annotation says
+        if isinstance(gp_fraction, bool) or not isinstance(gp_fraction, (int, float)) \
+                or not 0 <= gp_fraction <= 1:
             raise ValueError(f"DefaultSearch(gp_fraction={self.gp_fraction!r}): expected a share in [0, 1]")
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
