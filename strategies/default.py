@@ -222,7 +222,8 @@ class DefaultSearch(ForestSearch):
         for trial in context.history:
             if trial.ok and trial.key is not None and trial.key != here:
                 by_key.setdefault(trial.key, []).append(trial)
-        nearest = sorted(by_key, key=lambda other: key_distance(here, other))[:self.warm_keys]  # ties: the first stored
+        # ties: the first stored
+        nearest = sorted(by_key, key=lambda other: key_distance(here, other))[:self.warm_keys]
         rankings = []
         for key in (other for other in nearest if alike(here, other)):
             stored = [context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
