@@ -240,25 +240,3 @@ def test_corpus_versions_extend_each_other_and_their_recordings_are_intact(exper
         corpus.freeze(manifest)
     assert json.loads(manifest.read_text()) == {"version": "v9", "spaces": []}
 
-
-def test_the_gp_share_candidate_the_protocol_judged_is_default_with_gp_fraction(experiment):
-    """The runs that judged ``default-gp15`` (``experiments/gp_share.py``, designs-gp-share.json)
-    stand for ``DefaultSearch(gp_fraction=0.15)``: on a recorded corpus space both measure the same
-    configs in the same order, asked one at a time as replays ask, in two seeds, the store empty
-    and holding another shape, and the GP had turns in each."""
-    import math
-
-    from tunekit.compare import replay
-    from tunekit.config import config_json
-    from tunekit.strategies import DefaultSearch
-
-    gp_share = experiment("gp_share")
-    corpus = EXPERIMENTS / "corpus" / "h200"
-    space, other = (read_space(corpus / f"cross_entropy-{name}.json.gz")
-                    for name in ("rows2k_vocab32k", "rows4k_vocab128k"))
-    for seed, history in ((0, ()), (1, (other,))):
-        judged, library = gp_share.GPShareDefault(gp_fraction=0.15), DefaultSearch(gp_fraction=0.15)
-        for strategy in (judged, library):
-            replay(space, strategy, seed, 60, history=list(history))
-        assert [config_json(t.config) for t in library._here] == [config_json(t.config) for t in judged._here], seed
-        assert len(library._here) > 30 and math.floor(library._forest_turns * 0.15) >= 2, seed
