@@ -189,11 +189,7 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
         self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
-        self._gp: OptunaGPSearch | None = None
-        if self.gp_fraction > 0:
-            # no random start of its own: it is told every trial of the tuning, the start's included
-            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1)
-            self._gp.start(context)
+        self._gp: OptunaGPSearch | None = None  # made at its first turn (_gp_picks)
         self._positions: np.ndarray | None = None  # each config's value positions in the domains, made on first use
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
@@ -264,17 +260,34 @@ class DefaultSearch(ForestSearch):
 
     def _ranked(self, count: int) -> list[Config]:
         """``count`` proposals of the forest's ranking, a ``gp_fraction`` of whose turns go to the
-        Gaussian process (those it proposes that were tried meanwhile go back to the forest)."""
+        Gaussian process."""
         turns = self._share(self._forest_turns, count, self.gp_fraction)
         self._forest_turns += count
-        from_gp = []
-        if self._gp is not None and turns > 0:
-            for config in self._gp.ask(turns):
-                index = self.context.space.index(config)
-                if index is not None and not self._tried[index]:
-                    self._tried[index] = True
-                    from_gp.append(config)
+        from_gp = self._gp_picks(turns) if turns > 0 else []
         return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])
+
+    def _gp_picks(self, turns: int) -> list[Config]:
+        """Up to ``turns`` configs of the Gaussian process, among the untried ones that no model
+        here expects to fail (the failure forest and the prior as of the last fit, the
+        shared-memory model): none before the forest's first fit. The GP is made at its first
+        turn and told every trial of the tuning so far (no random start of its own), so that a
+        tuning that ends before makes no Optuna study."""
+        allowed = ~(self._tried | self._too_large | self._prior_failing | self._expected_to_fail)
+        if self._model is None or not allowed.any():
+            return []
+        if self._gp is None:
+            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1)
+            self._gp.start(self.context)
+            self._gp.exclude([self._configs[i] for i in np.flatnonzero(self._tried)])
+            self._gp.tell(self._here)
+        self._gp.restrict(allowed)
+        picks = []
+        for config in self._gp.ask(turns):
+            index = self._position(config)
+            if allowed[index]:  # always, unless the GP broke its restriction
+                self._tried[index] = True
+                picks.append(config)
+        return picks
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)

@@ -105,6 +105,7 @@ class OptunaSearch(Strategy):
         self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()
         self._all_params: list[dict] | None = None  # Optuna's parameters of every config, when first needed
+        self._allowed: np.ndarray | None = None  # which configs may be proposed (restrict); None: all
         self._ids = [config_json(c) for c in self._configs]
         self._encoded = context.space.encoded()
         self._scale = np.maximum(np.ptp(self._encoded, axis=0), 1.0) if len(self._configs) else np.empty(0)
@@ -136,17 +137,22 @@ class OptunaSearch(Strategy):
     def _untried_params(self, limit: int) -> list[dict]:
         """Optuna's parameters of at most ``limit`` valid configs not proposed yet (a seeded sample
         when there are more): the candidates the GP's acquisition is maximised over."""
-        untried = [i for i, cid in enumerate(self._ids) if cid not in self._proposed]
+        untried = self._unproposed()
         if len(untried) > limit:
             untried = sorted(self._rng.choice(untried, size=limit, replace=False))
         if self._all_params is None:
             self._all_params = [self._optuna_params(config) for config in self._configs]
         return [self._all_params[i] for i in untried]
 
+    def _unproposed(self) -> list[int]:
+        """Indices of the configs neither proposed nor left out by ``restrict``."""
+        return [i for i, cid in enumerate(self._ids)
+                if cid not in self._proposed and (self._allowed is None or self._allowed[i])]
+
     def _nearest_untried(self, params: dict) -> Config | None:
         """The unproposed valid config closest to a rejected draw (L1 over the Space's encoding,
         each parameter scaled to its range): where the sampler wanted to go, made feasible."""
-        untried = [i for i, cid in enumerate(self._ids) if cid not in self._proposed]
+        untried = self._unproposed()
         if not untried:
             return None
         target = self.context.space.encode(params)
@@ -161,7 +167,7 @@ class OptunaSearch(Strategy):
             trial = self._study.ask(self._distributions)
             params = {name: self._decoders[name](value) for name, value in trial.params.items()}
             config = self.context.space.canonical(params)
-            if config is None or config_json(config) in self._proposed:
+            if config is None or config_json(config) in self._proposed or not self._permitted(config):
                 self._study.tell(trial, state=TrialState.FAIL)  # rejected or repeated: draw again, for free
                 continue
             self._asked[config_json(config)] = trial
@@ -183,6 +189,21 @@ class OptunaSearch(Strategy):
         """Never propose ``configs``: another strategy sharing the tuning proposed them (its
         results still come through ``tell``)."""
         self._proposed.update(config_json(config) for config in configs)
+
+    def restrict(self, allowed: np.ndarray | None) -> None:
+        """Until the next call, propose only the configs where ``allowed`` is true (a mask over
+        ``space.configs()``; None: any config): another strategy sharing the tuning expects the
+        others to fail. Unlike ``exclude``, this is not for good: its models may change their mind."""
+        if allowed is not None and len(allowed) != len(self._ids):
+            raise ValueError(f"{type(self).__name__}.restrict: a mask of {len(allowed)} configs for a Space "
+                             f"of {len(self._ids)}")
+        self._allowed = None if allowed is None else np.asarray(allowed, dtype=bool)
+
+    def _permitted(self, config: Config) -> bool:
+        if self._allowed is None:
+            return True
+        index = self.context.space.index(config)
+        return index is not None and bool(self._allowed[index])
 
     def tell(self, trials: Sequence[Trial]) -> None:
         from optuna.trial import create_trial

@@ -705,6 +705,51 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(monkeypat
         run_at_a_new_key(DefaultSearch(gp_fraction="0.1"), (), toy_trial, evals=1)
 
 
+def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(monkeypatch):
+    """Injected: the store holds another key where the 128x128 tiles failed (as the toy's do here).
+    Survives: with every forest turn the Gaussian process's (``gp_fraction=1``), the GP proposes
+    no config the prior expects to fail, in 30 evaluations of 3 seeds, while proposing a share of
+    them. Without the store, once this key's first 128x128 tile failed, the GP proposes no other
+    (10 seeds, 40 evaluations; the failure forest rules them out). A tuning that ends within its
+    space-filling start makes no GP at all."""
+    from tunekit.strategies import default, optuna_tpe
+    from tunekit.testing.strategies import toy_trial
+    from tunekit.trial import Status, Trial
+
+    made = []
+
+    class Recorded(optuna_tpe.OptunaGPSearch):
+        def __init__(self, **options):
+            super().__init__(**options)
+            self.proposed = []
+            made.append(self)
+
+        def ask(self, n):
+            found = super().ask(n)
+            self.proposed += found
+            return found
+
+    monkeypatch.setattr(default, "OptunaGPSearch", Recorded)
+    key = TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}')
+    history = tuple(Trial(c, Status.OUT_OF_RESOURCES, key=key) if not toy_trial(c).ok else
+                    Trial(c, Status.OK, toy_trial(c).timing, key=key) for c in toy_space().configs())
+    for seed in range(3):
+        found = run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), history, toy_trial, evals=30,
+                                 seed=seed)
+        gp = made.pop()
+        assert len(gp.proposed) >= 5, len(gp.proposed)
+        assert all(toy_trial(c).ok for c in gp.proposed), [c for c in gp.proposed if not toy_trial(c).ok]
+        assert len(found) == 30
+    # without the store, the failure forest of this key's trials: after the first failure, no GP pick fails
+    for seed in range(10):
+        found = run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), toy_trial, evals=40, seed=seed)
+        gp = made.pop()
+        first_failure = next(config_json(c) for c in found if not toy_trial(c).ok)
+        assert {config_json(c) for c in gp.proposed if not toy_trial(c).ok} <= {first_failure}, seed
+    run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=10)
+    assert made == []
+
+
 def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
     """Injected: a flat mapping ``{"M": 1}`` (what the conformance checks once passed) as the key.
     Before, it became an empty key silently; now it is a TypeError naming the expected form."""
