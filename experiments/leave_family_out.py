@@ -96,10 +96,11 @@ def contenders(designs: dict[str, dict], baselines: Sequence[str]) -> dict[str, 
 
 
 def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int, budget: int, jobs: int,
-               stop_after: float | None, transfer: Sequence[str] = ()) -> None:
+               stop_after: float | None, transfer: Sequence[str] = (), only: Sequence[str] = ()) -> None:
     """Replay what ``out/runs.jsonl.gz`` lacks: every label on every space, and each label of
     ``transfer`` again, as "LABEL + store", on every space of a kernel recorded at other shapes
-    with the store holding those shapes (leave one shape out)."""
+    with the store holding those shapes (leave one shape out). ``only``: these labels' runs
+    alone (a share of the work for one machine; the runs files of several are concatenated)."""
     target = out / "runs.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
@@ -111,6 +112,8 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
              for name in names for label, (strategy, options) in labels.items() for seed in range(seeds)]
     tasks += [(str(manifest), name, f"{label} + store", *labels[label], seed, budget, tuple(elsewhere[name]))
               for name in names if elsewhere[name] for label in transfer for seed in range(seeds)]
+    if only:
+        tasks = [task for task in tasks if task[2] in only]
     replay_missing(tasks, target, done, jobs, stop_after)
 
 
@@ -360,6 +363,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--stop-after", type=float, default=None, help="stop starting tunings after S seconds")
+    parser.add_argument("--only", action="append", default=[], metavar="LABEL",
+                        help='replay only this label\'s runs (repeat; "LABEL + store" for its transfer runs)')
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--replay-only", action="store_true", help="replay, and leave the report for later")
     parser.add_argument("--time-alone", type=int, default=0, metavar="SEEDS",
@@ -376,7 +381,7 @@ def main() -> None:
         time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone)
     if not args.report_only:
         replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
-                   args.stop_after, args.transfer)
+                   args.stop_after, args.transfer, args.only)
     if args.replay_only:
         return
     text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)
