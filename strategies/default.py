@@ -267,12 +267,15 @@ class DefaultSearch(ForestSearch):
         return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])
 
     def _gp_picks(self, turns: int) -> list[Config]:
-        """Up to ``turns`` configs of the Gaussian process, among the untried ones that no model
-        here expects to fail (the failure forest and the prior as of the last fit, the
-        shared-memory model): none before the forest's first fit. The GP is made at its first
-        turn and told every trial of the tuning so far (no random start of its own), so that a
-        tuning that ends before makes no Optuna study."""
-        allowed = ~(self._tried | self._too_large | self._prior_failing | self._expected_to_fail)
+        """Up to ``turns`` configs of the Gaussian process, among the untried ones that neither
+        failed at the kernel's other keys (by the prior) nor exceed shared memory (by the model of
+        the compiles' reports): none before the forest's first fit. This key's failure forest does
+        not restrict it: told a failure as twice the slowest time, the GP learns where configs
+        fail, and ruling out what that forest doubts (at ``failure_threshold``, a one-in-ten chance)
+        kept it off the optima next to failing configs (``experiments/results/gp-share/``). The GP
+        is made at its first turn and told every trial of the tuning so far (no random start of its
+        own), so that a tuning that ends before makes no Optuna study."""
+        allowed = ~(self._tried | self._too_large | self._prior_failing)
         if self._model is None or not allowed.any():
             return []
         if self._gp is None:

@@ -84,7 +84,6 @@ class ForestSearch(Strategy):
         self._space_features = np.empty((0, 0))
         self._tree_rows: dict = {}  # tree -> its predictions for every config of the Space
         self._too_large = np.zeros(len(self._configs), dtype=bool)  # predicted not to fit in shared memory
-        self._expected_to_fail = np.zeros(len(self._configs), dtype=bool)  # by _failing, at the last fit
         self._learn_shared_memory(self._trials)
 
     def tell(self, trials: Sequence[Trial]) -> None:
@@ -152,9 +151,7 @@ class ForestSearch(Strategy):
         # over the trees, config by config; kept, in the ranking's order, for DefaultSearch's early stop
         mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0)
         score = mean - self.kappa * spread
-        failing = self._failing(scored, features)
-        self._expected_to_fail[scored] = failing
-        score[failing] = np.inf
+        score[self._failing(scored, features)] = np.inf
         order = np.argsort(score, kind="stable")
         self._scored, self._mean_log, self._spread_log = scored[order], mean[order], spread[order]
 
