@@ -377,6 +377,11 @@ def main() -> None:
         if label not in designs and label not in baselines or label.startswith("kt:"):
             parser.error(f"--transfer {label}: name a design or a tunekit baseline (Kernel Tuner's strategies "
                          "take no store)")
+    replayable = {*contenders(designs, baselines), *(f"{label} + store" for label in args.transfer)}
+    for label in args.only:
+        if label not in replayable:
+            parser.error(f"--only {label!r}: not a design, a baseline or a --transfer label's \"+ store\" runs "
+                         f"({', '.join(sorted(replayable))})")
     if args.time_alone:
         time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone)
     if not args.report_only:

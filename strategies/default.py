@@ -267,41 +267,33 @@ class DefaultSearch(ForestSearch):
         return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])
 
     def _gp_picks(self, turns: int) -> list[Config]:
-        """Up to ``turns`` configs of the Gaussian process, among the untried ones that neither
-        failed at the kernel's other keys (by the prior) nor exceed shared memory (by the model of
-        the compiles' reports): none before the forest's first fit. This key's failure forest does
-        not restrict it: told a failure as twice the slowest time, the GP learns where configs
-        fail, and ruling out what that forest doubts (at ``failure_threshold``, a one-in-ten chance)
-        kept it off the optima next to failing configs (``experiments/results/gp-share/``). The GP
-        is made at its first turn and told every trial of the tuning so far (no random start of its
-        own), so that a tuning that ends before makes no Optuna study."""
+        """Up to ``turns`` configs of the Gaussian process, among the untried ones that neither the
+        prior expects to fail (the forest of the kernel's other keys' trials, where they failed)
+        nor the model of the compiles' reports expects to exceed shared memory; none before this
+        key's forest has fit (while no config has run here, the GP would model failures alone).
+        This key's failure forest does not restrict it: told a failure as twice the slowest time,
+        the GP learns where configs fail, and ruling out what that forest, fit on this tuning's
+        few trials, doubts at ``failure_threshold`` kept the GP off the optima next to failing
+        configs on the pnpoly spaces (``experiments/results/gp-known-failures/``). The GP is made
+        at its first turn and told every trial of the tuning so far (no random start of its own),
+        so that a tuning that ends before makes no Optuna study."""
         allowed = ~(self._tried | self._too_large | self._prior_failing)
-        if self._model is None or not allowed.any():
+        turns = min(turns, int(allowed.sum()))
+        if self._model is None or turns == 0:
             return []
         if self._gp is None:
             self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1)
             self._gp.start(self.context)
-            self._gp.exclude([self._configs[i] for i in np.flatnonzero(self._tried)])
             self._gp.tell(self._here)
-        self._gp.restrict(allowed)
-        picks = []
-        for config in self._gp.ask(turns):
-            index = self._position(config)
-            if allowed[index]:  # always, unless the GP broke its restriction
-                self._tried[index] = True
-                picks.append(config)
+        self._gp.restrict(allowed)  # the untried configs only: what the others proposed too
+        picks = self._gp.ask(turns)
+        self._mark(picks)
         return picks
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)
         if self._gp is not None:
             self._gp.tell(trials)
-
-    def _take(self, indices) -> list[Config]:
-        chosen = super()._take(indices)
-        if self._gp is not None:
-            self._gp.exclude(chosen)
-        return chosen
 
     @staticmethod
     def _share(done: int, n: int, fraction: float) -> int:

@@ -3,12 +3,13 @@
 Domains of powers of two are searched as integer exponents, other domains as categories. A
 proposal the Space's constraints reject, or one already proposed (TPE repeats itself in a finite
 space), is told to Optuna as failed and drawn again, without spending budget; after
-``max_redraws`` such draws the nearest untried valid config to the last one is taken instead.
-Optuna is told log times (Optuna's GP models its values as a smooth function; a time's log
-varies far more evenly over a Space than the time). A config that failed to compile or run is
-told as a completed trial twice as slow as the slowest time so far, since TPE learns nothing
-from failed trials; before any config ran, as ``FAILURE_PENALTY`` ms (its log, about 28, where
-times of 1 us to 1 s give -7 to 7: an outlier the GP's fit has to absorb until configs run).
+``max_redraws`` such draws the nearest untried valid config to the last one (of those ``restrict``
+allows) is taken instead. Optuna is told log times (Optuna's GP models its values as a smooth
+function; a time's log varies far more evenly over a Space than the time). A config that failed
+to compile or run is told as a completed trial twice as slow as the slowest time so far, since
+TPE learns nothing from failed trials; before any config ran, as ``FAILURE_PENALTY`` ms (its log,
+about 28, where times of 1 us to 1 s give -7 to 7: an outlier the GP's fit has to absorb until
+configs run).
 Batches use TPE's constant liar, so that the configs of one batch differ. When the store holds
 the kernel's trials on other keys, their best configs are enqueued first (cross-shape warm start).
 
@@ -64,7 +65,8 @@ class OptunaSearch(Strategy):
     Args:
         sampler: ``"tpe"`` (default), ``"gp"``, ``"cmaes"`` or ``"random"``.
         n_startup_trials: random proposals before TPE models the results.
-        max_redraws: draws per proposal before the nearest untried valid config is taken instead.
+        max_redraws: draws per proposal before the nearest untried valid (and allowed) config is
+            taken instead.
         warm_start: best configs of other keys (from the store) proposed first.
     """
 
@@ -151,7 +153,8 @@ class OptunaSearch(Strategy):
 
     def _nearest_untried(self, params: dict) -> Config | None:
         """The unproposed valid config closest to a rejected draw (L1 over the Space's encoding,
-        each parameter scaled to its range): where the sampler wanted to go, made feasible."""
+        each parameter scaled to its range), of those ``restrict`` allows: where the sampler wanted
+        to go, made feasible."""
         untried = self._unproposed()
         if not untried:
             return None
@@ -163,6 +166,8 @@ class OptunaSearch(Strategy):
         from optuna.trial import TrialState
 
         params: dict = {}
+        if self._allowed is not None and not self._unproposed():
+            return None  # nothing left to draw from (the GP's acquisition would search a continuous space)
         for _ in range(self.max_redraws):
             trial = self._study.ask(self._distributions)
             params = {name: self._decoders[name](value) for name, value in trial.params.items()}
@@ -185,19 +190,15 @@ class OptunaSearch(Strategy):
             batch.append(config)
         return batch
 
-    def exclude(self, configs: Sequence[Config]) -> None:
-        """Never propose ``configs``: another strategy sharing the tuning proposed them (its
-        results still come through ``tell``)."""
-        self._proposed.update(config_json(config) for config in configs)
-
     def restrict(self, allowed: np.ndarray | None) -> None:
         """Until the next call, propose only the configs where ``allowed`` is true (a mask over
-        ``space.configs()``; None: any config): another strategy sharing the tuning expects the
-        others to fail. Unlike ``exclude``, this is not for good: its models may change their mind."""
+        ``space.configs()``, copied; None: any config): a strategy that shares the tuning with this
+        one proposed the others or expects them to fail. A queued config (the warm start) that
+        the mask forbids when drawn is told as failed and not queued again."""
         if allowed is not None and len(allowed) != len(self._ids):
             raise ValueError(f"{type(self).__name__}.restrict: a mask of {len(allowed)} configs for a Space "
                              f"of {len(self._ids)}")
-        self._allowed = None if allowed is None else np.asarray(allowed, dtype=bool)
+        self._allowed = None if allowed is None else np.array(allowed, dtype=bool)
 
     def _permitted(self, config: Config) -> bool:
         if self._allowed is None:

@@ -144,18 +144,38 @@ def test_the_transfer_score_counts_slowed_spaces_before_the_mean_gain(transfer):
     assert min(scores, key=scores.get) == "near"
 
 
+def test_only_names_a_label_to_replay_or_is_refused(protocol, monkeypatch, tmp_path, capsys):
+    """``--only`` with a label the command would not replay (a typo, or a transfer label without
+    its ``--transfer``) stops before anything is replayed or written, naming the label."""
+    designs = tmp_path / "designs.json"
+    designs.write_text('{"default-a": {"strategy": "default", "options": {"gp_fraction": 0.0}}}')
+    for only in ("defualt-a", "default-a + store"):
+        monkeypatch.setattr(sys, "argv", ["leave_family_out.py", "--designs", str(designs), "--baseline", "random",
+                                          "--only", only, "--out", str(tmp_path / "out")])
+        with pytest.raises(SystemExit):
+            protocol.main()
+        assert f"--only {only!r}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_every_design_names_the_options_that_changed(protocol):
     """Designs replay as they were run whatever DefaultSearch's defaults become: each names
     ``warm_spread``, which changed after the first rounds ran (0 in theirs: the option did not
     exist), those of later rounds every option whose default changed before them, and every
     design of ``DefaultSearch`` names ``alignment``, off in every file before the one that judged
     it (``designs-alignment.json``, whose ``default-alignment`` is ``alignment_all``'s) and on in
-    every file after it."""
+    every file after it; and every design of ``DefaultSearch`` or a subclass names ``gp_fraction``
+    (0 in every design but the GP share's candidates), whose default may change."""
     import json
+
+    from tunekit.strategies import DefaultSearch
+    from tunekit.strategy import make_strategy
 
     steps = {"refit_trees": 8, "refit_trees_after": 50, "random_fraction": 0.1, "local_radius": 2, "warm_spread": 3}
     later = {"designs-steps.json": {**steps, "alignment": False},
-             "designs-gp-share.json": {**steps, "alignment": True}}
+             "designs-gp-share.json": {**steps, "alignment": True},
+             "designs-gp-checked.json": {**steps, "alignment": True}}
+    shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
@@ -165,6 +185,10 @@ def test_every_design_names_the_options_that_changed(protocol):
             else:
                 pinned = later.get(path.name, {"warm_spread": 0, "alignment": False})
             assert {name: design["options"].get(name) for name in pinned} == pinned, (path.name, label)
+            strategy = make_strategy(design["strategy"], **design["options"])
+            if isinstance(strategy, DefaultSearch):  # its subclasses of experiments/ too
+                assert "gp_fraction" in design["options"], (path.name, label)
+                assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
 
 
 def test_heldout_figures_from_compare_outputs(experiment, tmp_path):

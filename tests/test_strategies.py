@@ -709,10 +709,11 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     """Injected: the store holds another key where the 128x128 tiles failed (as the toy's do here).
     Survives: with every forest turn the Gaussian process's (``gp_fraction=1``), the GP proposes
     no config the prior expects to fail, in 30 evaluations of 3 seeds, while proposing a share of
-    them. Without the store, once a tile over the shared memory failed (a third of the Space's
+    them. Without the store, where the tiles over the shared memory fail (a third of the Space's
     tiles; large tiles fastest), fewer than a quarter as many of the GP's picks fail (10 seeds, 40
-    evaluations): it is kept off the tiles the compiles' reports predict too large.
-    A tuning that ends within its space-filling start makes no GP at all."""
+    evaluations; the start's failures teach the model first): it is kept off the tiles the
+    compiles' reports predict too large. A tuning that ends within its space-filling start, or
+    where every config fails, makes no GP at all."""
     from tunekit.space import Space
     from tunekit.strategies import default, optuna_tpe
     from tunekit.testing.strategies import toy_trial
@@ -756,20 +757,49 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
         return Trial(config, Status.OK, Timing(t, t, t), shared_bytes=shared)
 
     space_share = sum(not tile_trial(c).ok for c in space.configs()) / len(space.configs())  # 34 %
-    gp_picks_later = []
+    gp_picks = []
     for seed in range(10):
-        found = run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), tile_trial, evals=40,
-                                 seed=seed, space=space)
-        gp = made.pop()
-        first_failure = next(i for i, c in enumerate(found) if not tile_trial(c).ok)
-        later = {config_json(c) for c in found[first_failure + 1:]}
-        gp_picks_later += [c for c in gp.proposed if config_json(c) in later]
-    # the model predicts from few reports at first: some picks still fail (8 of 205 here; 43 of 196
+        run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), tile_trial, evals=40, seed=seed,
+                         space=space)
+        gp_picks += made.pop().proposed
+    # the model predicts from few reports at first: some picks still fail (8 of 204 here; 43 of 195
     # when the GP is not kept off what the model rules out)
-    failing_share = sum(not tile_trial(c).ok for c in gp_picks_later) / len(gp_picks_later)
-    assert len(gp_picks_later) >= 100 and failing_share < space_share / 4, (failing_share, space_share)
+    failing_share = sum(not tile_trial(c).ok for c in gp_picks) / len(gp_picks)
+    assert len(gp_picks) >= 100 and failing_share < space_share / 4, (failing_share, space_share)
     run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=10)
+    # every config fails: the forest never fits, and a GP would model failures alone
+    run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), lambda c: Trial(c, Status.RUNTIME_ERROR),
+                     evals=30)
     assert made == []
+
+
+def test_optuna_restrict_keeps_proposals_within_a_mask_and_ends_when_it_is_spent():
+    """``OptunaSearch.restrict``: proposals only where the mask allows (for TPE, whose draws it
+    refuses, and for the GP, whose candidates it filters), none once every allowed config was
+    proposed (without a draw: the GP's would search a continuous space), any config again after
+    ``restrict(None)``;
+    a mask of the wrong length is refused by name."""
+    import numpy as np
+
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+
+    space = toy_space()
+    configs = space.configs()
+    allowed = np.zeros(len(configs), dtype=bool)
+    allowed[::4] = True
+    for sampler in ("tpe", "gp"):
+        search = OptunaSearch(sampler=sampler, n_startup_trials=2)
+        search.start(SearchContext(space, Budget(evals=100), TOY_KEY, 0, ()))
+        search.restrict(allowed)
+        found = [config_json(c) for _ in range(int(allowed.sum())) for c in search.ask(1)]
+        assert sorted(found) == sorted(config_json(configs[i]) for i in np.flatnonzero(allowed)), sampler
+        drawn = len(search._study.trials)
+        assert search.ask(2) == [] and len(search._study.trials) == drawn, sampler  # no draw was made
+        search.restrict(None)
+        assert len(search.ask(1)) == 1
+        with pytest.raises(ValueError, match="restrict: a mask of 3 configs"):
+            search.restrict(np.ones(3, dtype=bool))
 
 
 def test_a_key_that_is_not_a_tuning_key_or_its_stored_form_is_refused():
