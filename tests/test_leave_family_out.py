@@ -174,7 +174,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     steps = {"refit_trees": 8, "refit_trees_after": 50, "random_fraction": 0.1, "local_radius": 2, "warm_spread": 3}
     later = {"designs-steps.json": {**steps, "alignment": False},
              "designs-gp-share.json": {**steps, "alignment": True},
-             "designs-gp-checked.json": {**steps, "alignment": True}}
+             "designs-gp-checked.json": {**steps, "alignment": True},
+             "designs-gp-known-failures.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}

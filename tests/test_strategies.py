@@ -269,7 +269,8 @@ def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, align
 
     monkeypatch.setattr(RandomForest, "fit", recording)
     space = tunekit.Space(BLOCK=[16, 32, 48, 64], num_warps=[1, 2, 4, 8], num_stages=[1, 2, 3])
-    search = DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment)
+    search = DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment,
+                           gp_fraction=0.0)  # the forest's turns all: a fit at each
     run_at_a_new_key(search, history_at_another_key(space.configs()), trial_of, 30, space=space, batch=1)
     # the encoding's 3 columns, BLOCK's alignment, the key's M (and the prior's prediction, but in the prior)
     widths = {3 + alignment + 1, 3 + alignment + 1 + 1}
