@@ -69,10 +69,10 @@ memory, was chosen by every fold of the same protocol (``experiments/results/gp-
 held out, 96.4 % of runs within 2 % against 95.1 %, after 20 / 50 / 200 evaluations 1.091 / 1.029
 / 1.004 against 1.092 / 1.032 / 1.005). It was proposed after reading on which spaces ``optuna-gp``
 and ``default`` miss, and its filter after a first round in which this key's failure forest also
-restricted the GP, which lost runs on the pnpoly spaces. On the largest space it took 19.6 ms of
-CPU per proposed config against 13.5 (one core of the CPU machine, alone); a tuning that ends
-before the GP's first turn (at the 16th evaluation or later, without the store) makes no Optuna
-study.
+restricted the GP, which lost runs on the pnpoly spaces (the choice between the two was made by
+hand). On the largest space it took 19.6 ms of CPU per proposed config against 13.5 (one core of
+the CPU machine, alone); a tuning that ends before the GP's first turn (about the 16th evaluation
+without the store) makes no Optuna study.
 """
 
 from __future__ import annotations
@@ -277,10 +277,11 @@ class DefaultSearch(ForestSearch):
         key's forest has fit (while no config has run here, the GP would model failures alone).
         This key's failure forest does not restrict it: told a failure as twice the slowest time,
         the GP learns where configs fail, and ruling out what that forest, fit on this tuning's
-        few trials, doubts at ``failure_threshold`` kept the GP off the optima next to failing
-        configs on the pnpoly spaces (``experiments/results/gp-known-failures/``). The GP is made
-        at its first turn and told every trial of the tuning so far (no random start of its own),
-        so that a tuning that ends before makes no Optuna study."""
+        few trials, doubts at ``failure_threshold`` lost runs on the pnpoly spaces
+        (``experiments/results/gp-known-failures/``). The GP is made at its first turn and told
+        every trial of the tuning so far (no random start of its own), so that a tuning that ends
+        before makes no Optuna study. In asks of several configs, a turn that falls before the
+        forest's first fit goes to the forest."""
         allowed = ~(self._tried | self._too_large | self._prior_failing)
         turns = min(turns, int(allowed.sum()))
         if self._model is None or turns == 0:
