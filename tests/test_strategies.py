@@ -778,8 +778,7 @@ def test_optuna_restrict_keeps_proposals_within_a_mask_and_ends_when_it_is_spent
     """``OptunaSearch.restrict``: proposals only where the mask allows (for TPE, whose draws it
     refuses, and for the GP, whose candidates it filters), none once every allowed config was
     proposed (without a draw: the GP's would search a continuous space), any config again after
-    ``restrict(None)``;
-    a mask of the wrong length is refused by name."""
+    ``restrict(None)``; a mask of the wrong length is refused by name."""
     import numpy as np
 
     from tunekit.budget import Budget
