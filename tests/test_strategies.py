@@ -665,14 +665,10 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
 
-@pytest.mark.parametrize("batch", [1, 4])
-def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(monkeypatch, batch):
-    """``gp_fraction=0.5``: after the space-filling start, half the proposals the forest's ranking
-    would make are the Gaussian process's (told every trial, the start's included), and no config is
-    proposed twice, in asks of one config and of four (where the GP could pick one the same ask's
-    local or random share took). With ``gp_fraction=0`` no GP is made."""
+@pytest.fixture
+def gps_made(monkeypatch) -> list:
+    """Every GP a ``DefaultSearch`` makes, in order, each with ``proposed``: the configs it proposed."""
     from tunekit.strategies import default, optuna_tpe
-    from tunekit.testing.strategies import toy_trial
 
     made = []
 
@@ -688,25 +684,36 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(monkeypat
             return found
 
     monkeypatch.setattr(default, "OptunaGPSearch", Recorded)
+    return made
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(gps_made, batch):
+    """``gp_fraction=0.5``: after the space-filling start, half the proposals the forest's ranking
+    would make are the Gaussian process's (told every trial, the start's included), and no config is
+    proposed twice, in asks of one config and of four (where the GP could pick one the same ask's
+    local or random share took). With ``gp_fraction=0`` no GP is made."""
+    from tunekit.testing.strategies import toy_trial
+
     found = run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=40,
                              batch=batch)
     assert len({config_json(c) for c in found}) == len(found) == 40
-    (gp,) = made
+    (gp,) = gps_made
     taken = {config_json(c) for c in gp.proposed} & {config_json(c) for c in found}
     assert len(gp._study.trials) == 40  # told every trial, whoever proposed it
     # the forest's turns are about 70 % of the 30 after the start (the others local and random, fewer
     # where the best has no untried neighbour): about 10 are the GP's
     assert 8 <= len(taken) <= 13, len(taken)
-    made.clear()
+    gps_made.clear()
     run_at_a_new_key(DefaultSearch(gp_fraction=0.0, min_evals=10**6), (), toy_trial, evals=20, batch=batch)
-    assert made == []
+    assert gps_made == []
     with pytest.raises(ValueError, match="gp_fraction"):
         run_at_a_new_key(DefaultSearch(gp_fraction=1.5), (), toy_trial, evals=1)
     with pytest.raises(ValueError, match="gp_fraction"):
         run_at_a_new_key(DefaultSearch(gp_fraction="0.1"), (), toy_trial, evals=1)
 
 
-def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(monkeypatch):
+def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(gps_made):
     """Injected: the store holds another key where the 128x128 tiles failed (as the toy's do here).
     Survives: with every forest turn the Gaussian process's (``gp_fraction=1``), the GP proposes
     no config the prior expects to fail, in 30 evaluations of 3 seeds, while proposing a share of
@@ -716,31 +723,16 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     compiles' reports predict too large. A tuning that ends within its space-filling start, or
     where every config fails, makes no GP at all."""
     from tunekit.space import Space
-    from tunekit.strategies import default, optuna_tpe
     from tunekit.testing.strategies import toy_trial
     from tunekit.trial import Status, Timing, Trial
 
-    made = []
-
-    class Recorded(optuna_tpe.OptunaGPSearch):
-        def __init__(self, **options):
-            super().__init__(**options)
-            self.proposed = []
-            made.append(self)
-
-        def ask(self, n):
-            found = super().ask(n)
-            self.proposed += found
-            return found
-
-    monkeypatch.setattr(default, "OptunaGPSearch", Recorded)
     key = TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}')
     history = tuple(Trial(c, Status.OUT_OF_RESOURCES, key=key) if not toy_trial(c).ok else
                     Trial(c, Status.OK, toy_trial(c).timing, key=key) for c in toy_space().configs())
     for seed in range(3):
         found = run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), history, toy_trial, evals=30,
                                  seed=seed)
-        gp = made.pop()
+        gp = gps_made.pop()
         assert len(gp.proposed) >= 5, len(gp.proposed)
         assert all(toy_trial(c).ok for c in gp.proposed), [c for c in gp.proposed if not toy_trial(c).ok]
         assert len(found) == 30
@@ -762,7 +754,7 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     for seed in range(10):
         run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), tile_trial, evals=40, seed=seed,
                          space=space)
-        gp_picks += made.pop().proposed
+        gp_picks += gps_made.pop().proposed
     # the model predicts from few reports at first: some picks still fail (8 of 204 here; 43 of 195
     # when the GP is not kept off what the model rules out)
     failing_share = sum(not tile_trial(c).ok for c in gp_picks) / len(gp_picks)
@@ -771,7 +763,7 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     # every config fails: the forest never fits, and a GP would model failures alone
     run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), lambda c: Trial(c, Status.RUNTIME_ERROR),
                      evals=30)
-    assert made == []
+    assert gps_made == []
 
 
 def test_optuna_restrict_keeps_proposals_within_a_mask_and_ends_when_it_is_spent():
