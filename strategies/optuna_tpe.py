@@ -103,12 +103,11 @@ class OptunaSearch(Strategy):
         self._study = optuna.create_study(direction="minimize", sampler=self._make_sampler(context.seed % 2**32))
         self._distributions, self._decoders = _distributions(context.space)
         self._asked: dict[str, optuna.trial.Trial] = {}  # config id -> the Optuna trial waiting for its result
-        self._proposed: set[str] = set()
         self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()
         self._all_params: list[dict] | None = None  # Optuna's parameters of every config, when first needed
         self._allowed: np.ndarray | None = None  # which configs may be proposed (restrict); None: all
-        self._ids = [config_json(c) for c in self._configs]
+        self._proposed = np.zeros(len(self._configs), dtype=bool)  # which configs were proposed
         self._encoded = context.space.encoded()
         self._scale = np.maximum(np.ptp(self._encoded, axis=0), 1.0) if len(self._configs) else np.empty(0)
         for config in self._best_elsewhere(context):
@@ -141,22 +140,21 @@ class OptunaSearch(Strategy):
         when there are more): the candidates the GP's acquisition is maximised over."""
         untried = self._unproposed()
         if len(untried) > limit:
-            untried = sorted(self._rng.choice(untried, size=limit, replace=False))
+            untried = np.sort(self._rng.choice(untried, size=limit, replace=False))
         if self._all_params is None:
             self._all_params = [self._optuna_params(config) for config in self._configs]
         return [self._all_params[i] for i in untried]
 
-    def _unproposed(self) -> list[int]:
+    def _unproposed(self) -> np.ndarray:
         """Indices of the configs neither proposed nor left out by ``restrict``."""
-        return [i for i, cid in enumerate(self._ids)
-                if cid not in self._proposed and (self._allowed is None or self._allowed[i])]
+        return np.flatnonzero(~self._proposed if self._allowed is None else ~self._proposed & self._allowed)
 
     def _nearest_untried(self, params: dict) -> Config | None:
         """The unproposed valid config closest to a rejected draw (L1 over the Space's encoding,
         each parameter scaled to its range), of those ``restrict`` allows: where the sampler wanted
         to go, made feasible."""
         untried = self._unproposed()
-        if not untried:
+        if not len(untried):
             return None
         target = self.context.space.encode(params)
         distance = (np.abs(self._encoded[untried] - target) / self._scale).sum(axis=1)
@@ -166,13 +164,13 @@ class OptunaSearch(Strategy):
         from optuna.trial import TrialState
 
         params: dict = {}
-        if self._allowed is not None and not self._unproposed():
+        if self._allowed is not None and not len(self._unproposed()):
             return None  # nothing left to draw from (the GP's acquisition would search a continuous space)
         for _ in range(self.max_redraws):
             trial = self._study.ask(self._distributions)
             params = {name: self._decoders[name](value) for name, value in trial.params.items()}
             config = self.context.space.canonical(params)
-            if config is None or config_json(config) in self._proposed or not self._permitted(config):
+            if config is None or self._proposed[self._index(config)] or not self._permitted(config):
                 self._study.tell(trial, state=TrialState.FAIL)  # rejected or repeated: draw again, for free
                 continue
             self._asked[config_json(config)] = trial
@@ -186,7 +184,7 @@ class OptunaSearch(Strategy):
             config = self._draw()
             if config is None:
                 break
-            self._proposed.add(config_json(config))
+            self._proposed[self._index(config)] = True
             batch.append(config)
         return batch
 
@@ -195,10 +193,17 @@ class OptunaSearch(Strategy):
         ``space.configs()``, copied; None: any config): a strategy that shares the tuning with this
         one proposed the others or expects them to fail. A queued config (the warm start) that
         the mask forbids when drawn is told as failed and not queued again."""
-        if allowed is not None and len(allowed) != len(self._ids):
+        if allowed is not None and len(allowed) != len(self._configs):
             raise ValueError(f"{type(self).__name__}.restrict: a mask of {len(allowed)} configs for a Space "
-                             f"of {len(self._ids)}")
+                             f"of {len(self._configs)}")
         self._allowed = None if allowed is None else np.array(allowed, dtype=bool)
+
+    def _index(self, config: Config) -> int:
+        """Where a config of the Space is in ``space.configs()``."""
+        index = self.context.space.index(config)
+        if index is None:
+            raise ValueError(f"{type(self).__name__}: {config_json(config)} is not a config of the Space")
+        return index
 
     def _permitted(self, config: Config) -> bool:
         if self._allowed is None:
