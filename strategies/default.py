@@ -90,7 +90,7 @@ from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
-from .optuna_tpe import OptunaGPSearch
+from .optuna_tpe import MAX_GP_CANDIDATES, OptunaGPSearch
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
 INITIAL_DESIGNS = ("maximin", "random")
@@ -147,6 +147,9 @@ class DefaultSearch(ForestSearch):
             process (``OptunaGPSearch``, told every trial of the tuning): its smooth model of log
             time moves toward corners of the Space that a forest predicts flat, where the
             forest's runs stay in one basin.
+        gp_candidates: untried configs the GP's acquisition is scored on per proposal, at most (a
+            seeded sample of the allowed ones where there are more): the GP's cost per proposal
+            grows with them.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -159,7 +162,8 @@ class DefaultSearch(ForestSearch):
                  warm_start: int = 3, max_features: float = 0.5, refit_trees: int | None = 8,
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.1,
                  local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
-                 alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15) -> None:
+                 alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
+                 gp_candidates: int = MAX_GP_CANDIDATES) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -174,6 +178,7 @@ class DefaultSearch(ForestSearch):
         self.warm_spread = warm_spread
         self.warm_keys = warm_keys
         self.gp_fraction = gp_fraction
+        self.gp_candidates = gp_candidates
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -287,7 +292,7 @@ class DefaultSearch(ForestSearch):
         if self._model is None or turns == 0:
             return []
         if self._gp is None:
-            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1)
+            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1, gp_candidates=self.gp_candidates)
             self._gp.start(self.context)
             self._gp.tell(self._here)
         self._gp.restrict(allowed)  # the untried configs only: what the others proposed too

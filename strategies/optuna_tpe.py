@@ -68,16 +68,19 @@ class OptunaSearch(Strategy):
         max_redraws: draws per proposal before the nearest untried valid (and allowed) config is
             taken instead.
         warm_start: best configs of other keys (from the store) proposed first.
+        gp_candidates: untried configs the GP's acquisition is scored on per proposal, at most (a
+            seeded sample where there are more; its cost grows with them).
     """
 
     name = "optuna"
 
     def __init__(self, sampler: str = "tpe", n_startup_trials: int = 10, max_redraws: int = 5,
-                 warm_start: int = 8) -> None:
+                 warm_start: int = 8, gp_candidates: int = MAX_GP_CANDIDATES) -> None:
         self.sampler = sampler
         self.n_startup_trials = n_startup_trials
         self.max_redraws = max_redraws
         self.warm_start = warm_start
+        self.gp_candidates = gp_candidates
 
     def _make_sampler(self, seed: int):
         import optuna
@@ -89,7 +92,7 @@ class OptunaSearch(Strategy):
                                               constant_liar=True)
         if self.sampler == "gp":
             return finite_candidates_gp_sampler(seed, self.n_startup_trials,
-                                                lambda: self._untried_params(MAX_GP_CANDIDATES))
+                                                lambda: self._untried_params(self.gp_candidates))
         if self.sampler == "cmaes":
             return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=self.n_startup_trials)
         return optuna.samplers.RandomSampler(seed=seed)
@@ -97,6 +100,8 @@ class OptunaSearch(Strategy):
     def start(self, context: SearchContext) -> None:
         import optuna
 
+        if isinstance(self.gp_candidates, bool) or not isinstance(self.gp_candidates, int) or self.gp_candidates < 1:
+            raise ValueError(f"{type(self).__name__}(gp_candidates={self.gp_candidates!r}): expected an int of at least 1")
         super().start(context)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._rng = np.random.default_rng(context.seed)
@@ -235,5 +240,5 @@ class OptunaGPSearch(OptunaSearch):
     name = "optuna-gp"
 
     def __init__(self, sampler: str = "gp", n_startup_trials: int = 10, max_redraws: int = 5,
-                 warm_start: int = 8) -> None:
-        super().__init__(sampler, n_startup_trials, max_redraws, warm_start)
+                 warm_start: int = 8, gp_candidates: int = MAX_GP_CANDIDATES) -> None:
+        super().__init__(sampler, n_startup_trials, max_redraws, warm_start, gp_candidates)

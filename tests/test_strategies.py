@@ -766,6 +766,33 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     assert gps_made == []
 
 
+def test_the_gps_acquisition_is_scored_on_at_most_gp_candidates_configs(gps_made, monkeypatch):
+    """``gp_candidates``: each GP proposal scores at most that many untried configs (a sample of
+    the toy Space's, which has more), ``DefaultSearch`` passes its own to the GP it makes, and a
+    count under 1 is refused by name."""
+    from tunekit.budget import Budget
+    from tunekit.strategies import optuna_tpe
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_trial
+
+    scored = []
+    untried_params = optuna_tpe.OptunaSearch._untried_params
+    monkeypatch.setattr(optuna_tpe.OptunaSearch, "_untried_params",
+                        lambda self, limit: scored.append(len(untried_params(self, limit))) or untried_params(self, limit))
+    space = toy_space()
+    search = optuna_tpe.OptunaGPSearch(n_startup_trials=2, gp_candidates=5)
+    search.start(SearchContext(space, Budget(evals=12), TOY_KEY, 0, ()))
+    for _ in range(12):
+        search.tell([toy_trial(c) for c in search.ask(1)])
+    assert len(space.configs()) > 5 and len(scored) >= 8 and max(scored) == 5, scored
+    run_at_a_new_key(DefaultSearch(gp_fraction=0.5, gp_candidates=7, min_evals=10**6), (), toy_trial, evals=30)
+    (gp,) = gps_made
+    assert gp.gp_candidates == 7
+    for wrong in (0, 2.5, True):
+        with pytest.raises(ValueError, match="gp_candidates"):
+            optuna_tpe.OptunaGPSearch(gp_candidates=wrong).start(SearchContext(space, Budget(evals=1), TOY_KEY, 0, ()))
+
+
 def test_optuna_restrict_keeps_proposals_within_a_mask_and_ends_when_it_is_spent():
     """``OptunaSearch.restrict``: proposals only where the mask allows (for TPE, whose draws it
     refuses, and for the GP, whose candidates it filters), none once every allowed config was
