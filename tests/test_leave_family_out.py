@@ -165,8 +165,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     design of ``DefaultSearch`` names ``alignment``, off in every file before the one that judged
     it (``designs-alignment.json``, whose ``default-alignment`` is ``alignment_all``'s) and on in
     every file after it; and every design of ``DefaultSearch`` or a subclass names ``gp_fraction``
-    (0 in every design but the GP share's candidates), whose default may change, and from
-    ``designs-gp-candidates.json`` on, every design with a GP share names ``gp_candidates``."""
+    (0 in every design but the GP share's candidates), whose default may change, and every design
+    with a GP share names ``gp_candidates``."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -180,7 +180,6 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-candidates.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3}
-    names_candidates = {"designs-gp-candidates.json"}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
@@ -194,7 +193,7 @@ def test_every_design_names_the_options_that_changed(protocol):
             if isinstance(strategy, DefaultSearch):  # its subclasses of experiments/ too
                 assert "gp_fraction" in design["options"], (path.name, label)
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
-                if path.name in names_candidates and strategy.gp_fraction > 0:
+                if strategy.gp_fraction > 0:
                     assert "gp_candidates" in design["options"], (path.name, label)
 
 
