@@ -72,7 +72,10 @@ and ``default`` miss, and its filter after a first round in which this key's fai
 restricted the GP, which lost runs on the pnpoly spaces (the choice between the two was made by
 hand). On the largest space it took 19.6 ms of CPU per proposed config against 13.5 (one core of
 the CPU machine, alone); a tuning that ends before the GP's first turn (about the 16th evaluation
-without the store) makes no Optuna study.
+without the store) makes no Optuna study. A 30 % share scoring 512 candidates per proposal
+(``gp_candidates=512``, no more CPU time) was not chosen by 16 of 17 folds
+(``experiments/results/gp-candidates/``): it gained on ``triton-gemv`` and lost on the larger Kernel
+Tuner spaces.
 """
 
 from __future__ import annotations
