@@ -18,11 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from leave_family_out import _spaces  # noqa: E402
+from leave_family_out import _spaces
 
-from tunekit.compare import same_kernel_elsewhere  # noqa: E402
-from tunekit.config import config_json  # noqa: E402
-from tunekit.keys import key_distance  # noqa: E402
+from tunekit.compare import same_kernel_elsewhere
+from tunekit.config import config_json
+from tunekit.keys import key_distance
 
 
 def main() -> None:
