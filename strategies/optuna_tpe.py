@@ -14,8 +14,8 @@ Batches use TPE's constant liar, so that the configs of one batch differ. When t
 the kernel's trials on other keys, their best configs are enqueued first (cross-shape warm start).
 
 The GP sampler's acquisition (log expected improvement) is maximised over the Space's valid,
-untried configs, scored all at once (a seeded sample of ``MAX_GP_CANDIDATES``, as many as Optuna
-scores before its local search, where there are more),
+untried configs, scored all at once (a seeded sample of ``gp_candidates``, by default
+``MAX_GP_CANDIDATES``, as many as Optuna scores before its local search, where there are more),
 instead of by Optuna's local search over a continuous relaxation: a Space is finite, the local
 search took most of a replay's time (a replay of 200 evaluations on a 4,362-config space did not
 finish in 8 minutes), and its proposals were often invalid or already tried, each a wasted GP fit.
@@ -37,7 +37,7 @@ from tunekit.trial import Trial
 
 #: What a failed config is told as before any config ran (as a time in ms; its log is told).
 FAILURE_PENALTY = 1e12
-#: Configs the GP's acquisition is evaluated on per proposal, at most.
+#: Configs the GP's acquisition is evaluated on per proposal, at most, unless ``gp_candidates`` says otherwise.
 MAX_GP_CANDIDATES = 2048
 SAMPLERS = ("tpe", "gp", "cmaes", "random")
 
@@ -68,8 +68,8 @@ class OptunaSearch(Strategy):
         max_redraws: draws per proposal before the nearest untried valid (and allowed) config is
             taken instead.
         warm_start: best configs of other keys (from the store) proposed first.
-        gp_candidates: untried configs the GP's acquisition is scored on per proposal, at most (a
-            seeded sample where there are more; its cost grows with them).
+        gp_candidates: with ``sampler="gp"``, the untried configs the GP's acquisition is scored on
+            per proposal, at most (a seeded sample where there are more; its cost grows with them).
     """
 
     name = "optuna"
@@ -112,7 +112,8 @@ class OptunaSearch(Strategy):
         self._configs = context.space.configs()
         self._all_params: list[dict] | None = None  # Optuna's parameters of every config, when first needed
         self._allowed: np.ndarray | None = None  # which configs may be proposed (restrict); None: all
-        self._proposed = np.zeros(len(self._configs), dtype=bool)  # which configs were proposed
+        self._proposed = np.zeros(len(self._configs), dtype=bool)  # which configs were proposed, by position
+        self._canonical = context.space.canonical_positions()  # a repeated config's copies share one position
         self._encoded = context.space.encoded()
         self._scale = np.maximum(np.ptp(self._encoded, axis=0), 1.0) if len(self._configs) else np.empty(0)
         for config in self._best_elsewhere(context):
@@ -152,7 +153,8 @@ class OptunaSearch(Strategy):
 
     def _unproposed(self) -> np.ndarray:
         """Indices of the configs neither proposed nor left out by ``restrict``."""
-        return np.flatnonzero(~self._proposed if self._allowed is None else ~self._proposed & self._allowed)
+        unproposed = ~self._proposed[self._canonical]
+        return np.flatnonzero(unproposed if self._allowed is None else unproposed & self._allowed)
 
     def _nearest_untried(self, params: dict) -> Config | None:
         """The unproposed valid config closest to a rejected draw (L1 over the Space's encoding,

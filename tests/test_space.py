@@ -40,6 +40,16 @@ def test_from_configs_keeps_order_and_pre_hooks():
     assert space.domains["BLOCK"] == (128, 64)
 
 
+def test_canonical_positions_send_every_copy_of_a_repeated_config_to_one_position():
+    """A list with its first two configs repeated at its end: each copy maps to the position
+    ``index`` gives (the last), every other config to itself; without repeats, the identity."""
+    configs = [Config({"BLOCK": block}, num_warps=4) for block in (16, 32, 64, 128)]
+    repeated = Space.from_configs(configs + configs[:2])
+    assert repeated.canonical_positions().tolist() == [4, 5, 2, 3, 4, 5]
+    assert [repeated.index(c) for c in configs[:2]] == [4, 5]
+    assert Space.from_configs(configs).canonical_positions().tolist() == [0, 1, 2, 3]
+
+
 def test_sampling_is_without_replacement_and_reproducible():
     space = Space(A=list(range(10)), B=[1, 2, 3])
     first = space.sample(30, np.random.default_rng(7))

@@ -777,20 +777,45 @@ def test_the_gps_acquisition_is_scored_on_at_most_gp_candidates_configs(gps_made
 
     scored = []
     untried_params = optuna_tpe.OptunaSearch._untried_params
-    monkeypatch.setattr(optuna_tpe.OptunaSearch, "_untried_params",
-                        lambda self, limit: scored.append(len(untried_params(self, limit))) or untried_params(self, limit))
+
+    def recorded(self, limit):
+        found = untried_params(self, limit)
+        scored.append(len(found))
+        return found
+
+    monkeypatch.setattr(optuna_tpe.OptunaSearch, "_untried_params", recorded)
     space = toy_space()
     search = optuna_tpe.OptunaGPSearch(n_startup_trials=2, gp_candidates=5)
     search.start(SearchContext(space, Budget(evals=12), TOY_KEY, 0, ()))
     for _ in range(12):
         search.tell([toy_trial(c) for c in search.ask(1)])
     assert len(space.configs()) > 5 and len(scored) >= 8 and max(scored) == 5, scored
+    scored.clear()
     run_at_a_new_key(DefaultSearch(gp_fraction=0.5, gp_candidates=7, min_evals=10**6), (), toy_trial, evals=30)
     (gp,) = gps_made
-    assert gp.gp_candidates == 7
+    assert gp.gp_candidates == 7 and scored and max(scored) <= 7, scored
     for wrong in (0, 2.5, True):
-        with pytest.raises(ValueError, match="gp_candidates"):
+        with pytest.raises(ValueError, match="OptunaGPSearch\\(gp_candidates"):
             optuna_tpe.OptunaGPSearch(gp_candidates=wrong).start(SearchContext(space, Budget(evals=1), TOY_KEY, 0, ()))
+        with pytest.raises(ValueError, match="DefaultSearch\\(gp_candidates"):  # at the start, not at the GP's first turn
+            run_at_a_new_key(DefaultSearch(gp_candidates=wrong), (), toy_trial, evals=1)
+
+
+def test_optuna_proposes_a_config_listed_twice_once():
+    """Injected: a config list with its first four configs repeated at its end (``from_configs``
+    keeps repeats, as Triton's ``autotune`` does). Survives: TPE and the GP propose every distinct
+    config once, and propose nothing more."""
+    from tunekit.budget import Budget
+    from tunekit.space import Space
+    from tunekit.strategy import SearchContext
+
+    configs = toy_space().configs()[:12]
+    space = Space.from_configs(configs + configs[:4])
+    for sampler in ("tpe", "gp"):
+        search = OptunaSearch(sampler=sampler, n_startup_trials=2)
+        search.start(SearchContext(space, Budget(evals=100), TOY_KEY, 0, ()))
+        found = [config_json(c) for _ in range(20) for c in search.ask(1)]
+        assert sorted(found) == sorted(config_json(c) for c in configs), sampler
 
 
 def test_optuna_restrict_keeps_proposals_within_a_mask_and_ends_when_it_is_spent():

@@ -165,6 +165,16 @@ class Space:
             config = config_from_dict(config)  # fills in Triton's default compile options
         return self._index.get(config_json(config))
 
+    def canonical_positions(self) -> np.ndarray:
+        """For each position in ``configs()``, the position ``index`` gives its config: itself,
+        except for the earlier copies of a config listed more than once (``from_configs`` keeps a
+        list's repeats), so that a mask over positions marks every copy at once."""
+        configs = self.configs()
+        assert self._index is not None
+        if len(self._index) == len(configs):
+            return np.arange(len(configs))
+        return np.array([self._index[config_json(c)] for c in configs], dtype=int)
+
     def __contains__(self, config: object) -> bool:
         return isinstance(config, (Config, Mapping)) and self.index(config) is not None
 
