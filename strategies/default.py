@@ -93,7 +93,7 @@ from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
-from .optuna_tpe import MAX_GP_CANDIDATES, OptunaGPSearch
+from .optuna_tpe import MAX_GP_CANDIDATES, OptunaGPSearch, check_gp_candidates
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
 INITIAL_DESIGNS = ("maximin", "random")
@@ -197,8 +197,7 @@ class DefaultSearch(ForestSearch):
         if isinstance(gp_fraction, bool) or not isinstance(gp_fraction, (int, float)) \
                 or not 0 <= gp_fraction <= 1:
             raise ValueError(f"DefaultSearch(gp_fraction={self.gp_fraction!r}): expected a share in [0, 1]")
-        if isinstance(self.gp_candidates, bool) or not isinstance(self.gp_candidates, int) or self.gp_candidates < 1:
-            raise ValueError(f"DefaultSearch(gp_candidates={self.gp_candidates!r}): expected an int of at least 1")
+        check_gp_candidates(self)
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
@@ -366,11 +365,11 @@ class DefaultSearch(ForestSearch):
         if not measured or count == 0:
             return []
         fastest = sorted(measured, key=lambda t: t.time_ms)[:self.local_best]
-        around = dict.fromkeys(self._position(c) for t in fastest
+        around = dict.fromkeys(self.context.space.position(c) for t in fastest
                                for c in self.context.space.neighbours(t.config))
         open_ = [i for i in around if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
         if not open_ and self.local_radius > 1:
-            open_ = self._fewest_steps_away([self._position(t.config) for t in fastest])
+            open_ = self._fewest_steps_away([self.context.space.position(t.config) for t in fastest])
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]

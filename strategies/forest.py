@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tunekit.config import Config, config_source
+from tunekit.config import Config
 from tunekit.perfmodels import RandomForest, SharedMemoryModel
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Status, Trial
@@ -196,13 +196,6 @@ class ForestSearch(Strategy):
             index = self.context.space.index(config)
             if index is not None:
                 self._tried[index] = True
-
-    def _position(self, config: Config) -> int:
-        """Where a config of the Space is in ``self._configs``."""
-        index = self.context.space.index(config)
-        if index is None:
-            raise ValueError(f"{type(self).__name__}: {config_source(config)} is not a config of the Space")
-        return index
 
     def _take(self, indices) -> list[Config]:
         chosen = [self._configs[i] for i in indices]

@@ -59,6 +59,14 @@ def _distributions(space: Space):
     return distributions, decoders
 
 
+def check_gp_candidates(strategy: Strategy) -> None:
+    """Refuse a ``gp_candidates`` option that is not an int of at least 1, naming the strategy
+    that was given it (``DefaultSearch`` checks its own at its start, before its GP exists)."""
+    value = getattr(strategy, "gp_candidates")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{type(strategy).__name__}(gp_candidates={value!r}): expected an int of at least 1")
+
+
 class OptunaSearch(Strategy):
     """Optuna's sampler, ask-and-tell.
 
@@ -100,8 +108,7 @@ class OptunaSearch(Strategy):
     def start(self, context: SearchContext) -> None:
         import optuna
 
-        if isinstance(self.gp_candidates, bool) or not isinstance(self.gp_candidates, int) or self.gp_candidates < 1:
-            raise ValueError(f"{type(self).__name__}(gp_candidates={self.gp_candidates!r}): expected an int of at least 1")
+        check_gp_candidates(self)
         super().start(context)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._rng = np.random.default_rng(context.seed)
@@ -177,7 +184,7 @@ class OptunaSearch(Strategy):
             trial = self._study.ask(self._distributions)
             params = {name: self._decoders[name](value) for name, value in trial.params.items()}
             config = self.context.space.canonical(params)
-            if config is None or self._proposed[self._index(config)] or not self._permitted(config):
+            if config is None or self._proposed[self.context.space.position(config)] or not self._permitted(config):
                 self._study.tell(trial, state=TrialState.FAIL)  # rejected or repeated: draw again, for free
                 continue
             self._asked[config_json(config)] = trial
@@ -191,7 +198,7 @@ class OptunaSearch(Strategy):
             config = self._draw()
             if config is None:
                 break
-            self._proposed[self._index(config)] = True
+            self._proposed[self.context.space.position(config)] = True
             batch.append(config)
         return batch
 
@@ -204,13 +211,6 @@ class OptunaSearch(Strategy):
             raise ValueError(f"{type(self).__name__}.restrict: a mask of {len(allowed)} configs for a Space "
                              f"of {len(self._configs)}")
         self._allowed = None if allowed is None else np.array(allowed, dtype=bool)
-
-    def _index(self, config: Config) -> int:
-        """Where a config of the Space is in ``space.configs()``."""
-        index = self.context.space.index(config)
-        if index is None:
-            raise ValueError(f"{type(self).__name__}: {config_json(config)} is not a config of the Space")
-        return index
 
     def _permitted(self, config: Config) -> bool:
         if self._allowed is None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import COMPILE_OPTIONS, Config, config_from_dict, config_json, config_to_dict
+from .config import COMPILE_OPTIONS, Config, config_from_dict, config_json, config_source, config_to_dict
 
 Constraint = Callable[[Mapping[str, Any]], bool]
 
@@ -164,6 +164,13 @@ class Space:
         if not isinstance(config, Config):
             config = config_from_dict(config)  # fills in Triton's default compile options
         return self._index.get(config_json(config))
+
+    def position(self, config: Config) -> int:
+        """``index``, for a config that must be one of the Space's: a ValueError naming it otherwise."""
+        index = self.index(config)
+        if index is None:
+            raise ValueError(f"{config_source(config)} is not a config of the Space")
+        return index
 
     def canonical_positions(self) -> np.ndarray:
         """For each position in ``configs()``, the position ``index`` gives its config: itself,
