@@ -109,6 +109,12 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
     return (best - mean) * ndtr(z) + spread * (np.exp(-z**2 / 2.0) / math.sqrt(2 * math.pi))
 
 
+def _check_share(option: str, value: object) -> None:
+    """``ValueError`` naming ``DefaultSearch``'s ``option`` unless ``value`` is a share in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"DefaultSearch({option}={value!r}): expected a share in [0, 1]")
+
+
 class DefaultSearch(ForestSearch):
     """Forest-ranked search with a space-filling start, local refinement and an early stop.
 
@@ -153,6 +159,15 @@ class DefaultSearch(ForestSearch):
         gp_candidates: untried configs the GP's acquisition is scored on per proposal, at most (a
             seeded sample of the allowed ones where there are more): the GP's cost per proposal
             grows with them.
+        stalled_gp_fraction: the GP's share of the forest's ranked proposals instead of
+            ``gp_fraction`` while the search has stalled (the best time has not improved by more
+            than ``noise`` in the last ``stalled_after`` evaluations); None: ``gp_fraction``
+            throughout. Where the forest's runs settle in one basin, the GP's smooth model of the
+            whole Space proposes elsewhere: on the convolution spaces where ``default`` missed an
+            isolated optimum, ``optuna-gp`` alone found it (``experiments/results/gp-stalled/``).
+            Not chosen by the protocol: off by default.
+        stalled_after: evaluations without an improvement by more than ``noise`` after which
+            ``stalled_gp_fraction`` applies.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -166,7 +181,8 @@ class DefaultSearch(ForestSearch):
                  initial_design: str = "maximin", local_best: int = 1, random_fraction: float = 0.1,
                  local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
                  alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
-                 gp_candidates: int = MAX_GP_CANDIDATES) -> None:
+                 gp_candidates: int = MAX_GP_CANDIDATES, stalled_gp_fraction: float | None = None,
+                 stalled_after: int = 20) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -182,6 +198,8 @@ class DefaultSearch(ForestSearch):
         self.warm_keys = warm_keys
         self.gp_fraction = gp_fraction
         self.gp_candidates = gp_candidates
+        self.stalled_gp_fraction = stalled_gp_fraction
+        self.stalled_after = stalled_after
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -193,10 +211,12 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
         if isinstance(self.warm_keys, bool) or not isinstance(self.warm_keys, int) or self.warm_keys < 1:
             raise ValueError(f"DefaultSearch(warm_keys={self.warm_keys!r}): expected an int of at least 1")
-        gp_fraction: object = self.gp_fraction  # checked as given, whatever its annotation says
-        if isinstance(gp_fraction, bool) or not isinstance(gp_fraction, (int, float)) \
-                or not 0 <= gp_fraction <= 1:
-            raise ValueError(f"DefaultSearch(gp_fraction={self.gp_fraction!r}): expected a share in [0, 1]")
+        _check_share("gp_fraction", self.gp_fraction)
+        if self.stalled_gp_fraction is not None:
+            _check_share("stalled_gp_fraction", self.stalled_gp_fraction)
+        stalled_after: object = self.stalled_after  # checked as given, whatever its annotation says
+        if isinstance(stalled_after, bool) or not isinstance(stalled_after, int) or stalled_after < 1:
+            raise ValueError(f"DefaultSearch(stalled_after={self.stalled_after!r}): expected an int of at least 1")
         check_gp_candidates(self)
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
@@ -274,7 +294,10 @@ class DefaultSearch(ForestSearch):
     def _ranked(self, count: int) -> list[Config]:
         """``count`` proposals of the forest's ranking, a ``gp_fraction`` of whose turns go to the
         Gaussian process."""
-        turns = self._share(self._forest_turns, count, self.gp_fraction)
+        fraction = self.gp_fraction
+        if self.stalled_gp_fraction is not None and len(self._here) - self._last_gain() >= self.stalled_after:
+            fraction = self.stalled_gp_fraction
+        turns = self._share(self._forest_turns, count, fraction)
         self._forest_turns += count
         from_gp = self._gp_picks(turns) if turns > 0 else []
         return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])

@@ -177,9 +177,10 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-share.json": {**steps, "alignment": True},
              "designs-gp-checked.json": {**steps, "alignment": True},
              "designs-gp-known-failures.json": {**steps, "alignment": True},
-             "designs-gp-candidates.json": {**steps, "alignment": True}}
+             "designs-gp-candidates.json": {**steps, "alignment": True},
+             "designs-gp-stalled.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
-              "default-gp30-c512": 0.3}
+              "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
@@ -194,7 +195,7 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "gp_fraction" in design["options"], (path.name, label)
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
                 if strategy.gp_fraction > 0:  # 2048 scored when every design but the 512 candidate ran
-                    assert design["options"].get("gp_candidates") == (512 if label == "default-gp30-c512" else 2048), \
+                    assert design["options"].get("gp_candidates") == (512 if label.endswith("c512") else 2048), \
                         (path.name, label)
 
 

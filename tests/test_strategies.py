@@ -1,3 +1,4 @@
+import itertools
 import sys
 import textwrap
 
@@ -711,6 +712,40 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(gps_made,
         run_at_a_new_key(DefaultSearch(gp_fraction=1.5), (), toy_trial, evals=1)
     with pytest.raises(ValueError, match="gp_fraction"):
         run_at_a_new_key(DefaultSearch(gp_fraction="0.1"), (), toy_trial, evals=1)
+
+
+def test_default_gives_the_gp_the_stalled_share_once_the_best_stalls(gps_made):
+    """``stalled_gp_fraction``: with no GP share otherwise, a search whose best time stopped
+    improving (every config as fast: the best is the first) hands the forest's turns to the GP after
+    ``stalled_after`` evaluations, while one whose every new config is faster than the last (never
+    stalled) makes no GP. A bad share or count is refused by name at the start."""
+    from tunekit.testing.strategies import toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    def flat(config):
+        return Trial(config, Status.OK, Timing(1.0, 1.0, 1.0))
+
+    stalled = DefaultSearch(gp_fraction=0.0, stalled_gp_fraction=1.0, stalled_after=15, min_evals=10**6)
+    found = run_at_a_new_key(stalled, (), flat, evals=40, batch=1)
+    (gp,) = gps_made
+    taken = [config_json(c) for c in found[15:]]
+    # from the 16th on, every forest turn is the GP's: all but the local and random shares' ~30 %
+    assert len(set(taken) & {config_json(c) for c in gp.proposed}) >= 12, len(gp.proposed)
+    assert not {config_json(c) for c in found[:15]} & {config_json(g) for g in gp.proposed}  # none before the stall
+    gps_made.clear()
+    times = (1000 * 0.9**count for count in itertools.count())  # each config 10 % faster than the last
+
+    def improving(config):
+        t = next(times)
+        return Trial(config, Status.OK, Timing(t, t, t))
+
+    run_at_a_new_key(DefaultSearch(gp_fraction=0.0, stalled_gp_fraction=1.0, stalled_after=15, min_evals=10**6),
+                     (), improving, evals=40, batch=1)
+    assert gps_made == []
+    for wrong in ({"stalled_gp_fraction": 1.5}, {"stalled_gp_fraction": "0.5"}, {"stalled_after": 0},
+                  {"stalled_after": 2.5}):
+        with pytest.raises(ValueError, match=f"DefaultSearch\\({next(iter(wrong))}"):
+            run_at_a_new_key(DefaultSearch(**wrong), (), toy_trial, evals=1)
 
 
 def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(gps_made):
