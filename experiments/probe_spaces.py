@@ -7,7 +7,9 @@
 Replays every design of ``--designs`` (and each ``--baseline`` strategy) on each ``--space`` of
 ``--corpus`` with seeds 0 to ``--seeds`` - 1 and the protocol's own tuning
 (``leave_family_out._tuning``), appends the runs to ``OUT/runs.jsonl.gz`` (a run started again
-replays only what is missing) and writes ``OUT/probe.md``: per space and label, runs within 2 % of
+replays only what is missing: a row is known by its space, label, seed and budget, not by its
+options, so a design whose options change needs a new label or a new ``OUT``) and writes
+``OUT/probe.md``: per space and label, runs within 2 % of
 the optimum, geometric means of best / optimum after 20, 50 and 200 evaluations, and the median
 strategy CPU time per proposed config.
 
@@ -31,7 +33,9 @@ sys.path.insert(0, str(HERE))
 from leave_family_out import _spaces, contenders, replay_missing  # noqa: E402
 from learned_search import Table, as_run, fmt, geomean, markdown, read_runs  # noqa: E402
 
+from tunekit.kerneltuner import is_kernel_tuner  # noqa: E402
 from tunekit.metrics import SpaceStats  # noqa: E402
+from tunekit.strategies import available  # noqa: E402
 
 CHECKPOINTS = (20, 50, 200)
 
@@ -40,10 +44,11 @@ def probe_report(rows: list[dict], corpus: str, names: list[str], labels: list[s
     """The markdown table of the runs ``rows`` of ``labels`` on ``names``."""
     spaces = _spaces(corpus)
     table = Table([as_run(r) for r in rows], {n: SpaceStats.of(spaces[n]) for n in names}, budget)
-    cpu: dict[tuple[str, str], list[float]] = {}
-    for row in rows:
-        if row["times_ms"]:
-            cpu.setdefault((row["space"], row["strategy"]), []).append(1000 * row["cpu_seconds"] / len(row["times_ms"]))
+    cpu: dict[tuple[str, str], dict[int, float]] = {}
+    for row in rows:  # as Table keeps them: this budget's, the first copy of each seed
+        if row["budget"] == budget and row["times_ms"]:
+            per_config = 1000 * row["cpu_seconds"] / len(row["times_ms"])
+            cpu.setdefault((row["space"], row["strategy"]), {}).setdefault(row["seed"], per_config)
     lines = []
     for name in names:
         cells = []
@@ -53,7 +58,7 @@ def probe_report(rows: list[dict], corpus: str, names: list[str], labels: list[s
             within = table.within(name, label)
             cells.append([label, f"{sum(within)} of {len(within)}",
                           *(fmt(geomean(table.ratio_after(name, label, n))) for n in CHECKPOINTS if n <= budget),
-                          fmt(statistics.median(cpu[name, label]), 1)])
+                          fmt(statistics.median(cpu[name, label].values()), 1) if (name, label) in cpu else "-"])
         lines += [f"## {name}", "", *markdown(["label", "runs within 2 %",
                                                 *(f"best/opt @{n}" for n in CHECKPOINTS if n <= budget),
                                                 "ms per config"], cells), ""]
@@ -71,11 +76,23 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    for option in ("seeds", "budget", "jobs"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} {getattr(args, option)}: expected at least 1")
     known = _spaces(args.corpus)
     unknown = [name for name in args.space if name not in known]
     if unknown:
         parser.error(f"not spaces of {args.corpus}: {', '.join(unknown)}")
-    labels = contenders(json.loads(args.designs.read_text()), args.baseline)
+    designs = json.loads(args.designs.read_text())
+    clashing = [name for name in args.baseline if name in designs]
+    if clashing:
+        parser.error(f"--baseline {', '.join(clashing)}: the label of a design of {args.designs}")
+    strategies = available()
+    unknown = [name for name in args.baseline if name not in strategies and not is_kernel_tuner(name)]
+    if unknown:
+        parser.error(f"--baseline {', '.join(unknown)}: not a strategy ({', '.join(sorted(strategies))})")
+    args.space = list(dict.fromkeys(args.space))
+    labels = contenders(designs, args.baseline)
     target = args.out / "runs.jsonl.gz"
     args.out.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}

@@ -163,9 +163,11 @@ class DefaultSearch(ForestSearch):
             ``gp_fraction`` while the search has stalled (the best time has not improved by more
             than ``noise`` in the last ``stalled_after`` evaluations); None: ``gp_fraction``
             throughout. Where the forest's runs settle in one basin, the GP's smooth model of the
-            whole Space proposes elsewhere: on the convolution spaces where ``default`` missed an
-            isolated optimum, ``optuna-gp`` alone found it (``experiments/results/gp-stalled/``).
-            Not chosen by the protocol: off by default.
+            whole Space proposes elsewhere. It was proposed from the convolution space where
+            ``optuna-gp`` alone found an isolated optimum that ``default`` missed. Probed, it did
+            no better than noise (``experiments/results/gp-stalled/``); it is off by default.
+            Improvements each under ``noise`` do not end a stall, even where together they
+            exceed it.
         stalled_after: evaluations without an improvement by more than ``noise`` after which
             ``stalled_gp_fraction`` applies.
 
@@ -293,7 +295,7 @@ class DefaultSearch(ForestSearch):
 
     def _ranked(self, count: int) -> list[Config]:
         """``count`` proposals of the forest's ranking, a ``gp_fraction`` of whose turns go to the
-        Gaussian process."""
+        Gaussian process (``stalled_gp_fraction`` while the search has stalled)."""
         fraction = self.gp_fraction
         if self.stalled_gp_fraction is not None and len(self._here) - self._last_gain() >= self.stalled_after:
             fraction = self.stalled_gp_fraction

@@ -178,9 +178,11 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-checked.json": {**steps, "alignment": True},
              "designs-gp-known-failures.json": {**steps, "alignment": True},
              "designs-gp-candidates.json": {**steps, "alignment": True},
-             "designs-gp-stalled.json": {**steps, "alignment": True}}
+             "designs-gp-stalled.json": {**steps, "alignment": True},
+             "designs-gp-stalled-c512.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
-              "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15}
+              "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
+              "default-gp15-c512": 0.15}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):

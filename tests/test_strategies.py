@@ -728,10 +728,11 @@ def test_default_gives_the_gp_the_stalled_share_once_the_best_stalls(gps_made):
     stalled = DefaultSearch(gp_fraction=0.0, stalled_gp_fraction=1.0, stalled_after=15, min_evals=10**6)
     found = run_at_a_new_key(stalled, (), flat, evals=40, batch=1)
     (gp,) = gps_made
-    taken = [config_json(c) for c in found[15:]]
-    # from the 16th on, every forest turn is the GP's: all but the local and random shares' ~30 %
+    taken = [config_json(c) for c in found[16:]]
+    # stalled after 16 evaluations (the best is the first): from the 17th config on, every forest
+    # turn is the GP's, all but the local and random shares' ~30 %
     assert len(set(taken) & {config_json(c) for c in gp.proposed}) >= 12, len(gp.proposed)
-    assert not {config_json(c) for c in found[:15]} & {config_json(g) for g in gp.proposed}  # none before the stall
+    assert not {config_json(c) for c in found[:16]} & {config_json(g) for g in gp.proposed}  # none before the stall
     gps_made.clear()
     times = (1000 * 0.9**count for count in itertools.count())  # each config 10 % faster than the last
 
