@@ -196,7 +196,7 @@ def test_every_design_names_the_options_that_changed(protocol):
             if isinstance(strategy, DefaultSearch):  # its subclasses of experiments/ too
                 assert "gp_fraction" in design["options"], (path.name, label)
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
-                if strategy.gp_fraction > 0:  # 2048 scored when every design but the 512 candidate ran
+                if strategy.gp_fraction > 0:  # 2048 scored when every design but the c512 candidates ran
                     assert design["options"].get("gp_candidates") == (512 if label.endswith("c512") else 2048), \
                         (path.name, label)
 
