@@ -115,6 +115,12 @@ def _check_share(option: str, value: object) -> None:
         raise ValueError(f"DefaultSearch({option}={value!r}): expected a share in [0, 1]")
 
 
+def _check_count(option: str, value: object) -> None:
+    """``ValueError`` naming ``DefaultSearch``'s ``option`` unless ``value`` is an int of at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"DefaultSearch({option}={value!r}): expected an int of at least 1")
+
+
 class DefaultSearch(ForestSearch):
     """Forest-ranked search with a space-filling start, local refinement and an early stop.
 
@@ -213,14 +219,11 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_best={self.local_best!r}): expected at least 1")
         if self.local_radius < 1:
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
-        if isinstance(self.warm_keys, bool) or not isinstance(self.warm_keys, int) or self.warm_keys < 1:
-            raise ValueError(f"DefaultSearch(warm_keys={self.warm_keys!r}): expected an int of at least 1")
+        _check_count("warm_keys", self.warm_keys)
         _check_share("gp_fraction", self.gp_fraction)
         if self.stalled_gp_fraction is not None:
             _check_share("stalled_gp_fraction", self.stalled_gp_fraction)
-        stalled_after: object = self.stalled_after  # checked as given, whatever its annotation says
-        if isinstance(stalled_after, bool) or not isinstance(stalled_after, int) or stalled_after < 1:
-            raise ValueError(f"DefaultSearch(stalled_after={self.stalled_after!r}): expected an int of at least 1")
+        _check_count("stalled_after", self.stalled_after)
         check_gp_candidates(self)
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
