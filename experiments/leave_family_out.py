@@ -147,14 +147,15 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     """Replay each tunekit label on the corpus's largest space, one tuning at a time in this
     process, and write the CPU time per proposed config to ``out/timing.json``: the cost the
     design limit (``MAX_MS_PER_CONFIG``) is judged by. In the protocol's parallel replays the
-    tunings share the host's caches and memory bandwidth, which inflates their CPU time."""
+    tunings share the host's caches and memory bandwidth, which inflates their CPU time. The
+    labels take turns, seed by seed, so that a slow spell of a shared machine falls on all of
+    them rather than on whichever label was timed then."""
     spaces = _spaces(str(manifest))
     largest = max(spaces, key=lambda name: len(spaces[name]))
     timing: dict[str, list[float]] = {}
-    for label, (strategy, options) in labels.items():
-        if is_kernel_tuner(strategy):
-            continue
-        for seed in range(seeds):
+    timed = {label: made for label, made in labels.items() if not is_kernel_tuner(made[0])}
+    for seed in range(seeds):
+        for label, (strategy, options) in timed.items():
             line = _tuning(str(manifest), largest, label, strategy, options, seed, 200)
             timing.setdefault(label, []).append(line["cpu_seconds"] / max(1, len(line["times_ms"])))
             print(f"{label} seed {seed}: {1e3 * timing[label][-1]:.1f} ms per config", file=sys.stderr, flush=True)
