@@ -158,6 +158,28 @@ def test_only_names_a_label_to_replay_or_is_refused(protocol, monkeypatch, tmp_p
     assert not (tmp_path / "out").exists()
 
 
+def test_time_alone_times_the_designs_in_turns_seed_by_seed(protocol, monkeypatch, tmp_path):
+    """A slow spell of a shared machine must fall on every design, not on whichever was being timed:
+    each seed times every tunekit label once before the next seed begins, on the largest space;
+    Kernel Tuner's strategies are not timed; each label's times keep their seeds' order."""
+    import json
+
+    calls = []
+
+    def fake_tuning(manifest, space, label, strategy, options, seed, budget):
+        calls.append((space, label, seed))
+        return {"times_ms": [1.0] * 10, "cpu_seconds": 0.01 * (seed + 1)}
+
+    monkeypatch.setattr(protocol, "_tuning", fake_tuning)
+    monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"small": [0] * 3, "large": [0] * 9})
+    labels = {"a": ("default", "{}"), "b": ("random", "{}"), "kt": ("kt:genetic_algorithm", "{}")}
+    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3)
+    assert calls == [("large", label, seed) for seed in range(3) for label in ("a", "b")]
+    timing = json.loads((tmp_path / "timing.json").read_text())
+    assert timing["space"] == "large"
+    assert timing["seconds_per_config"] == {label: pytest.approx([0.001, 0.002, 0.003]) for label in ("a", "b")}
+
+
 def test_every_design_names_the_options_that_changed(protocol):
     """Designs replay as they were run whatever DefaultSearch's defaults become: each names
     ``warm_spread``, which changed after the first rounds ran (0 in theirs: the option did not
@@ -165,8 +187,10 @@ def test_every_design_names_the_options_that_changed(protocol):
     design of ``DefaultSearch`` names ``alignment``, off in every file before the one that judged
     it (``designs-alignment.json``, whose ``default-alignment`` is ``alignment_all``'s) and on in
     every file after it; and every design of ``DefaultSearch`` or a subclass names ``gp_fraction``
-    (0 in every design but the GP share's candidates), whose default may change, and every design
-    with a GP share names ``gp_candidates``."""
+    (0 in every design but the GP share's candidates), whose default may change, and
+    ``stalled_gp_fraction`` (None but in the stalled share's candidates: 0.5 by default since
+    ``designs-gp-stalled-c256.json``'s round), and every design with a GP share names
+    ``gp_candidates``."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -179,10 +203,11 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-known-failures.json": {**steps, "alignment": True},
              "designs-gp-candidates.json": {**steps, "alignment": True},
              "designs-gp-stalled.json": {**steps, "alignment": True},
-             "designs-gp-stalled-c512.json": {**steps, "alignment": True}}
+             "designs-gp-stalled-c512.json": {**steps, "alignment": True},
+             "designs-gp-stalled-c256.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
-              "default-gp15-c512": 0.15}
+              "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
@@ -196,9 +221,15 @@ def test_every_design_names_the_options_that_changed(protocol):
             if isinstance(strategy, DefaultSearch):  # its subclasses of experiments/ too
                 assert "gp_fraction" in design["options"], (path.name, label)
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
-                if strategy.gp_fraction > 0:  # 2048 scored when every design but the c512 candidates ran
-                    assert design["options"].get("gp_candidates") == (512 if label.endswith("c512") else 2048), \
-                        (path.name, label)
+                assert "stalled_gp_fraction" in design["options"], (path.name, label)
+                assert strategy.stalled_gp_fraction == (0.5 if "stalled50" in label else None), (path.name, label)
+                if strategy.gp_fraction > 0 or strategy.stalled_gp_fraction is not None:
+                    scored = {"c512": 512, "c256": 256}.get(label[-4:], 2048)  # 2048 was the default then
+                    assert design["options"].get("gp_candidates") == scored, (path.name, label)
+    # what ships is what the last round chose on the whole corpus
+    chosen = json.loads((EXPERIMENTS / "corpus" / "designs-gp-stalled-c256.json").read_text())["default-gp15-stalled50-c512"]
+    shipped = DefaultSearch()
+    assert {name: getattr(shipped, name) for name in chosen["options"]} == chosen["options"]
 
 
 def test_heldout_figures_from_compare_outputs(experiment, tmp_path):

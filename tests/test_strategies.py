@@ -271,7 +271,7 @@ def test_alignment_reaches_every_forest_a_default_search_fits(monkeypatch, align
     monkeypatch.setattr(RandomForest, "fit", recording)
     space = tunekit.Space(BLOCK=[16, 32, 48, 64], num_warps=[1, 2, 4, 8], num_stages=[1, 2, 3])
     search = DefaultSearch(initial=5, min_evals=10**6, refit_trees=4, refit_trees_after=20, alignment=alignment,
-                           gp_fraction=0.0)  # the forest's turns all: a fit at each
+                           gp_fraction=0.0, stalled_gp_fraction=None)  # the forest's turns all: a fit at each
     run_at_a_new_key(search, history_at_another_key(space.configs()), trial_of, 30, space=space, batch=1)
     # the encoding's 3 columns, BLOCK's alignment, the key's M (and the prior's prediction, but in the prior)
     widths = {3 + alignment + 1, 3 + alignment + 1 + 1}
@@ -693,7 +693,7 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(gps_made,
     """``gp_fraction=0.5``: after the space-filling start, half the proposals the forest's ranking
     would make are the Gaussian process's (told every trial, the start's included), and no config is
     proposed twice, in asks of one config and of four (where the GP could pick one the same ask's
-    local or random share took). With ``gp_fraction=0`` no GP is made."""
+    local or random share took). With ``gp_fraction=0`` and no stalled share no GP is made."""
     from tunekit.testing.strategies import toy_trial
 
     found = run_at_a_new_key(DefaultSearch(gp_fraction=0.5, min_evals=10**6), (), toy_trial, evals=40,
@@ -706,7 +706,8 @@ def test_default_gp_fraction_gives_the_gp_a_share_of_the_forests_turns(gps_made,
     # where the best has no untried neighbour): about 10 are the GP's
     assert 8 <= len(taken) <= 13, len(taken)
     gps_made.clear()
-    run_at_a_new_key(DefaultSearch(gp_fraction=0.0, min_evals=10**6), (), toy_trial, evals=20, batch=batch)
+    run_at_a_new_key(DefaultSearch(gp_fraction=0.0, stalled_gp_fraction=None, min_evals=10**6), (), toy_trial,
+                     evals=40, batch=batch)
     assert gps_made == []
     with pytest.raises(ValueError, match="gp_fraction"):
         run_at_a_new_key(DefaultSearch(gp_fraction=1.5), (), toy_trial, evals=1)
@@ -751,7 +752,7 @@ def test_default_gives_the_gp_the_stalled_share_once_the_best_stalls(gps_made):
 
 def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(gps_made):
     """Injected: the store holds another key where the 128x128 tiles failed (as the toy's do here).
-    Survives: with every forest turn the Gaussian process's (``gp_fraction=1``), the GP proposes
+    Survives: with every forest turn the Gaussian process's (``gp_fraction=1``, no stalled share), the GP proposes
     no config the prior expects to fail, in 30 evaluations of 3 seeds, while proposing a share of
     them. Without the store, where the tiles over the shared memory fail (a third of the Space's
     tiles; large tiles fastest), fewer than a quarter as many of the GP's picks fail (10 seeds, 40
@@ -766,8 +767,8 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     history = tuple(Trial(c, Status.OUT_OF_RESOURCES, key=key) if not toy_trial(c).ok else
                     Trial(c, Status.OK, toy_trial(c).timing, key=key) for c in toy_space().configs())
     for seed in range(3):
-        found = run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), history, toy_trial, evals=30,
-                                 seed=seed)
+        found = run_at_a_new_key(DefaultSearch(gp_fraction=1.0, stalled_gp_fraction=None, min_evals=10**6), history,
+                                 toy_trial, evals=30, seed=seed)
         gp = gps_made.pop()
         assert len(gp.proposed) >= 5, len(gp.proposed)
         assert all(toy_trial(c).ok for c in gp.proposed), [c for c in gp.proposed if not toy_trial(c).ok]
@@ -788,8 +789,8 @@ def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_m
     space_share = sum(not tile_trial(c).ok for c in space.configs()) / len(space.configs())  # 34 %
     gp_picks = []
     for seed in range(10):
-        run_at_a_new_key(DefaultSearch(gp_fraction=1.0, min_evals=10**6), (), tile_trial, evals=40, seed=seed,
-                         space=space)
+        run_at_a_new_key(DefaultSearch(gp_fraction=1.0, stalled_gp_fraction=None, min_evals=10**6), (), tile_trial,
+                         evals=40, seed=seed, space=space)
         gp_picks += gps_made.pop().proposed
     # the model predicts from few reports at first: some picks still fail (8 of 204 here; 43 of 195
     # when the GP is not kept off what the model rules out)
