@@ -160,8 +160,9 @@ def test_only_names_a_label_to_replay_or_is_refused(protocol, monkeypatch, tmp_p
 
 def test_time_alone_times_the_designs_in_turns_seed_by_seed(protocol, monkeypatch, tmp_path):
     """A slow spell of a shared machine must fall on every design, not on whichever was being timed:
-    each seed times every tunekit label once before the next seed begins, on the largest space;
-    Kernel Tuner's strategies are not timed; each label's times keep their seeds' order."""
+    after one untimed tuning that warms the process, each seed times every tunekit label once
+    before the next seed begins, on the largest space; Kernel Tuner's strategies are not timed;
+    each label's times keep their seeds' order."""
     import json
 
     calls = []
@@ -174,7 +175,7 @@ def test_time_alone_times_the_designs_in_turns_seed_by_seed(protocol, monkeypatc
     monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"small": [0] * 3, "large": [0] * 9})
     labels = {"a": ("default", "{}"), "b": ("random", "{}"), "kt": ("kt:genetic_algorithm", "{}")}
     protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3)
-    assert calls == [("large", label, seed) for seed in range(3) for label in ("a", "b")]
+    assert calls == [("large", "a", 3)] + [("large", label, seed) for seed in range(3) for label in ("a", "b")]
     timing = json.loads((tmp_path / "timing.json").read_text())
     assert timing["space"] == "large"
     assert timing["seconds_per_config"] == {label: pytest.approx([0.001, 0.002, 0.003]) for label in ("a", "b")}
