@@ -155,7 +155,8 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     largest = max(spaces, key=lambda name: len(spaces[name]))
     timing: dict[str, list[float]] = {}
     timed = {label: made for label, made in labels.items() if not is_kernel_tuner(made[0])}
-    for label, (strategy, options) in list(timed.items())[:1]:
+    if timed:
+        label, (strategy, options) = next(iter(timed.items()))
         _tuning(str(manifest), largest, label, strategy, options, seeds, 200)
     for seed in range(seeds):
         for label, (strategy, options) in timed.items():

@@ -104,10 +104,11 @@ from tunekit.perfmodels import RandomForest
 
 from tunekit.config import Config, config_to_dict
 from tunekit.keys import TuningKey, alike, key_distance
+from tunekit.strategy import check_count
 from tunekit.trial import Trial
 
 from .forest import ForestSearch
-from .optuna_tpe import OptunaGPSearch, check_gp_candidates
+from .optuna_tpe import OptunaGPSearch
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
 INITIAL_DESIGNS = ("maximin", "random")
@@ -127,12 +128,6 @@ def _check_share(option: str, value: object) -> None:
     """``ValueError`` naming ``DefaultSearch``'s ``option`` unless ``value`` is a share in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ValueError(f"DefaultSearch({option}={value!r}): expected a share in [0, 1]")
-
-
-def _check_count(option: str, value: object) -> None:
-    """``ValueError`` naming ``DefaultSearch``'s ``option`` unless ``value`` is an int of at least 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"DefaultSearch({option}={value!r}): expected an int of at least 1")
 
 
 class DefaultSearch(ForestSearch):
@@ -233,12 +228,12 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(local_best={self.local_best!r}): expected at least 1")
         if self.local_radius < 1:
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
-        _check_count("warm_keys", self.warm_keys)
+        check_count(self, "warm_keys")
         _check_share("gp_fraction", self.gp_fraction)
         if self.stalled_gp_fraction is not None:
             _check_share("stalled_gp_fraction", self.stalled_gp_fraction)
-        _check_count("stalled_after", self.stalled_after)
-        check_gp_candidates(self)
+        check_count(self, "stalled_after")
+        check_count(self, "gp_candidates")  # at the start, before its GP exists
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)

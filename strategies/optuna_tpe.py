@@ -32,7 +32,7 @@ import numpy as np
 from tunekit.compat import finite_candidates_gp_sampler
 from tunekit.config import Config, config_json, config_to_dict
 from tunekit.space import Space, is_power_of_two
-from tunekit.strategy import SearchContext, Strategy
+from tunekit.strategy import SearchContext, Strategy, check_count
 from tunekit.trial import Trial
 
 #: What a failed config is told as before any config ran (as a time in ms; its log is told).
@@ -57,14 +57,6 @@ def _distributions(space: Space):
             distributions[name] = CategoricalDistribution(list(domain))
             decoders[name] = lambda value: value
     return distributions, decoders
-
-
-def check_gp_candidates(strategy: Strategy) -> None:
-    """Refuse a ``gp_candidates`` option that is not an int of at least 1, naming the strategy
-    that was given it (``DefaultSearch`` checks its own at its start, before its GP exists)."""
-    value = getattr(strategy, "gp_candidates")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{type(strategy).__name__}(gp_candidates={value!r}): expected an int of at least 1")
 
 
 class OptunaSearch(Strategy):
@@ -108,7 +100,7 @@ class OptunaSearch(Strategy):
     def start(self, context: SearchContext) -> None:
         import optuna
 
-        check_gp_candidates(self)
+        check_count(self, "gp_candidates")
         super().start(context)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._rng = np.random.default_rng(context.seed)

@@ -113,6 +113,14 @@ _REGISTRY: dict[str, type[Strategy] | str] = {}
 ENTRY_POINT_GROUP = "tunekit.strategies"
 
 
+def check_count(strategy: Strategy, option: str) -> None:
+    """Refuse a ``strategy`` option that is not an int of at least 1, naming the strategy and the
+    option as the user gave them (a bool is refused, though Python counts it an int)."""
+    value = getattr(strategy, option)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{type(strategy).__name__}({option}={value!r}): expected an int of at least 1")
+
+
 def register_strategy(name: str, cls: type[Strategy] | str) -> None:
     """Make ``cls`` available as ``strategy=name``; ``cls`` may be ``"module:Class"``, imported
     when the name is first used."""
