@@ -103,7 +103,7 @@ from scipy.special import ndtr
 from tunekit.perfmodels import RandomForest
 
 from tunekit.config import Config, config_to_dict
-from tunekit.keys import TuningKey, alike, key_distance
+from tunekit.keys import TuningKey, alike, key_distance, next_power_of_2
 from tunekit.strategy import check_count
 from tunekit.trial import Trial
 
@@ -187,6 +187,11 @@ class DefaultSearch(ForestSearch):
             exceed it.
         stalled_after: evaluations without an improvement by more than ``noise`` after which
             ``stalled_gp_fraction`` applies.
+        warm_scaled: the warm start also takes, in the turn after each nearest key's measured
+            config, that config with every meta-parameter that equalled one of the key's sizes
+            there (rounded up to a power of two) set to that size here: a block that spanned a
+            whole row at the stored shape (``BLOCK_N = next_power_of_2(n_cols)``, as normalisation
+            kernels choose) spans one here (``_scaled_to``).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -201,7 +206,7 @@ class DefaultSearch(ForestSearch):
                  local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
                  alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
                  gp_candidates: int = 512, stalled_gp_fraction: float | None = 0.5,
-                 stalled_after: int = 20) -> None:
+                 stalled_after: int = 20, warm_scaled: bool = False) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -219,6 +224,7 @@ class DefaultSearch(ForestSearch):
         self.gp_candidates = gp_candidates
         self.stalled_gp_fraction = stalled_gp_fraction
         self.stalled_after = stalled_after
+        self.warm_scaled = warm_scaled
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -261,7 +267,9 @@ class DefaultSearch(ForestSearch):
         prediction. The measured best of a similar shape is the strongest evidence there is, and
         the forest, which averages over trees and keys, does not always rank it first (with one
         other shape in the store, its top predictions were 12-19 % slower there than that shape's
-        own best). Keys of other arguments or dtypes give none: the prior models them."""
+        own best). Keys of other arguments or dtypes give none: the prior models them. With
+        ``warm_scaled``, each key's turn is followed by its config moved to this key's sizes
+        (``_scaled_to``), where one moves."""
         here = context.key
         by_key: dict[TuningKey, list[Trial]] = {}
         for trial in context.history:
@@ -272,8 +280,9 @@ class DefaultSearch(ForestSearch):
         rankings = []
         for key in (other for other in nearest if alike(here, other)):
             stored = [context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
-            rankings.append([i for i in stored
-                             if i is not None and not self._prior_failing[i] and not self._too_large[i]])
+            rankings.append([i for i in stored if i is not None and self._may_run(i)])
+            if self.warm_scaled:
+                rankings.append(self._scaled_to(here, key, rankings[-1]))
         if not rankings:
             return predicted
         first: list[int] = []
@@ -285,6 +294,35 @@ class DefaultSearch(ForestSearch):
                 break
         rest = predicted[~np.isin(predicted, first)]
         return np.concatenate([np.asarray(first, dtype=int), rest])
+
+    def _may_run(self, index: int) -> bool:
+        """Neither expected to fail by the prior nor to exceed shared memory."""
+        return not self._prior_failing[index] and not self._too_large[index]
+
+    def _scaled_to(self, here: TuningKey, there: TuningKey, ranking: Sequence[int]) -> list[int]:
+        """The configs of ``ranking`` (measured at ``there``), each with every meta-parameter
+        whose value equalled a size of ``there`` (rounded up to a power of two) that differs here
+        set to that size here, rounded likewise; a value that several such sizes of different
+        sizes here equal is kept. Configs that change nowhere, that the Space lacks or that may
+        not run give none. Compile options (``num_warps``...) are not sizes of the problem."""
+        def size(value: object) -> bool:
+            return type(value) is int and value > 1
+
+        moves = [(next_power_of_2(there.args[name]), next_power_of_2(value)) for name, value in here.args.items()
+                 if size(value) and size(there.args.get(name))]
+        moves = [(old, new) for old, new in moves if old != new]
+        scaled = []
+        for index in ranking:
+            config = self._configs[index]
+            changed = {}
+            for name, value in config.kwargs.items():
+                targets = {new for old, new in moves if size(value) and old == value}
+                if len(targets) == 1:
+                    changed[name] = targets.pop()
+            moved = self.context.space.index({**config_to_dict(config), **changed}) if changed else None
+            if moved is not None and self._may_run(moved):
+                scaled.append(moved)
+        return scaled
 
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)

@@ -666,6 +666,50 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
 
+def test_default_warm_scaled_moves_a_block_that_equalled_a_size_to_that_size_here():
+    """The store holds one other key, M=32 (with G=4), whose fastest config is BLOCK_M=32 (its M),
+    BLOCK_N=64, num_warps=4 (its G). At M=128 (G=8), ``warm_scaled`` puts that config with BLOCK_M
+    set to 128 right after it in the warm start; num_warps, a compile option, stays 4 though it
+    equalled G. Where K changes too (32 to 64), BLOCK_M=32 equalled two sizes that differ here: it
+    is kept, and the turn goes to the prior as without the option. So does a size that rounds up
+    to the same power of two here (M=30 to M=32)."""
+    import json
+
+    import numpy as np
+
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    def key(**args) -> TuningKey:
+        return TuningKey.from_json(json.dumps({"args": args, "dtypes": ["fp16"]}))
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    block = {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}
+    def named(config) -> dict:
+        return {name: config_to_dict(config)[name] for name in block}
+
+    fastest = next(c for c in ok if named(c) == block)
+    others = [c for c in sorted(ok, key=toy_time, reverse=True) if c is not fastest][:5]
+
+    def warm_start(here: TuningKey, there: TuningKey, **options) -> list[dict]:
+        history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=there) for t, c in enumerate([fastest, *others], 1))
+        context = SearchContext(toy_space(), Budget(evals=10), here, 0, history)
+        predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
+        strategy = DefaultSearch(warm_start=3, **options)
+        strategy.start(context)
+        configs = context.space.configs()
+        return [named(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]]
+
+    prior = named(min(ok, key=toy_time))
+    assert warm_start(key(M=128, G=8), key(M=32, G=4), warm_scaled=True) == [
+        block, {**block, "BLOCK_M": 128}, prior]
+    assert warm_start(key(M=128, G=8), key(M=32, G=4))[:2] == [block, prior]
+    assert warm_start(key(M=128, K=64), key(M=32, K=32), warm_scaled=True)[:2] == [block, prior]
+    assert warm_start(key(M=32), key(M=30), warm_scaled=True)[:2] == [block, prior]
+
+
 @pytest.fixture
 def gps_made(monkeypatch) -> list:
     """Every GP a ``DefaultSearch`` makes, in order, each with ``proposed``: the configs it proposed."""
