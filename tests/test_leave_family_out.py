@@ -205,10 +205,12 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-candidates.json": {**steps, "alignment": True},
              "designs-gp-stalled.json": {**steps, "alignment": True},
              "designs-gp-stalled-c512.json": {**steps, "alignment": True},
-             "designs-gp-stalled-c256.json": {**steps, "alignment": True}}
+             "designs-gp-stalled-c256.json": {**steps, "alignment": True},
+             "designs-random-start.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
-              "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15}
+              "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
+              "default-stalled-c512-random-start": 0.15}
     judged = {"default": {**steps, "alignment": False}, "default-sizes": {**steps, "alignment": True},
               "default-alignment": steps}
     for path in sorted((EXPERIMENTS / "corpus").glob("designs*.json")):
@@ -223,9 +225,9 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "gp_fraction" in design["options"], (path.name, label)
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
-                assert strategy.stalled_gp_fraction == (0.5 if "stalled50" in label else None), (path.name, label)
+                assert strategy.stalled_gp_fraction == (0.5 if "stalled" in label else None), (path.name, label)
                 if strategy.gp_fraction > 0 or strategy.stalled_gp_fraction is not None:
-                    scored = {"c512": 512, "c256": 256}.get(label[-4:], 2048)  # 2048 was the default then
+                    scored = next((size for size in (512, 256) if f"c{size}" in label), 2048)  # 2048: the default then
                     assert design["options"].get("gp_candidates") == scored, (path.name, label)
     # what ships is what the last round chose on the whole corpus
     chosen = json.loads((EXPERIMENTS / "corpus" / "designs-gp-stalled-c256.json").read_text())["default-gp15-stalled50-c512"]
