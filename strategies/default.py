@@ -130,6 +130,13 @@ def _check_share(option: str, value: object) -> None:
         raise ValueError(f"DefaultSearch({option}={value!r}): expected a share in [0, 1]")
 
 
+def _size(value: object) -> int | None:
+    """A key argument's or meta-parameter's value as a size a block may span, rounded up to a
+    power of two; None for anything but an int above 1 (a dimension of 1 is spanned by any
+    block, so equality with it says nothing)."""
+    return next_power_of_2(value) if type(value) is int and value > 1 else None
+
+
 class DefaultSearch(ForestSearch):
     """Forest-ranked search with a space-filling start, local refinement and an early stop.
 
@@ -301,29 +308,26 @@ class DefaultSearch(ForestSearch):
         """Neither expected to fail by the prior nor to exceed shared memory."""
         return not self._prior_failing[index] and not self._too_large[index]
 
-    def _scaled_to(self, here: TuningKey, there: TuningKey, ranking: Sequence[int]) -> list[int]:
-        """The configs of ``ranking`` (measured at ``there``), each with every meta-parameter
-        whose value equalled a size of ``there`` (rounded up to a power of two) that differs here
-        set to that size here, rounded likewise; a value that several such sizes of different
-        sizes here equal is kept. Configs that change nowhere, that the Space lacks or that may
-        not run give none. Compile options (``num_warps``...) are not sizes of the problem."""
-        def size(value: object) -> bool:
-            return type(value) is int and value > 1
-
-        moves = [(next_power_of_2(there.args[name]), next_power_of_2(value)) for name, value in here.args.items()
-                 if size(value) and size(there.args.get(name))]
-        moves = [(old, new) for old, new in moves if old != new]
-        scaled = []
-        for index in ranking:
+    def _scaled_to(self, here: TuningKey, there: TuningKey, measured: Sequence[int]) -> list[int | None]:
+        """For each config of ``measured`` (measured at ``there``, fastest first), the config with
+        each meta-parameter whose value equals the rounded size (up to a power of two) of one or
+        more of ``there``'s key arguments set to their rounded size here, where they have one and
+        it differs; None where nothing moves, or where the moved config is not the Space's or may
+        not run. A value equal to an argument whose size stays, or to two that change
+        differently, stays: which dimension the block spans is not known. Compile options
+        (``num_warps``...) are not sizes of the problem. In step with ``measured``: the warm
+        start's k-th turn takes the k-th measured config's move."""
+        sizes = {name: _size(value) for name, value in there.args.items() if _size(value) is not None}
+        scaled: list[int | None] = []
+        for index in measured:
             config = self._configs[index]
             changed = {}
             for name, value in config.kwargs.items():
-                targets = {new for old, new in moves if size(value) and old == value}
-                if len(targets) == 1:
+                targets = {_size(here.args.get(arg)) for arg, size in sizes.items() if size == value}
+                if len(targets) == 1 and None not in targets and targets != {value}:
                     changed[name] = targets.pop()
             moved = self.context.space.index({**config_to_dict(config), **changed}) if changed else None
-            if moved is not None and self._may_run(moved):
-                scaled.append(moved)
+            scaled.append(moved if moved is not None and self._may_run(moved) else None)
         return scaled
 
     def ask(self, n: int) -> list[Config]:

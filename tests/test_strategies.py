@@ -667,12 +667,16 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
 
 
 def test_default_warm_scaled_moves_a_block_that_equalled_a_size_to_that_size_here():
-    """The store holds one other key, M=32 (with G=4), whose fastest config is BLOCK_M=32 (its M),
-    BLOCK_N=64, num_warps=4 (its G). At M=128 (G=8), ``warm_scaled`` puts that config with BLOCK_M
-    set to 128 right after it in the warm start; num_warps, a compile option, stays 4 though it
-    equalled G. Where K changes too (32 to 64), BLOCK_M=32 equalled two sizes that differ here: it
-    is kept, and the turn goes to the prior as without the option. So does a size that rounds up
-    to the same power of two here (M=30 to M=32)."""
+    """The store holds one other key, M=32, G=4: its fastest config A (64x64 tiles) equals none of
+    its sizes, its second B (BLOCK_M=32, num_warps=4) equals M and G, its third C (BLOCK_M=32,
+    BLOCK_N=128) moves to a 128x128 tile, and 128x128 tiles failed there (every other config ran,
+    slower). At M=128, G=8,
+    ``warm_scaled`` moves B's BLOCK_M to 128, not its num_warps (a compile option, though equal
+    to G), and gives A and C no move (C's would fail): in step with the measured ranking, so the
+    warm start is A, the prior's first, B, B moved. Sizes that are not powers of two move by their
+    rounding up (M=30 to M=100: 32 to 128). BLOCK_M=32 stays where it equalled two sizes that
+    change differently (M to 128, K to 16), or one that changes and one that stays (G=32 at
+    both keys), or a size whose rounding stays (M=30 to M=32)."""
     import json
 
     import numpy as np
@@ -685,29 +689,45 @@ def test_default_warm_scaled_moves_a_block_that_equalled_a_size_to_that_size_her
     def key(**args) -> TuningKey:
         return TuningKey.from_json(json.dumps({"args": args, "dtypes": ["fp16"]}))
 
-    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
-    block = {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}
-    def named(config) -> dict:
-        return {name: config_to_dict(config)[name] for name in block}
+    names = ("BLOCK_M", "BLOCK_N", "num_warps")
 
-    fastest = next(c for c in ok if named(c) == block)
-    others = [c for c in sorted(ok, key=toy_time, reverse=True) if c is not fastest][:5]
+    def named(config) -> tuple:
+        return tuple(config_to_dict(config)[name] for name in names)
 
-    def warm_start(here: TuningKey, there: TuningKey, **options) -> list[dict]:
-        history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=there) for t, c in enumerate([fastest, *others], 1))
+    configs = toy_space().configs()
+    by_name = {named(c): c for c in configs}
+    measured = [by_name[64, 64, 2], by_name[32, 64, 4], by_name[32, 128, 4]]  # A, B, C: fastest first
+    failed = [c for c in configs if toy_trial(c).status is not Status.OK]
+
+    def started(here: TuningKey, there: TuningKey, **options) -> tuple:
+        slower = [c for c in configs if toy_trial(c).ok and c not in measured]  # the failure model's evidence
+        history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=there) for t, c in enumerate(measured + slower, 1)) + \
+            tuple(Trial(c, Status.OUT_OF_RESOURCES, key=there) for c in failed)
         context = SearchContext(toy_space(), Budget(evals=10), here, 0, history)
-        predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
-        strategy = DefaultSearch(warm_start=3, **options)
+        strategy = DefaultSearch(warm_start=4, **options)
         strategy.start(context)
-        configs = context.space.configs()
-        return [named(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]]
+        return strategy, context
 
-    prior = named(min(ok, key=toy_time))
-    assert warm_start(key(M=128, G=8), key(M=32, G=4), warm_scaled=True) == [
-        block, {**block, "BLOCK_M": 128}, prior]
-    assert warm_start(key(M=128, G=8), key(M=32, G=4))[:2] == [block, prior]
-    assert warm_start(key(M=128, K=64), key(M=32, K=32), warm_scaled=True)[:2] == [block, prior]
-    assert warm_start(key(M=32), key(M=30), warm_scaled=True)[:2] == [block, prior]
+    def moves(here: TuningKey, there: TuningKey) -> list:
+        strategy, context = started(here, there, warm_scaled=True)
+        indices = [context.space.index(c) for c in measured]
+        return [None if i is None else named(configs[i]) for i in strategy._scaled_to(here, there, indices)]
+
+    here, there = key(M=128, G=8), key(M=32, G=4)
+    assert moves(here, there) == [None, (128, 64, 4), None]
+    strategy, context = started(here, there, warm_scaled=True)
+    ok = [c for c in configs if toy_trial(c).ok]
+    predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
+    prior = named(configs[predicted[0]])
+    order = [named(configs[i]) for i in strategy._warm_start_first(predicted, context)[:4]]
+    assert order == [(64, 64, 2), prior, (32, 64, 4), (128, 64, 4)]
+    without, context = started(here, there)
+    assert [named(configs[i]) for i in without._warm_start_first(predicted, context)[:3]] == [
+        (64, 64, 2), prior, (32, 64, 4)]
+    assert moves(key(M=100), key(M=30)) == [None, (128, 64, 4), None]
+    assert moves(key(M=128, K=16), key(M=32, K=32)) == [None, None, None]
+    assert moves(key(M=128, G=32), key(M=32, G=32)) == [None, None, None]
+    assert moves(key(M=32), key(M=30)) == [None, None, None]
 
 
 @pytest.fixture
