@@ -15,15 +15,15 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from leave_family_out import _spaces  # noqa: E402
+from leave_family_out import _spaces
+from tunekit.strategies import DefaultSearch
 
-from tunekit.budget import Budget  # noqa: E402
-from tunekit.compare import same_kernel_elsewhere  # noqa: E402
-from tunekit.config import config_to_dict  # noqa: E402
-from tunekit.recorded import RecordedSpace  # noqa: E402
-from tunekit.strategies import DefaultSearch  # noqa: E402
-from tunekit.strategy import SearchContext, derive_seed  # noqa: E402
-from tunekit.trial import Trial  # noqa: E402
+from tunekit.budget import Budget
+from tunekit.compare import same_kernel_elsewhere
+from tunekit.config import config_to_dict
+from tunekit.recorded import RecordedSpace
+from tunekit.strategy import SearchContext, derive_seed
+from tunekit.trial import Trial
 
 
 def warm_start(scaled: bool, recorded: RecordedSpace, history: tuple[Trial, ...], seed: int) -> list[int]:
