@@ -2,7 +2,7 @@
 adds are: for each space of the corpus whose kernel is recorded at other shapes, with the store
 holding those shapes and the strategy seeded as the protocol's transfer replays seed it (seeds 0
 to N-1), the warm-start configs the option brings in, in how many seeds, and each one's recorded
-time over the space's optimum. From the recordings alone; a few minutes for 5 seeds.
+time over the space's optimum. From the recordings alone; about a minute for 5 seeds.
 
     python experiments/warm_scaled_fired.py --corpus experiments/corpus/v2.json --seeds 5
 """

@@ -131,9 +131,9 @@ def _check_share(option: str, value: object) -> None:
 
 
 def _size(value: object) -> int | None:
-    """A key argument's or meta-parameter's value as a size a block may span, rounded up to a
-    power of two; None for anything but an int above 1 (a dimension of 1 is spanned by any
-    block, so equality with it says nothing)."""
+    """A key argument's value as a size a block may span, rounded up to a power of two; None for
+    anything but an int above 1 (a dimension of 1 is spanned by any block, so equality with it
+    says nothing)."""
     return next_power_of_2(value) if type(value) is int and value > 1 else None
 
 
@@ -195,11 +195,12 @@ class DefaultSearch(ForestSearch):
             exceed it.
         stalled_after: evaluations without an improvement by more than ``noise`` after which
             ``stalled_gp_fraction`` applies.
-        warm_scaled: the warm start also takes, in the turn after each nearest key's measured
-            config, that config with every meta-parameter that equalled one of the key's sizes
-            there (rounded up to a power of two) set to that size here: a block that spanned a
-            whole row at the stored shape (``BLOCK_N = next_power_of_2(n_cols)``, as normalisation
-            kernels choose) spans one here (``_scaled_to``). Off by default: leaving kernels out,
+        warm_scaled: in each nearest key's turn of the warm start, right after its measured
+            config, also that config with every meta-parameter that equals one of the key's sizes
+            there rounded up to a power of two set to that size here, rounded likewise: a block
+            that spanned a whole row at the stored shape (``BLOCK_N = next_power_of_2(n_cols)``,
+            as normalisation kernels choose) spans one here. A value equal to a size that stays,
+            or to two that change differently, stays (``_scaled_to``). Off by default: leaving kernels out,
             15 of 17 folds did not choose it (``experiments/results/transfer-scaled/``).
 
     The other arguments are ``ForestSearch``'s.
@@ -309,7 +310,8 @@ class DefaultSearch(ForestSearch):
         return not self._prior_failing[index] and not self._too_large[index]
 
     def _scaled_to(self, here: TuningKey, there: TuningKey, measured: Sequence[int]) -> list[int | None]:
-        """For each config of ``measured`` (measured at ``there``, fastest first), the config with
+        """For each config of ``measured`` (measured at ``there``, fastest first, those that may
+        run here: the warm start's ranking of that key), the config with
         each meta-parameter whose value equals the rounded size (up to a power of two) of one or
         more of ``there``'s key arguments set to their rounded size here, where they have one and
         it differs; None where nothing moves, or where the moved config is not the Space's or may
