@@ -200,8 +200,8 @@ class DefaultSearch(ForestSearch):
             there rounded up to a power of two set to that size here, rounded likewise: a block
             that spanned a whole row at the stored shape (``BLOCK_N = next_power_of_2(n_cols)``,
             as normalisation kernels choose) spans one here. A value equal to a size that stays,
-            or to two that change differently, stays (``_scaled_to``). Off by default: leaving kernels out,
-            15 of 17 folds did not choose it (``experiments/results/transfer-scaled/``).
+            or to two that change differently, stays (``_scaled_to``). Off by default: leaving
+            kernels out, 15 of 17 folds did not choose it (``experiments/results/transfer-scaled/``).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -268,7 +268,7 @@ class DefaultSearch(ForestSearch):
             self._prior = self._new_model(max_features=1.0).fit(list(context.history), context.key)
             features = self._prior.features_of_encoded(self._encoded, context.key)
             self._prior_failing = self._prior.failure_probability_of(features) > self.failure_threshold
-            predicted = np.where(self._prior_failing | self._too_large, np.inf, self._prior.regressor_.predict(features))
+            predicted = np.where(self._ruled_out(), np.inf, self._prior.regressor_.predict(features))
             self._prior_ranking = self._warm_start_first(np.argsort(predicted, kind="stable"), context)
 
     def _warm_start_first(self, predicted: np.ndarray, context) -> np.ndarray:
@@ -305,20 +305,24 @@ class DefaultSearch(ForestSearch):
         rest = predicted[~np.isin(predicted, first)]
         return np.concatenate([np.asarray(first, dtype=int), rest])
 
+    def _ruled_out(self) -> np.ndarray:
+        """Configs the prior expects to fail or the compiles' reports put over shared memory."""
+        return self._prior_failing | self._too_large
+
     def _may_run(self, index: int) -> bool:
-        """Neither expected to fail by the prior nor to exceed shared memory."""
+        """``_ruled_out`` of one config, negated, without building the mask."""
         return not self._prior_failing[index] and not self._too_large[index]
 
     def _scaled_to(self, here: TuningKey, there: TuningKey, measured: Sequence[int]) -> list[int | None]:
         """For each config of ``measured`` (measured at ``there``, fastest first, those that may
-        run here: the warm start's ranking of that key), the config with
-        each meta-parameter whose value equals the rounded size (up to a power of two) of one or
-        more of ``there``'s key arguments set to their rounded size here, where they have one and
-        it differs; None where nothing moves, or where the moved config is not the Space's or may
-        not run. A value equal to an argument whose size stays, or to two that change
-        differently, stays: which dimension the block spans is not known. Compile options
-        (``num_warps``...) are not sizes of the problem. In step with ``measured``: the warm
-        start's k-th turn takes the k-th measured config's move."""
+        run here: the warm start's ranking of that key), the config with each meta-parameter whose
+        value equals the rounded size (up to a power of two) of one or more of ``there``'s key
+        arguments set to their rounded size here, where they have one and it differs; None where
+        nothing moves, or where the moved config is not the Space's or may not run. A value equal
+        to an argument whose size stays, or to two that change differently, stays: which
+        dimension the block spans is not known. Compile options (``num_warps``...) are not sizes
+        of the problem. In step with ``measured``: the warm start's k-th turn takes the k-th
+        measured config's move."""
         sizes = {name: _size(value) for name, value in there.args.items() if _size(value) is not None}
         scaled: list[int | None] = []
         for index in measured:
@@ -376,7 +380,7 @@ class DefaultSearch(ForestSearch):
         every trial of the tuning so far (no random start of its own), so that a tuning that ends
         before makes no Optuna study. In asks of several configs, a turn that falls before the
         forest's first fit goes to the forest."""
-        allowed = ~(self._tried | self._too_large | self._prior_failing)
+        allowed = ~(self._tried | self._ruled_out())
         turns = min(turns, int(allowed.sum()))
         if self._model is None or turns == 0:
             return []
@@ -452,7 +456,7 @@ class DefaultSearch(ForestSearch):
         fastest = sorted(measured, key=lambda t: t.time_ms)[:self.local_best]
         around = dict.fromkeys(self.context.space.position(c) for t in fastest
                                for c in self.context.space.neighbours(t.config))
-        open_ = [i for i in around if not self._tried[i] and not self._prior_failing[i] and not self._too_large[i]]
+        open_ = [i for i in around if not self._tried[i] and self._may_run(i)]
         if not open_ and self.local_radius > 1:
             open_ = self._fewest_steps_away([self.context.space.position(t.config) for t in fastest])
         if open_ and self._model is not None:
@@ -469,7 +473,7 @@ class DefaultSearch(ForestSearch):
             self._positions = np.array([[list(domain).index(params[name]) if params.get(name) in domain else -1
                                          for name, domain in domains.items()] for params in flat])
         steps = np.abs(self._positions[:, None, :] - self._positions[centres][None]).sum(axis=2).min(axis=1)
-        open_ = ~self._tried & ~self._prior_failing & ~self._too_large
+        open_ = ~self._tried & ~self._ruled_out()
         for radius in range(2, self.local_radius + 1):
             found = np.flatnonzero(open_ & (steps == radius))
             if len(found):
