@@ -1019,6 +1019,33 @@ def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start()
     assert alone[0] == alone[1]
 
 
+def test_default_warm_interleaved_alternates_the_warm_start_and_the_spread():
+    """With ``warm_interleaved`` the first six evaluations with a store alternate the warm start's
+    configs (the same three, in the same order, as without the option) and the space-filling
+    design's, a warm one first: the spread's first config is measured second, not fourth. The
+    option changes nothing without the store, or with ``warm_spread=0``."""
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    reversed_shape = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
+    history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=reversed_shape)
+                    for t, c in enumerate(sorted(ok, key=toy_time, reverse=True), 1))
+
+    def run(history, evals, seed, **options):
+        return [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, **options), history,
+                                                         toy_trial, evals=evals, seed=seed)]
+
+    for seed in range(3):
+        plain, interleaved = run(history, 6, seed), run(history, 6, seed, warm_interleaved=True)
+        assert interleaved[0::2] == plain[:3], (plain, interleaved)
+        assert not set(interleaved[1::2]) & set(plain[:3])
+        assert run((), 15, seed) == run((), 15, seed, warm_interleaved=True)
+        assert run(history, 8, seed, warm_spread=0) == run(history, 8, seed, warm_spread=0, warm_interleaved=True)
+    with pytest.raises(ValueError, match="warm_interleaved"):
+        run(history, 2, 0, warm_interleaved="yes")
+
+
 def test_optuna_sees_consecutive_powers_of_two_as_ordered_in_whatever_order_they_were_listed():
     """``num_warps`` listed 2, 1, 4, 8 (a config list's first-use order) is an ordered integer
     (log2 1..8) to Optuna's samplers, as when listed in order; other domains are categories."""
