@@ -202,10 +202,12 @@ class DefaultSearch(ForestSearch):
             as normalisation kernels choose) spans one here. A value equal to a size that stays,
             or to two that change differently, stays (``_scaled_to``). Off by default: leaving
             kernels out, 15 of 17 folds did not choose it (``experiments/results/transfer-scaled/``).
-        warm_interleaved: the warm start's configs and ``warm_spread``'s alternate, a warm one
-            first, instead of the spread following the whole warm start: where the stored shapes
-            mislead (a decode shape among prefill ones), the hedge is measured sooner, at the cost
-            of one evaluation where the warm start's second or third config is this shape's best.
+        warm_interleaved: the same ``warm_start + warm_spread`` configs, in another order: the
+            warm start's and the spread's alternate, a warm one first (the spread is still far
+            from every warm-start config). Where the stored shapes mislead (a decode shape among
+            prefill ones), the hedge is measured sooner; where the warm start's second or third
+            config is this shape's best, it comes one or two evaluations later. An ask of
+            several configs takes both kinds.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -352,10 +354,14 @@ class DefaultSearch(ForestSearch):
             return self._spread(count)
         if self._prior is not None and len(self._here) < self.warm_start + self.warm_spread:
             order = self._warm_order()[len(self._here):]
-            count = min(n, next((i for i, kind in enumerate(order) if kind != order[0]), len(order)))
-            if order[0] == "warm":
-                return self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count])
-            return self._spread(count)
+            if not self.warm_interleaved:  # an ask stops where the warm start ends
+                order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
+            picks: list[Config] = []
+            for kind, turns in itertools.groupby(order[:n]):
+                count = len(list(turns))
+                picks += (self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count]) if kind == "warm"
+                          else self._spread(count, also_far_from=self._prior_ranking[:self.warm_start]))
+            return picks
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
@@ -444,15 +450,20 @@ class DefaultSearch(ForestSearch):
         a tile that runs out of shared memory at one shape usually does at the others)."""
         return super()._failing(indices, features) | self._prior_failing[indices]
 
-    def _spread(self, count: int) -> list[Config]:
+    def _spread(self, count: int, also_far_from: np.ndarray | None = None) -> list[Config]:
         """Untried configs far from every tried one (greedy maximin over the encoding scaled to
         [0, 1]; the first at random, where none is tried), from a random pool of at most
-        ``candidates``, leaving out those the prior expects to fail."""
-        untried = self._fitting(np.flatnonzero(~self._tried & ~self._prior_failing))
+        ``candidates``, leaving out those the prior expects to fail. ``also_far_from``: configs
+        (indices) treated as tried, and left out, though they may not be yet (the warm start's,
+        which ``warm_interleaved`` measures between these)."""
+        measured = self._tried.copy()
+        if also_far_from is not None:
+            measured[also_far_from] = True
+        untried = self._fitting(np.flatnonzero(~measured & ~self._prior_failing))
         pool = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
         low, high = self._encoded.min(axis=0), self._encoded.max(axis=0)
         scaled = (self._encoded - low) / np.where(high > low, high - low, 1.0)
-        tried = list(np.flatnonzero(self._tried))
+        tried = list(np.flatnonzero(measured))
         nearest = (np.full(len(pool), np.inf) if not tried else
                    np.min(np.abs(scaled[pool][:, None, :] - scaled[tried][None, :, :]).sum(axis=2), axis=1))
         chosen = []

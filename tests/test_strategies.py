@@ -1019,11 +1019,14 @@ def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start()
     assert alone[0] == alone[1]
 
 
-def test_default_warm_interleaved_alternates_the_warm_start_and_the_spread():
-    """With ``warm_interleaved`` the first six evaluations with a store alternate the warm start's
-    configs (the same three, in the same order, as without the option) and the space-filling
-    design's, a warm one first: the spread's first config is measured second, not fourth. The
-    option changes nothing without the store, or with ``warm_spread=0``."""
+def test_default_warm_interleaved_measures_the_same_six_configs_warm_and_spread_in_turn():
+    """With ``warm_interleaved`` the first six evaluations with a store are the same six configs
+    as without it, the warm start's three and the space-filling design's three, in another
+    order: warm and spread in turn, a warm one first, so the spread's first config is measured
+    second, not fourth. An ask of eight takes all six at once (without the option it stops where
+    the warm start ends, as before). Nothing changes without the store or with ``warm_spread=0``."""
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
     from tunekit.testing.strategies import toy_time, toy_trial
     from tunekit.trial import Status, Timing, Trial
 
@@ -1034,12 +1037,19 @@ def test_default_warm_interleaved_alternates_the_warm_start_and_the_spread():
 
     def run(history, evals, seed, **options):
         return [config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, **options), history,
-                                                         toy_trial, evals=evals, seed=seed)]
+                                                         toy_trial, evals=evals, seed=seed, batch=1)]
+
+    def first_ask(seed, **options):
+        strategy = DefaultSearch(min_evals=10**6, **options)
+        strategy.start(SearchContext(toy_space(), Budget(evals=20), TOY_KEY, seed, history))
+        return [config_json(c) for c in strategy.ask(8)]
 
     for seed in range(3):
         plain, interleaved = run(history, 6, seed), run(history, 6, seed, warm_interleaved=True)
-        assert interleaved[0::2] == plain[:3], (plain, interleaved)
-        assert not set(interleaved[1::2]) & set(plain[:3])
+        assert len(set(plain)) == 6
+        assert interleaved[0::2] == plain[:3] and interleaved[1::2] == plain[3:6], (plain, interleaved)
+        assert first_ask(seed, warm_interleaved=True) == interleaved
+        assert first_ask(seed) == plain[:3]
         assert run((), 15, seed) == run((), 15, seed, warm_interleaved=True)
         assert run(history, 8, seed, warm_spread=0) == run(history, 8, seed, warm_spread=0, warm_interleaved=True)
     with pytest.raises(ValueError, match="warm_interleaved"):
