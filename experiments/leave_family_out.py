@@ -150,7 +150,9 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     tunings share the host's caches and memory bandwidth, which inflates their CPU time. The
     labels take turns, seed by seed, so that a slow spell of a shared machine falls on all of
     them rather than on whichever label was timed then, after one untimed tuning that warms the
-    process (its first tuning paid for more than the others: 17.0 ms against 13.1-14.4)."""
+    process (its first tuning paid for more than the others: 17.0 ms against 13.1-14.4). The wall
+    time per config is written beside it (``wall_seconds_per_config``): where a library's threads
+    ran, the CPU time would exceed it."""
     spaces = _spaces(str(manifest))
     largest = max(spaces, key=lambda name: len(spaces[name]))
     timing: dict[str, list[float]] = {}
