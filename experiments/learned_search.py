@@ -240,9 +240,13 @@ class Table:
 
     def evals_to(self, space: str, strategy: str, threshold: float) -> float:
         """Median over seeds of the evaluations to within ``threshold`` (unreached: infinite)."""
+        return float(np.median(self.evals_to_per_seed(space, strategy, threshold)))
+
+    def evals_to_per_seed(self, space: str, strategy: str, threshold: float) -> list[float]:
+        """Each run's evaluations to within ``threshold`` of the optimum (unreached: infinite)."""
         target = self.stats[space].optimum * threshold
         reached = [first_reaching(self.best(run), target) for run in self.runs[space, strategy]]
-        return float(np.median([math.inf if r is None else r for r in reached]))
+        return [math.inf if r is None else float(r) for r in reached]
 
 
 def space_failure_share(stats: SpaceStats) -> float:
