@@ -190,8 +190,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     every file after it; and every design of ``DefaultSearch`` or a subclass names ``gp_fraction``
     (0 in every design but the GP share's candidates), whose default may change, and
     ``stalled_gp_fraction`` (None but in the stalled share's candidates: 0.5 by default since
-    ``designs-gp-stalled-c256.json``'s round), and every design with a GP share names
-    ``gp_candidates``."""
+    ``designs-gp-stalled-c256.json``'s round), every design with a GP share names
+    ``gp_candidates``, and every design names ``warm_interleaved``, off in every round (on by
+    default since the transfer cross-validation of ``transfer-designs-interleaved.json``)."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -225,14 +226,18 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "gp_fraction" in design["options"], (path.name, label)
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
+                assert design["options"].get("warm_interleaved") is False, (path.name, label)
                 assert strategy.stalled_gp_fraction == (0.5 if "stalled" in label else None), (path.name, label)
                 if strategy.gp_fraction > 0 or strategy.stalled_gp_fraction is not None:
                     scored = next((size for size in (512, 256) if f"c{size}" in label), 2048)  # 2048: the default then
                     assert design["options"].get("gp_candidates") == scored, (path.name, label)
-    # what ships is what the last round chose on the whole corpus
+    # what ships is what the last round chose on the whole corpus, with the store's use the last
+    # transfer round chose
     chosen = json.loads((EXPERIMENTS / "corpus" / "designs-gp-stalled-c256.json").read_text())["default-gp15-stalled50-c512"]
+    with_store = json.loads((EXPERIMENTS / "corpus" / "transfer-designs-interleaved.json").read_text())["interleaved"]
     shipped = DefaultSearch()
-    assert {name: getattr(shipped, name) for name in chosen["options"]} == chosen["options"]
+    options = {**chosen["options"], **with_store}
+    assert {name: getattr(shipped, name) for name in options} == options
 
 
 def test_heldout_figures_from_compare_outputs(experiment, tmp_path):

@@ -606,8 +606,8 @@ def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
     """The store holds two other keys: M=2 (near M=1), six trials whose fastest config is the
     toy's slowest, and M=64 (far), every config, ranked as the toy. ``default`` first measures M=2's fastest config, and its
     second fastest within the three warm-start configs (the other turns go to the prior's best
-    predictions): the measured best of the nearest shape is not left to a forest that averages
-    over both keys."""
+    predictions; the spread's configs come between them, ``warm_interleaved``): the measured best
+    of the nearest shape is not left to a forest that averages over both keys."""
     from tunekit.testing.strategies import toy_time, toy_trial
     from tunekit.trial import Status, Timing, Trial
 
@@ -617,9 +617,9 @@ def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
     history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=near) for t, c in enumerate(slowest_first[:6], 1)) + \
         tuple(Trial(c, Status.OK, toy_trial(c).timing, key=far) for c in ok)
     for seed in range(3):
-        found = run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial, evals=4, seed=seed)
-        assert config_json(found[0]) == config_json(slowest_first[0])
-        assert config_json(slowest_first[1]) in {config_json(c) for c in found[1:3]}
+        warm = run_at_a_new_key(DefaultSearch(min_evals=10**6), history, toy_trial, evals=6, seed=seed)[0::2]
+        assert config_json(warm[0]) == config_json(slowest_first[0])
+        assert config_json(slowest_first[1]) in {config_json(c) for c in warm[1:3]}
 
 
 def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
@@ -659,9 +659,9 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
     firsts, seconds = ([config_json(c[m]) for m in (2, 16, 64)] for c in (first, second))
     assert warm_start(warm_keys=4, warm_start=8) == [*firsts, prior[0], *seconds, prior[1]]
     assert warm_start(warm_keys=1, warm_start=4) == [firsts[0], prior[0], seconds[0], prior[1]]
-    found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4), history, toy_trial, evals=4,
+    found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4), history, toy_trial, evals=6,
                              key=here)
-    assert [config_json(c) for c in found[:3]] == firsts  # what a tuning measures first
+    assert [config_json(c) for c in found[0::2]] == firsts  # what a tuning measures first, the spread between
     with pytest.raises(ValueError, match="warm_keys"):
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
@@ -1020,11 +1020,11 @@ def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start()
 
 
 def test_default_warm_interleaved_measures_the_same_six_configs_warm_and_spread_in_turn():
-    """With ``warm_interleaved`` the first six evaluations with a store are the same six configs
-    as without it, the warm start's three and the space-filling design's three, in another
-    order: warm and spread in turn, a warm one first, so the spread's first config is measured
-    second, not fourth. An ask of eight takes all six at once (without the option it stops where
-    the warm start ends, as before). Nothing changes without the store or with ``warm_spread=0``."""
+    """With ``warm_interleaved`` (the default) the first six evaluations with a store are the same
+    six configs as without it, the warm start's three and the space-filling design's three, in
+    another order: warm and spread in turn, a warm one first, so the spread's first config is
+    measured second, not fourth. An ask of eight takes all six at once (without the option it
+    stops where the warm start ends). Nothing changes without the store or with ``warm_spread=0``."""
     from tunekit.budget import Budget
     from tunekit.strategy import SearchContext
     from tunekit.testing.strategies import toy_time, toy_trial
@@ -1045,13 +1045,13 @@ def test_default_warm_interleaved_measures_the_same_six_configs_warm_and_spread_
         return [config_json(c) for c in strategy.ask(8)]
 
     for seed in range(3):
-        plain, interleaved = run(history, 6, seed), run(history, 6, seed, warm_interleaved=True)
+        plain, interleaved = run(history, 6, seed, warm_interleaved=False), run(history, 6, seed)
         assert len(set(plain)) == 6
         assert interleaved[0::2] == plain[:3] and interleaved[1::2] == plain[3:6], (plain, interleaved)
-        assert first_ask(seed, warm_interleaved=True) == interleaved
-        assert first_ask(seed) == plain[:3]
-        assert run((), 15, seed) == run((), 15, seed, warm_interleaved=True)
-        assert run(history, 8, seed, warm_spread=0) == run(history, 8, seed, warm_spread=0, warm_interleaved=True)
+        assert first_ask(seed) == interleaved
+        assert first_ask(seed, warm_interleaved=False) == plain[:3]
+        assert run((), 15, seed) == run((), 15, seed, warm_interleaved=False)
+        assert run(history, 8, seed, warm_spread=0) == run(history, 8, seed, warm_spread=0, warm_interleaved=False)
     with pytest.raises(ValueError, match="warm_interleaved"):
         run(history, 2, 0, warm_interleaved="yes")
 
