@@ -142,9 +142,9 @@ class DefaultSearch(ForestSearch):
 
     Args:
         initial: configs of the space-filling start, when the store holds nothing of this kernel.
-        warm_start: configs tried first when the store holds the kernel's other keys: in turn,
-            the nearest key's measured fastest and the prior's (the forest of those keys' trials)
-            best predictions.
+        warm_start: configs tried first when the store holds the kernel's other keys (in turn
+            with ``warm_spread``'s: ``warm_interleaved``): in turn, the nearest key's measured
+            fastest and the prior's (the forest of those keys' trials) best predictions.
         local_fraction: share of the proposals given to neighbours of the best config.
         noise: relative improvement under which a better time is not worth measuring (timing
             noise; 0.01 = 1 %).
@@ -163,7 +163,7 @@ class DefaultSearch(ForestSearch):
         random_fraction: share of the proposals after the start given to untried configs drawn
             at random (SMAC's interleaved random configurations: a forest does not extrapolate,
             so its ranking alone can stay in one basin).
-        warm_spread: configs of the space-filling design measured after the warm start, when the
+        warm_spread: configs of the space-filling design measured with the warm start, when the
             store holds the kernel's other keys: a hedge for a shape unlike those stored (a
             decode shape among prefill ones), whose warm start misleads, and trials over the
             whole Space from which the forest learns how far the prior's ranking holds here.
