@@ -41,16 +41,17 @@ def main() -> None:
     table = Table(runs, {name: SpaceStats.of(space) for name, space in spaces.items()}, args.budget)
     print(f"space | median without | median with | runs with the store reaching 5 % at 1..{FIRST}, later "
           f"| one-sided p (slower with)")
-    for name in sorted(n for n in spaces if elsewhere[n] and (n, args.label) in table.runs):
-        # unreached within the budget counts as one evaluation past it, as in transfer_cv's report
-        without, with_store = (np.minimum(table.evals_to_per_seed(name, label, 1.05), args.budget + 1.0)
-                               for label in (WITHOUT, args.label))
-        slower = np.median(with_store) > np.median(without)
+    for name in sorted(n for n in spaces if elsewhere[n] and all((n, label) in table.runs
+                                                                 for label in (WITHOUT, args.label))):
+        without, with_store = (np.asarray(table.evals_to_per_seed(name, label, 1.05)) for label in (WITHOUT, args.label))
+        # the median, then an unreached one counted one evaluation past the budget: transfer_cv's report
+        medians = [min(float(np.median(runs)), args.budget + 1.0) for runs in (without, with_store)]
+        slower = medians[1] > medians[0]
         if args.only_slower and not slower:
             continue
         spread = np.bincount(np.minimum(with_store, FIRST + 1).astype(int), minlength=FIRST + 2)[1:]
         p = f"{mannwhitneyu(with_store, without, alternative='greater').pvalue:.3f}" if slower else "-"
-        print(f"{name} | {np.median(without):.1f} | {np.median(with_store):.1f} | {' '.join(map(str, spread))} | {p}")
+        print(f"{name} | {medians[0]:.1f} | {medians[1]:.1f} | {' '.join(map(str, spread))} | {p}")
 
 
 if __name__ == "__main__":

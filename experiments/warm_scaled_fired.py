@@ -28,8 +28,9 @@ from tunekit.trial import Trial
 
 def warm_start(scaled: bool, recorded: RecordedSpace, history: tuple[Trial, ...], seed: int) -> list[int]:
     """The Space positions of the configs ``default`` measures first at ``recorded`` with
-    ``history`` in the store, seeded as ``tunekit.compare.replay`` seeds it."""
-    strategy = DefaultSearch(warm_scaled=scaled)
+    ``history`` in the store, seeded as ``tunekit.compare.replay`` seeds it (the warm start alone:
+    not in turn with the spread, as when ``warm_scaled`` was judged)."""
+    strategy = DefaultSearch(warm_scaled=scaled, warm_interleaved=False)
     space = recorded.space()
     strategy.start(SearchContext(space, Budget(evals=200), recorded.key(), derive_seed(seed, recorded.digest),
                                  history))

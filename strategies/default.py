@@ -6,8 +6,8 @@ With nothing of the kernel in the store, it starts with ``initial`` configs spre
 range instead of clustering as random draws do). When the store holds the kernel's other keys,
 the warm start takes, in turn, the fastest configs measured at the nearest other key (by the
 keys' log2 sizes) and the best predictions of a forest fit on the kernel's trials in the store
-(the prior, which splits on every feature), ``warm_start`` in all, then ``warm_spread`` configs
-of the space-filling design, a hedge for a shape unlike those stored. From then on it proposes what
+(the prior, which splits on every feature), ``warm_start`` in all, in turn with ``warm_spread``
+configs of the space-filling design, a hedge for a shape unlike those stored. From then on it proposes what
 ``rf`` proposes, the untried configs with the lowest lower confidence bound of predicted time,
 from a forest refit before every ask (after every trial where configs are asked one at a time, as
 in replays) on this key's trials with the prior's prediction as one more feature: it follows the
@@ -43,7 +43,11 @@ the store, so the kernels are not held out from which candidates exist either.
 Taking every nearby shape's measured best instead of the nearest's (``warm_keys=3``) was not
 chosen the same way on corpus v2 (``experiments/results/transfer-cv-keys/``): it found 5 % in 2
 evaluations on three GEMM shapes whose nearest stored shape ranks differently, and was 6 or more
-evaluations slower on eight shapes of four kernels.
+evaluations slower on eight shapes of four kernels. Measuring the space-filling configs in turn
+with the warm start (``warm_interleaved=True``), so that the hedge comes second, was chosen by
+every fold on corpus v2 (``experiments/results/transfer-interleaved/``): with the store, slower
+than an empty store on 3 of 58 spaces instead of 5. It was proposed from a decode shape's runs
+that reached 5 % at the spread's first config, so the kernels are held out from the choice only.
 The options before them were chosen on six recorded spaces named in
 ``experiments/learned_search.py`` (``SELECTION``); every other recorded space is held out. There
 (20 seeds, 200 evaluations), refitting after every trial instead of after 10 % more trials, a
@@ -202,9 +206,10 @@ class DefaultSearch(ForestSearch):
             as normalisation kernels choose) spans one here. A value equal to a size that stays,
             or to two that change differently, stays (``_scaled_to``). Off by default: leaving
             kernels out, 15 of 17 folds did not choose it (``experiments/results/transfer-scaled/``).
-        warm_interleaved: the same ``warm_start + warm_spread`` configs, in another order: the
-            warm start's and the spread's alternate, a warm one first (the spread is still far
-            from every warm-start config). Where the stored shapes mislead (a decode shape among
+        warm_interleaved: the warm start's configs and the spread's in turn, a warm one first,
+            instead of the spread after the whole warm start. The spread treats the warm start's
+            configs as measured, so the configs are those of the order before, save where the
+            tuning measured a given config first (``first``). Where the stored shapes mislead (a decode shape among
             prefill ones), the hedge is measured sooner; where the warm start's second or third
             config is this shape's best, it comes one or two evaluations later. An ask of
             several configs takes both kinds. Chosen by every fold leaving a kernel out: with the
@@ -361,9 +366,13 @@ class DefaultSearch(ForestSearch):
             picks: list[Config] = []
             for kind, turns in itertools.groupby(order[:n]):
                 count = len(list(turns))
-                picks += (self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count]) if kind == "warm"
-                          else self._spread(count, also_far_from=self._prior_ranking[:self.warm_start]))
-            return picks
+                taken = self._spread(count, also_far_from=self._prior_ranking[:self.warm_start]) if kind == "spread" else []
+                # the warm start's next, or the prior's next best where the spread found too few (a
+                # small Space, most of it expected to fail): an empty ask would end the tuning
+                taken += self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count - len(taken)])
+                picks += taken
+            if picks:
+                return picks
         if self._nothing_to_gain():
             self.stopped_early = True
             return []

@@ -989,7 +989,8 @@ def test_names_removed_from_the_api_still_answer_with_a_deprecation_warning():
 def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start():
     """The store holds a shape ranked opposite to this one (its fastest configs are the toy's
     slowest, as a prefill shape's are a decode shape's). With ``warm_spread=3`` the three
-    configs after the warm start are a space-filling design: each parameter's steps from the
+    configs after the warm start (not in turn with it: ``warm_interleaved=False``) are a
+    space-filling design: each parameter's steps from the
     configs tried before them sum to more than those of the forest's next three without it
     (summed over seeds). Without the store the option changes nothing."""
     import math
@@ -1010,8 +1011,8 @@ def test_default_warm_spread_measures_configs_far_from_a_misleading_warm_start()
     for spread in (0, 3):
         far[spread] = 0.0
         for seed in range(5):
-            found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_spread=spread), history, toy_trial, evals=6,
-                                     seed=seed)
+            found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_spread=spread, warm_interleaved=False),
+                                     history, toy_trial, evals=6, seed=seed)
             far[spread] += sum(min(steps(c, d) for d in found[:i]) for i, c in enumerate(found[3:6], 3))
     assert far[3] > far[0], far
     alone = [[config_json(c) for c in run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_spread=spread), (),
@@ -1054,6 +1055,29 @@ def test_default_warm_interleaved_measures_the_same_six_configs_warm_and_spread_
         assert run(history, 8, seed, warm_spread=0) == run(history, 8, seed, warm_spread=0, warm_interleaved=False)
     with pytest.raises(ValueError, match="warm_interleaved"):
         run(history, 2, 0, warm_interleaved="yes")
+
+
+def test_default_with_a_store_goes_on_where_the_spread_finds_nothing():
+    """Injected: the store's other key measured a Space where 6 of 8 configs failed for want of
+    resources, so the space-filling turns after the warm start find no config the prior expects
+    to run. Survives: ``default`` goes on with the prior's next configs to the budget's end (an
+    empty ask, which ends the tuning, stopped it after 1 or 3 evaluations), in either order of
+    the warm start and the spread; on a Space of 3 configs it measures all 3."""
+    from triton import Config
+
+    from tunekit.trial import Status, Timing, Trial
+
+    key = TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}')
+    for size, runs in ((8, 2), (3, 3)):
+        space = tunekit.Space.from_configs([Config({"BLOCK": 2**i}) for i in range(size)])
+        configs = space.configs()
+        history = tuple(Trial(c, Status.OK, Timing(i + 1, i + 1, i + 1), key=key) if i < runs else
+                        Trial(c, Status.OUT_OF_RESOURCES, key=key) for i, c in enumerate(configs))
+        for interleaved in (True, False):
+            found = run_at_a_new_key(DefaultSearch(warm_interleaved=interleaved), history,
+                                     lambda c: Trial(c, Status.OK, Timing(1.0, 1.0, 1.0)), evals=size,
+                                     space=space, batch=1)
+            assert len({config_json(c) for c in found}) == size, (size, interleaved, found)
 
 
 def test_optuna_sees_consecutive_powers_of_two_as_ordered_in_whatever_order_they_were_listed():
