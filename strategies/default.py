@@ -209,12 +209,13 @@ class DefaultSearch(ForestSearch):
         warm_interleaved: the warm start's configs and the spread's in turn, a warm one first,
             instead of the spread after the whole warm start. The spread treats the warm start's
             configs as measured, so the configs are those of the order before, save where the
-            tuning measured a given config first (``first``). Where the stored shapes mislead (a decode shape among
-            prefill ones), the hedge is measured sooner; where the warm start's second or third
-            config is this shape's best, it comes one or two evaluations later. An ask of
-            several configs takes both kinds. Chosen by every fold leaving a kernel out: with the
-            store, slower than without on 3 of 58 spaces instead of 5
-            (``experiments/results/transfer-interleaved/``).
+            tuning measured a given config first (``tunekit.search.Search``'s ``first``). Where
+            the stored shapes mislead (a decode shape among prefill ones), the hedge is measured
+            sooner; where the warm start's second or third config is this shape's best, it comes
+            one or two evaluations later. An ask of several configs takes both kinds, and where
+            the spread finds too few configs its turns take the prior's next. Chosen by every
+            fold leaving a kernel out: with the store, slower than without on 3 of 58 spaces
+            instead of 5 (``experiments/results/transfer-interleaved/``).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -265,7 +266,8 @@ class DefaultSearch(ForestSearch):
         check_count(self, "stalled_after")
         check_count(self, "gp_candidates")  # at the start, before its GP exists
         if not isinstance(self.warm_interleaved, bool):
-            raise ValueError(f"DefaultSearch(warm_interleaved={self.warm_interleaved!r}): expected True or False")
+            raise ValueError(f"DefaultSearch(warm_interleaved={self.warm_interleaved!r}): "
+                             "expected True or False")
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
@@ -366,7 +368,8 @@ class DefaultSearch(ForestSearch):
             picks: list[Config] = []
             for kind, turns in itertools.groupby(order[:n]):
                 count = len(list(turns))
-                taken = self._spread(count, also_far_from=self._prior_ranking[:self.warm_start]) if kind == "spread" else []
+                warm_start = self._prior_ranking[:self.warm_start]
+                taken = self._spread(count, also_far_from=warm_start) if kind == "spread" else []
                 # the warm start's next, or the prior's next best where the spread found too few (a
                 # small Space, most of it expected to fail): an empty ask would end the tuning
                 taken += self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count - len(taken)])
