@@ -18,7 +18,7 @@ from scipy.stats import mannwhitneyu
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from leave_family_out import _spaces  # noqa: E402
 from learned_search import Table, as_run, read_runs  # noqa: E402
-from transfer_cv import WITHOUT  # noqa: E402
+from transfer_cv import WITHOUT, median_evals  # noqa: E402
 
 from tunekit.compare import same_kernel_elsewhere  # noqa: E402
 from tunekit.metrics import SpaceStats  # noqa: E402
@@ -44,8 +44,7 @@ def main() -> None:
     for name in sorted(n for n in spaces if elsewhere[n] and all((n, label) in table.runs
                                                                  for label in (WITHOUT, args.label))):
         without, with_store = (np.asarray(table.evals_to_per_seed(name, label, 1.05)) for label in (WITHOUT, args.label))
-        # the median, then an unreached one counted one evaluation past the budget: transfer_cv's report
-        medians = [min(float(np.median(runs)), args.budget + 1.0) for runs in (without, with_store)]
+        medians = [median_evals(table, name, label, args.budget) for label in (WITHOUT, args.label)]
         slower = medians[1] > medians[0]
         if args.only_slower and not slower:
             continue

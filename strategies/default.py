@@ -365,11 +365,11 @@ class DefaultSearch(ForestSearch):
             order = self._warm_order()[len(self._here):]
             if not self.warm_interleaved:  # an ask stops where the warm start ends
                 order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
+            suggested = self._prior_ranking[:self.warm_start]
             picks: list[Config] = []
             for kind, turns in itertools.groupby(order[:n]):
                 count = len(list(turns))
-                warm_start = self._prior_ranking[:self.warm_start]
-                taken = self._spread(count, also_far_from=warm_start) if kind == "spread" else []
+                taken = self._spread(count, also_far_from=suggested) if kind == "spread" else []
                 # the warm start's next, or the prior's next best where the spread found too few (a
                 # small Space, most of it expected to fail): an empty ask would end the tuning
                 taken += self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count - len(taken)])
