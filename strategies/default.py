@@ -273,7 +273,6 @@ class DefaultSearch(ForestSearch):
         super().start(context)
         self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
         self._gp: OptunaGPSearch | None = None  # made at its first turn (_gp_picks)
-        self._positions: np.ndarray | None = None  # each config's value positions in the domains, made on first use
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
         self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
@@ -508,12 +507,8 @@ class DefaultSearch(ForestSearch):
     def _fewest_steps_away(self, centres: list[int]) -> list[int]:
         """The open configs (untried, not expected to fail) the fewest steps, from 2 to
         ``local_radius``, away from the nearest of ``centres`` (indices of configs)."""
-        if self._positions is None:
-            domains = self.context.space.ordered_domains
-            flat = [config_to_dict(c) for c in self._configs]
-            self._positions = np.array([[list(domain).index(params[name]) if params.get(name) in domain else -1
-                                         for name, domain in domains.items()] for params in flat])
-        steps = np.abs(self._positions[:, None, :] - self._positions[centres][None]).sum(axis=2).min(axis=1)
+        positions = self.context.space.value_positions()
+        steps = np.abs(positions[:, None, :] - positions[centres][None]).sum(axis=2).min(axis=1)
         open_ = ~self._tried & ~self._ruled_out()
         for radius in range(2, self.local_radius + 1):
             found = np.flatnonzero(open_ & (steps == radius))

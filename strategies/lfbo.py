@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tunekit.config import Config, config_to_dict
+from tunekit.config import Config
 from tunekit.strategy import SearchContext, Strategy
 from tunekit.trial import Trial
 
@@ -128,8 +128,7 @@ class LFBOSearch(Strategy):
         domains = list(space.domains.items())
         # a config as the positions of its values in the domains (-1: not in it), and as the forest's
         # features (float32, as scikit-learn compares them); each position's steps, by radius
-        self._positions = [tuple(d.index(f[n]) if f.get(n) in d else -1 for n, d in domains)
-                           for f in map(config_to_dict, self._configs)]
+        self._positions = [tuple(row) for row in space.value_positions(ordered=False).tolist()]
         self._by_positions = {p: i for i, p in enumerate(self._positions)}
         self._encoded = space.encoded().astype(np.float32).astype(float)
         self._codes = [[float(np.float32(space.encode({n: v})[j])) for v in d]

@@ -106,6 +106,9 @@ class OptunaSearch(Strategy):
         self._rng = np.random.default_rng(context.seed)
         self._study = optuna.create_study(direction="minimize", sampler=self._make_sampler(context.seed % 2**32))
         self._distributions, self._decoders = _distributions(context.space)
+        # each parameter, and whether Optuna searches it as an exponent of 2 (an IntDistribution)
+        self._exponents = [(name, type(distribution).__name__ == "IntDistribution")
+                           for name, distribution in self._distributions.items()]
         self._asked: dict[str, optuna.trial.Trial] = {}  # config id -> the Optuna trial waiting for its result
         self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()
@@ -137,8 +140,7 @@ class OptunaSearch(Strategy):
 
     def _optuna_params(self, config: Config) -> dict:
         flat = config_to_dict(config)
-        return {name: int(math.log2(flat[name])) if type(distribution).__name__ == "IntDistribution" else flat[name]
-                for name, distribution in self._distributions.items()}
+        return {name: int(math.log2(flat[name])) if exponent else flat[name] for name, exponent in self._exponents}
 
     def _untried_params(self, limit: int) -> list[dict]:
         """Optuna's parameters of at most ``limit`` valid configs not proposed yet (a seeded sample

@@ -91,6 +91,26 @@ def test_a_step_moves_to_the_next_value_by_size_in_whatever_order_the_configs_ca
     assert Space(mode=["b", "a", "c"]).ordered_domains["mode"] == ("b", "a", "c")  # not numbers: as given
 
 
+def test_value_positions_are_list_index_in_either_order_of_the_domains():
+    """Each config's values as their positions in ``ordered_domains`` (or ``domains`` as given):
+    what ``list.index`` finds, with -1 where a config lacks a parameter (a compile option) whose
+    domain has no None."""
+    listed = [Config({"BLOCK": block, "mode": mode}, num_warps=warps, maxnreg=maxnreg)
+              for warps in (2, 1, 4) for block in (256, 64) for mode in ("b", "a") for maxnreg in (128, None)]
+    space = Space.from_configs(listed)
+    flat = [config_to_dict(c) for c in space.configs()]
+    for ordered, domains in ((True, space.ordered_domains), (False, space.domains)):
+        expected = [[list(d).index(f[n]) if f.get(n) in d else -1 for n, d in domains.items()] for f in flat]
+        assert space.value_positions(ordered).tolist() == expected
+    assert space.value_positions(True).tolist() != space.value_positions(False).tolist()  # 2, 1, 4 warps
+    assert not space.value_positions().flags.writeable
+    lacking = Space.from_configs([Config({"BLOCK": 64}, maxnreg=128), Config({"BLOCK": 64, "GROUP": 8})])
+    names = list(lacking.domains)
+    # the first config has no GROUP, the second no maxnreg (None, in no domain here)
+    assert lacking.value_positions()[:, [names.index("GROUP"), names.index("maxnreg")]].tolist() == [[-1, 0],
+                                                                                                      [0, -1]]
+
+
 def test_encoding_uses_log2_for_powers_of_two():
     space = Space(BLOCK=[16, 32, 64], GROUP=[1, 3], layout=["row", "col"])
     row = space.encode({"BLOCK": 64, "GROUP": 3, "layout": "col"})

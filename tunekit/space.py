@@ -77,6 +77,7 @@ class Space:
         self._index: dict[str, int] | None = None
         self._encoded: np.ndarray | None = None
         self._ordered: dict[str, tuple] | None = None
+        self._value_positions: dict[bool, np.ndarray] = {}
 
     @classmethod
     def from_configs(cls, configs: Sequence[Config], constraints: Sequence[Constraint] | None = None) -> "Space":
@@ -212,6 +213,20 @@ class Space:
             self._ordered = {name: tuple(sorted(domain, key=lambda v: -math.inf if v is None else v))
                              if self._numeric(name) else domain for name, domain in self.domains.items()}
         return dict(self._ordered)  # a copy: the Space's own must not change under later calls
+
+    def value_positions(self, ordered: bool = True) -> np.ndarray:
+        """Each config's parameters as the positions of their values in ``ordered_domains`` (in
+        ``domains``, as given, where not ``ordered``): configs x parameters, -1 where a config
+        lacks a parameter whose domain has no None; made once (read-only), as a search that steps
+        through the domains needs them for every config of the Space at its start."""
+        if ordered not in self._value_positions:
+            domains = list((self.ordered_domains if ordered else self.domains).items())
+            lookups = [{value: i for i, value in enumerate(domain)} for _, domain in domains]  # values are hashable
+            positions = np.array([[lookup.get(params.get(name), -1) for (name, _), lookup in zip(domains, lookups)]
+                                  for params in map(config_to_dict, self.configs())], dtype=int)
+            positions.setflags(write=False)
+            self._value_positions[ordered] = positions
+        return self._value_positions[ordered]
 
     def neighbours(self, config: Config | Mapping[str, Any], method: str = "adjacent") -> list[Config]:
         """Valid configs that differ from ``config`` in one parameter.
