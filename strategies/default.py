@@ -116,6 +116,8 @@ from .optuna_tpe import OptunaGPSearch
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
 INITIAL_DESIGNS = ("maximin", "random")
+#: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
+LOCAL_ORDERS = ("random", "forest")
 
 
 def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
@@ -216,6 +218,11 @@ class DefaultSearch(ForestSearch):
             the spread finds too few configs its turns take the prior's next. Chosen by every
             fold leaving a kernel out: with the store, slower than without on 3 of 58 spaces
             instead of 5 (``experiments/results/transfer-interleaved/``).
+        local_order: which open neighbours of the best config the local proposals take first:
+            ``"random"`` (at random) or ``"forest"`` (those the forest's last fit ranks best, ties
+            at random). Proposed from the attention spaces, where the one config within 2 % is
+            two steps from the first good one and ``optuna-gp`` found it sooner; judged by
+            ``experiments/leave_family_out.py`` with ``experiments/corpus/designs-local-order.json``.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -230,7 +237,8 @@ class DefaultSearch(ForestSearch):
                  local_radius: int = 2, refit_trees_after: int = 50, warm_spread: int = 3,
                  alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
                  gp_candidates: int = 512, stalled_gp_fraction: float | None = 0.5,
-                 stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True) -> None:
+                 stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True,
+                 local_order: str = "random") -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -250,6 +258,7 @@ class DefaultSearch(ForestSearch):
         self.stalled_after = stalled_after
         self.warm_scaled = warm_scaled
         self.warm_interleaved = warm_interleaved
+        self.local_order = local_order
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -268,6 +277,9 @@ class DefaultSearch(ForestSearch):
         if not isinstance(self.warm_interleaved, bool):
             raise ValueError(f"DefaultSearch(warm_interleaved={self.warm_interleaved!r}): "
                              "expected True or False")
+        if self.local_order not in LOCAL_ORDERS:
+            raise ValueError(f"DefaultSearch(local_order={self.local_order!r}): expected one of "
+                             f"{', '.join(map(repr, LOCAL_ORDERS))}")
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
@@ -502,7 +514,12 @@ class DefaultSearch(ForestSearch):
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]
-        return self._take([open_[i] for i in self.rng.permutation(len(open_))[:count]])
+        shuffled = np.asarray(open_, dtype=int)[self.rng.permutation(len(open_))]
+        if self.local_order == "forest" and self._model is not None and len(shuffled):
+            rank = np.full(len(self._configs), len(self._configs))  # unscored: after the scored, at random
+            rank[self._scored] = np.arange(len(self._scored))
+            shuffled = shuffled[np.argsort(rank[shuffled], kind="stable")]
+        return self._take(shuffled[:count])
 
     def _fewest_steps_away(self, centres: list[int]) -> list[int]:
         """The open configs (untried, not expected to fail) the fewest steps, from 2 to

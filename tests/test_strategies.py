@@ -146,6 +146,47 @@ class TestDefaultSearchAroundSeveralBest(StrategyConformance):
             drive(DefaultSearch(local_best=0), toy_space(), evals=2)
 
 
+class TestDefaultSearchLocalOrder(StrategyConformance):
+    """``local_order="forest"``: a local proposal is the open neighbour of the best that the
+    forest's last fit ranked first, not one at random."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, local_order="forest")
+
+    def test_each_local_proposal_is_the_open_neighbour_the_forest_ranked_first(self):
+        class Recording(DefaultSearch):
+            """Records, at each local ask after a fit, the untried neighbours of the best config by
+            the forest's last ranking, and the picks."""
+
+            def _neighbours_of_best(self, count):
+                space = self.context.space
+                if self._model is None or not any(t.ok for t in self._here):
+                    return super()._neighbours_of_best(count)
+                best = min((t for t in self._here if t.ok), key=lambda t: t.time_ms)
+                rank = {index: position for position, index in enumerate(self._scored)}
+                untried = [i for i in map(space.position, space.neighbours(best.config)) if not self._tried[i]]
+                picks = super()._neighbours_of_best(count)
+                self.asks.append((sorted(untried, key=lambda i: rank.get(i, len(rank))),
+                                  [space.position(c) for c in picks]))
+                return picks
+
+        space = toy_space()
+        for order in ("forest", "random"):
+            ranked_first = []
+            for seed in range(3):
+                strategy = Recording(initial=5, local_fraction=0.5, min_evals=10**6, local_order=order)
+                strategy.asks = []
+                drive(strategy, space, evals=30, seed=seed, batch=1)
+                # where a neighbour was open (else the local proposal widens its step)
+                ranked_first += [picks[0] == untried[0] for untried, picks in strategy.asks if untried and picks]
+            assert len(ranked_first) > 10, order
+            assert all(ranked_first) if order == "forest" else not all(ranked_first)
+
+    def test_an_unknown_local_order_is_refused_by_name(self):
+        with pytest.raises(ValueError, match="local_order='best'.*'random', 'forest'"):
+            drive(DefaultSearch(local_order="best"), toy_space(), evals=2)
+
+
 class TestDefaultSearchWideningItsStep(StrategyConformance):
     """``local_radius``: at a local optimum (every neighbour tried) the local proposals move two
     or more steps away."""
