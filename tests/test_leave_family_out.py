@@ -191,8 +191,10 @@ def test_every_design_names_the_options_that_changed(protocol):
     (0 in every design but the GP share's candidates), whose default may change, and
     ``stalled_gp_fraction`` (None but in the stalled share's candidates: 0.5 by default since
     ``designs-gp-stalled-c256.json``'s round), every design with a GP share names
-    ``gp_candidates``, and every design names ``warm_interleaved``, off in every file before its
-    transfer cross-validation (``transfer-designs-interleaved.json``; on by default since)."""
+    ``gp_candidates``, every design names ``warm_interleaved``, off in every file before its
+    transfer cross-validation (``transfer-designs-interleaved.json``; on by default since), and
+    ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` alone (the
+    default since that round)."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -207,11 +209,12 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-stalled.json": {**steps, "alignment": True},
              "designs-gp-stalled-c512.json": {**steps, "alignment": True},
              "designs-gp-stalled-c256.json": {**steps, "alignment": True},
-             "designs-random-start.json": {**steps, "alignment": True}}
+             "designs-random-start.json": {**steps, "alignment": True},
+             "designs-local-order.json": {**steps, "alignment": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
-              "default-stalled-c512-random-start": 0.15}
+              "default-stalled-c512-random-start": 0.15, "default-gp15-stalled50-c512-local-forest": 0.15}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
@@ -232,6 +235,9 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
+                # "forest" in the local-order round's candidate alone (the default since that round)
+                assert design["options"].get("local_order") == ("forest" if label.endswith("-local-forest")
+                                                                else "random"), (path.name, label)
                 if path.name in before_interleaved:
                     assert design["options"]["warm_interleaved"] is False, (path.name, label)
                 assert strategy.stalled_gp_fraction == (0.5 if "stalled" in label else None), (path.name, label)
@@ -240,8 +246,9 @@ def test_every_design_names_the_options_that_changed(protocol):
                     assert design["options"].get("gp_candidates") == scored, (path.name, label)
     # what ships is what the last round chose on the whole corpus, with the store's use the last
     # transfer round chose
-    chosen = json.loads((EXPERIMENTS / "corpus" / "designs-gp-stalled-c256.json").read_text())["default-gp15-stalled50-c512"]
-    with_store = json.loads((EXPERIMENTS / "corpus" / "transfer-designs-interleaved.json").read_text())["interleaved"]
+    chosen = json.loads((EXPERIMENTS / "corpus" / "designs-local-order.json").read_text())[
+        "default-gp15-stalled50-c512-local-forest"]
+    with_store = json.loads((EXPERIMENTS / "corpus" / "transfer-designs-local-order.json").read_text())["interleaved"]
     shipped = DefaultSearch()
     options = {**chosen["options"], **with_store}
     assert {name: getattr(shipped, name) for name in options} == options
