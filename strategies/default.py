@@ -97,12 +97,13 @@ after another, the order found biased on the CPU machine; every tuning of a GP d
 
 The local proposals take the open neighbours the forest's last fit ranks best, not one at random
 (``local_order="forest"``): 15 of 17 folds and the whole corpus chose it
-(``experiments/results/local-order/``, ``experiments/corpus/designs-local-order.json``), but held
-out the figures moved no more than seeds move them (95.8 % of runs within 2 % and 1.094 / 1.030 /
-1.005 after 20 / 50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005): its score rose on
-``triton-attention``, from which it was proposed (0.298 against 0.225), and fell on ``triton-gemv``,
-``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store (``warm_interleaved``),
-slower than an empty store on 2 of 58 spaces instead of 3. It costs no more time per config.
+(``experiments/results/local-order/``, ``experiments/corpus/designs-local-order.json``) by the
+protocol's selection score, but it gained nothing held out (95.8 % of runs within 2 % and
+1.094 / 1.030 / 1.005 after 20 / 50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005):
+its score rose on ``triton-attention``, from which it was proposed (0.298 against 0.225), and fell
+on ``triton-gemv``, ``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store
+(``warm_interleaved``), slower than an empty store on 2 of 58 spaces instead of 3. It costs no
+more time per config.
 """
 
 from __future__ import annotations
@@ -228,8 +229,9 @@ class DefaultSearch(ForestSearch):
             fold leaving a kernel out: with the store, slower than without on 3 of 58 spaces
             instead of 5 (``experiments/results/transfer-interleaved/``).
         local_order: which open neighbours of the best config the local proposals take first:
-            ``"forest"`` (those the forest's last fit ranks best, ties at random) or ``"random"``
-            (at random, as before). Proposed from the attention spaces, where the one config
+            ``"forest"`` (in the order of the forest's last ranking, made before this ask's
+            refit, so without the latest trials; configs it did not score, on a Space of more than
+            ``candidates``, after the others at random) or ``"random"`` (at random, as before). Proposed from the attention spaces, where the one config
             within 2 % is two steps from the first good one and ``optuna-gp`` found it sooner;
             chosen by 15 of 17 folds of ``experiments/leave_family_out.py``
             (``experiments/results/local-order/``).
@@ -512,8 +514,8 @@ class DefaultSearch(ForestSearch):
     def _neighbours_of_best(self, count: int) -> list[Config]:
         """Up to ``count`` untried neighbours (one parameter one step away) of the ``local_best``
         fastest configs of this tuning (where none is left, those fewest steps away), leaving out
-        those expected to fail: those the forest's last fit ranks best first (``local_order``),
-        or at random."""
+        those expected to fail: in the order of the forest's last ranking (``local_order``), or
+        at random."""
         measured = [t for t in self._here if t.ok]
         if not measured or count == 0:
             return []

@@ -94,7 +94,7 @@ def test_a_step_moves_to_the_next_value_by_size_in_whatever_order_the_configs_ca
 def test_value_positions_are_list_index_in_either_order_of_the_domains():
     """Each config's values as their positions in ``ordered_domains`` (or ``domains`` as given):
     what ``list.index`` finds, with -1 where a config lacks a parameter (a compile option) whose
-    domain has no None."""
+    domain has no None, and None's position where it has."""
     listed = [Config({"BLOCK": block, "mode": mode}, num_warps=warps, maxnreg=maxnreg)
               for warps in (2, 1, 4) for block in (256, 64) for mode in ("b", "a") for maxnreg in (128, None)]
     space = Space.from_configs(listed)
@@ -109,6 +109,14 @@ def test_value_positions_are_list_index_in_either_order_of_the_domains():
     # the first config has no GROUP, the second no maxnreg (None, in no domain here)
     assert lacking.value_positions()[:, [names.index("GROUP"), names.index("maxnreg")]].tolist() == [[-1, 0],
                                                                                                       [0, -1]]
+    # a domain that lists None: a config without the value (config_to_dict leaves it out) is at None's position
+    listed = Space(BLOCK=[16, 32], maxnreg=[128, None])
+    assert listed.ordered_domains["maxnreg"] == (None, 128)
+    assert [(config_to_dict(c)["BLOCK"], config_to_dict(c).get("maxnreg")) for c in listed.configs()] == [
+        (16, 128), (16, None), (32, 128), (32, None)]
+    assert listed.value_positions().tolist() == [[0, 1], [0, 0], [1, 1], [1, 0]]
+    assert listed.value_positions(ordered=False).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert listed.value_positions() is listed.value_positions()  # made once
 
 
 def test_encoding_uses_log2_for_powers_of_two():

@@ -7,6 +7,7 @@ import pytest
 import tunekit
 from tunekit.config import config_json, config_to_dict
 from tunekit.keys import TuningKey
+from tunekit.space import Space
 from tunekit.strategies import DefaultSearch, Exhaustive, ForestSearch, OptunaSearch, RandomSearch, available
 from tunekit.strategy import make_strategy
 from tunekit.testing.strategies import TOY_KEY, StrategyConformance, drive, toy_space
@@ -185,6 +186,20 @@ class TestDefaultSearchLocalOrder(StrategyConformance):
     def test_an_unknown_local_order_is_refused_by_name(self):
         with pytest.raises(ValueError, match="local_order='best'.*'random', 'forest'"):
             drive(DefaultSearch(local_order="best"), toy_space(), evals=2)
+
+
+@pytest.mark.parametrize("name", ["default", "lfbo", "optuna", "optuna-gp"])
+def test_searches_a_domain_that_lists_none(name):
+    """A config without ``maxnreg`` (None, which ``Space(maxnreg=[None, 128])`` lists) is searched
+    like any other: ``lfbo``'s start and ``default``'s widened step read its position in the
+    domain, the Optuna strategies (and ``default``'s GP) its parameters, and each raised KeyError
+    on such a Space before."""
+    space = Space(**toy_space().domains, maxnreg=[None, 128], constraints=toy_space().constraints)
+    strategy = (DefaultSearch(initial=5, local_fraction=1.0, local_radius=2, min_evals=10**6) if name == "default"
+                else make_strategy(name))
+    found = drive(strategy, space, evals=60, seed=0, batch=1)
+    assert len({config_json(c) for c in found}) == 60
+    assert {config_to_dict(c).get("maxnreg") for c in found} == {None, 128}
 
 
 class TestDefaultSearchWideningItsStep(StrategyConformance):
