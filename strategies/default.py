@@ -19,14 +19,14 @@ encoding, the forests see each integer size's alignment (``alignment``: the larg
 dividing a meta-parameter's value, where its domain is not all powers of two). Any config the
 failure forest gives more than a small chance of failing ranks last; a fifth of the proposals
 after the start go to untried neighbours of the best config so far (one parameter one step away;
-where it has none left, the untried configs two steps away; those the forest ranks best first),
-which catches the sharp local optima a forest smooths over, and a tenth to untried configs at
-random, as SMAC interleaves them (a forest does not extrapolate, and its ranking alone stayed in
-one basin). After 50 evaluations each refit fits 8 new trees in place of the 8 oldest instead of
-the whole forest. It stops when the forest's expected improvement over the best time (a normal
-with the mean and spread of its trees' predictions) has stayed under the timing noise for
-``patience`` evaluations and the best has not improved by more than the noise in the latter half
-of the tuning: further evaluations are then unlikely to pay.
+where it has none left, the untried configs two steps away; in the order of the forest's last
+ranking), which catches the sharp local optima a forest smooths over, and a tenth to untried
+configs at random, as SMAC interleaves them (a forest does not extrapolate, and its ranking alone
+stayed in one basin). After 50 evaluations each refit fits 8 new trees in place of the 8 oldest
+instead of the whole forest. It stops when the forest's expected improvement over the best time
+(a normal with the mean and spread of its trees' predictions) has stayed under the timing noise
+for ``patience`` evaluations and the best has not improved by more than the noise in the latter
+half of the tuning: further evaluations are then unlikely to pay.
 
 The two steps, the random configs and the 8 new trees after 50 evaluations were chosen by
 leave-family-out cross-validation on a corpus of 67 recorded spaces in 13 kernel families
@@ -95,8 +95,8 @@ CPU machine's core (the limit is 20; the round before, it had measured 24.4 ther
 out), and 33.5 against 24.8 on the H100 host's core, both over the limit (timed there one design
 after another, the order found biased on the CPU machine; every tuning of a GP design took over 20).
 
-The local proposals take the open neighbours the forest's last fit ranks best, not one at random
-(``local_order="forest"``): 15 of 17 folds and the whole corpus chose it
+The local proposals take the open neighbours in the order of the forest's last ranking, not at
+random (``local_order="forest"``): 15 of 17 folds and the whole corpus chose it
 (``experiments/results/local-order/``, ``experiments/corpus/designs-local-order.json``) by the
 protocol's selection score, but it gained nothing held out (95.8 % of runs within 2 % and
 1.094 / 1.030 / 1.005 after 20 / 50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005):
@@ -231,10 +231,10 @@ class DefaultSearch(ForestSearch):
         local_order: which open neighbours of the best config the local proposals take first:
             ``"forest"`` (in the order of the forest's last ranking, made before this ask's
             refit, so without the latest trials; configs it did not score, on a Space of more than
-            ``candidates``, after the others at random) or ``"random"`` (at random, as before). Proposed from the attention spaces, where the one config
-            within 2 % is two steps from the first good one and ``optuna-gp`` found it sooner;
-            chosen by 15 of 17 folds of ``experiments/leave_family_out.py``
-            (``experiments/results/local-order/``).
+            ``candidates``, after the others at random) or ``"random"`` (at random, as before).
+            Proposed from the attention spaces, where the one config within 2 % is two steps from
+            the first good one and ``optuna-gp`` found it sooner; chosen by 15 of 17 folds of
+            ``experiments/leave_family_out.py`` (``experiments/results/local-order/``).
 
     The other arguments are ``ForestSearch``'s.
     """

@@ -141,7 +141,8 @@ class OptunaSearch(Strategy):
     def _optuna_params(self, config: Config) -> dict:
         flat = config_to_dict(config)
         # a value the config lacks is None (``Space(maxnreg=[None, 128])``: Optuna's category None)
-        return {name: int(math.log2(flat[name])) if exponent else flat.get(name) for name, exponent in self._exponents}
+        return {name: int(math.log2(flat[name])) if exponent else flat.get(name)
+                for name, exponent in self._exponents}
 
     def _untried_params(self, limit: int) -> list[dict]:
         """Optuna's parameters of at most ``limit`` valid configs not proposed yet (a seeded sample

@@ -248,7 +248,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     # transfer round chose
     chosen = json.loads((EXPERIMENTS / "corpus" / "designs-local-order.json").read_text())[
         "default-gp15-stalled50-c512-local-forest"]
-    with_store = json.loads((EXPERIMENTS / "corpus" / "transfer-designs-local-order.json").read_text())["interleaved"]
+    with_store = json.loads((EXPERIMENTS / "corpus" / "transfer-designs-local-order.json").read_text())[
+        "interleaved"]
     shipped = DefaultSearch()
     options = {**chosen["options"], **with_store}
     assert {name: getattr(shipped, name) for name in options} == options

@@ -109,7 +109,8 @@ def test_value_positions_are_list_index_in_either_order_of_the_domains():
     # the first config has no GROUP, the second no maxnreg (None, in no domain here)
     assert lacking.value_positions()[:, [names.index("GROUP"), names.index("maxnreg")]].tolist() == [[-1, 0],
                                                                                                       [0, -1]]
-    # a domain that lists None: a config without the value (config_to_dict leaves it out) is at None's position
+    # a domain that lists None: a config without the value (config_to_dict leaves it out) is at
+    # None's position
     listed = Space(BLOCK=[16, 32], maxnreg=[128, None])
     assert listed.ordered_domains["maxnreg"] == (None, 128)
     assert [(config_to_dict(c)["BLOCK"], config_to_dict(c).get("maxnreg")) for c in listed.configs()] == [

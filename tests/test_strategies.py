@@ -165,7 +165,8 @@ class TestDefaultSearchLocalOrder(StrategyConformance):
                     return super()._neighbours_of_best(count)
                 best = min((t for t in self._here if t.ok), key=lambda t: t.time_ms)
                 rank = {index: position for position, index in enumerate(self._scored)}
-                untried = [i for i in map(space.position, space.neighbours(best.config)) if not self._tried[i]]
+                around = map(space.position, space.neighbours(best.config))
+                untried = [i for i in around if not self._tried[i]]
                 picks = super()._neighbours_of_best(count)
                 self.asks.append((sorted(untried, key=lambda i: rank.get(i, len(rank))),
                                   [space.position(c) for c in picks]))
@@ -179,7 +180,8 @@ class TestDefaultSearchLocalOrder(StrategyConformance):
                 strategy.asks = []
                 drive(strategy, space, evals=30, seed=seed, batch=1)
                 # where a neighbour was open (else the local proposal widens its step)
-                ranked_first += [picks[0] == untried[0] for untried, picks in strategy.asks if untried and picks]
+                ranked_first += [picks[0] == untried[0]
+                                 for untried, picks in strategy.asks if untried and picks]
             assert len(ranked_first) > 10, order
             assert all(ranked_first) if order == "forest" else not all(ranked_first)
 
@@ -195,8 +197,8 @@ def test_searches_a_domain_that_lists_none(name):
     domain, the Optuna strategies (and ``default``'s GP) its parameters, and each raised KeyError
     on such a Space before."""
     space = Space(**toy_space().domains, maxnreg=[None, 128], constraints=toy_space().constraints)
-    strategy = (DefaultSearch(initial=5, local_fraction=1.0, local_radius=2, min_evals=10**6) if name == "default"
-                else make_strategy(name))
+    strategy = (DefaultSearch(initial=5, local_fraction=1.0, local_radius=2, min_evals=10**6)
+                if name == "default" else make_strategy(name))
     found = drive(strategy, space, evals=60, seed=0, batch=1)
     assert len({config_json(c) for c in found}) == 60
     assert {config_to_dict(c).get("maxnreg") for c in found} == {None, 128}

@@ -221,8 +221,10 @@ class Space:
         through the domains needs them for every config of the Space at its start."""
         if ordered not in self._value_positions:
             domains = list((self.ordered_domains if ordered else self.domains).items())
-            lookups = [{value: i for i, value in enumerate(domain)} for _, domain in domains]  # values are hashable
-            positions = np.array([[lookup.get(params.get(name), -1) for (name, _), lookup in zip(domains, lookups)]
+            # a domain's values are hashable (Space refuses others) and distinct
+            lookups = [{value: i for i, value in enumerate(domain)} for _, domain in domains]
+            positions = np.array([[lookup.get(params.get(name), -1)
+                                   for (name, _), lookup in zip(domains, lookups)]
                                   for params in map(config_to_dict, self.configs())], dtype=int)
             positions.setflags(write=False)
             self._value_positions[ordered] = positions
