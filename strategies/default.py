@@ -98,8 +98,9 @@ after another, the order found biased on the CPU machine; every tuning of a GP d
 The local proposals take the open neighbours in the order of the forest's last ranking, not at
 random (``local_order="forest"``): 15 of 17 folds and the whole corpus chose it
 (``experiments/results/local-order/``, ``experiments/corpus/designs-local-order.json``) by the
-protocol's selection score, but it gained nothing held out (95.8 % of runs within 2 % and
-1.094 / 1.030 / 1.005 after 20 / 50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005):
+protocol's selection score (by less than the seeds move it: ``experiments/seed_bootstrap.py``),
+but it gained nothing held out (95.8 % of runs within 2 % and 1.094 / 1.030 / 1.005 after 20 /
+50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005):
 its score rose on ``triton-attention``, from which it was proposed (0.298 against 0.225), and fell
 on ``triton-gemv``, ``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store
 (``warm_interleaved``), slower than an empty store on 2 of 58 spaces instead of 3. It costs no

@@ -69,6 +69,32 @@ def test_each_family_is_judged_by_the_design_chosen_on_the_others(protocol, tmp_
     assert (found["reached"], found["runs"]) == (6, 9)
 
 
+def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(experiment, protocol, tmp_path):
+    """``seed_bootstrap``'s figures over all seeds are the protocol's (runs within 2 %, the
+    selection score); a replicate of one seed drawn 4 times takes that seed's runs on every space
+    of both labels."""
+    from learned_search import Table
+
+    bootstrap = experiment("seed_bootstrap")
+    spaces = ["a1", "a2"]
+    # "sure" finds the optimum (1 ms) in every run; "lucky" on seeds 0 and 1 alone (else 2 ms)
+    runs = [run(space, "sure", seed, [4.0, 1.0]) for space in spaces for seed in range(4)]
+    runs += [run(space, "lucky", seed, [4.0, 1.0 if seed < 2 else 2.0])
+             for space in spaces for seed in range(4)]
+    table = Table(runs, {name: stats_of(tmp_path, name) for name in spaces}, budget=20)
+    sure, lucky = (bootstrap.per_run(table, spaces, label, 4) for label in ("sure", "lucky"))
+    everything = np.arange(4)[None]
+    within, *_, selection = bootstrap.figures(lucky, everything)[0]
+    assert within == 50.0
+    assert selection == pytest.approx(protocol.selection_score(table, "lucky", spaces))
+    drawn = np.array([[0, 0, 0, 0], [3, 3, 3, 3], [0, 1, 2, 3]])
+    assert (bootstrap.figures(lucky, drawn)[:, 0] == [100.0, 0.0, 50.0]).all()
+    differences = bootstrap.figures(lucky, drawn) - bootstrap.figures(sure, drawn)
+    assert (differences[:, 0] == [0.0, -100.0, -50.0]).all()  # paired: the same seeds of both labels
+    with pytest.raises(ValueError, match="runs of seeds"):
+        bootstrap.per_run(table, spaces, "sure", 5)
+
+
 def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
     from learned_search import Table
 
