@@ -33,7 +33,7 @@ def per_run(table: Table, spaces: list[str], label: str, seeds: int) -> dict[str
     within = np.empty((len(spaces), seeds))
     logs = np.empty((len(spaces), seeds, len(points)))
     for row, space in enumerate(spaces):
-        runs = {run.seed: run for run in table.runs[space, label]}
+        runs = {run.seed: run for run in table.runs.get((space, label), [])}
         if sorted(runs) != list(range(seeds)):
             raise ValueError(f"{label} on {space}: runs of seeds {sorted(runs)}, expected 0-{seeds - 1}")
         single = Table([runs[seed] for seed in range(seeds)], table.stats, table.budget)

@@ -93,6 +93,8 @@ def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(exper
     assert (differences[:, 0] == [0.0, -100.0, -50.0]).all()  # paired: the same seeds of both labels
     with pytest.raises(ValueError, match="runs of seeds"):
         bootstrap.per_run(table, spaces, "sure", 5)
+    with pytest.raises(ValueError, match=r"absent on a1: runs of seeds \[\]"):
+        bootstrap.per_run(table, spaces, "absent", 4)
 
 
 def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
