@@ -7,8 +7,8 @@ range instead of clustering as random draws do). When the store holds the kernel
 the warm start takes, in turn, the fastest configs measured at the nearest other key (by the
 keys' log2 sizes) and the best predictions of a forest fit on the kernel's trials in the store
 (the prior, which splits on every feature), ``warm_start`` in all, in turn with ``warm_spread``
-configs of the space-filling design, a hedge for a shape unlike those stored. From then on it proposes what
-``rf`` proposes, the untried configs with the lowest lower confidence bound of predicted time,
+configs of the space-filling design, a hedge for a shape unlike those stored. From then on it
+proposes what ``rf`` proposes, the untried configs with the lowest lower confidence bound of predicted time,
 from a forest refit before every ask (after every trial where configs are asked one at a time, as
 in replays) on this key's trials with the prior's prediction as one more feature: it follows the
 other shapes' ranking as far as this shape's trials agree with it, so a shape unlike the others
@@ -100,11 +100,10 @@ random (``local_order="forest"``): 15 of 17 folds and the whole corpus chose it
 (``experiments/results/local-order/``, ``experiments/corpus/designs-local-order.json``) by the
 protocol's selection score (by less than the seeds move it: ``experiments/seed_bootstrap.py``),
 but it gained nothing held out (95.8 % of runs within 2 % and 1.094 / 1.030 / 1.005 after 20 /
-50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005):
-its score rose on ``triton-attention``, from which it was proposed (0.298 against 0.225), and fell
-on ``triton-gemv``, ``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store
-(``warm_interleaved``), slower than an empty store on 2 of 58 spaces instead of 3. It costs no
-more time per config.
+50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005): its score rose on
+``triton-attention``, from which it was proposed (0.298 against 0.225), and fell on ``triton-gemv``,
+``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store (``warm_interleaved``),
+slower than an empty store on 2 of 58 spaces instead of 3. It costs no more time per config.
 """
 
 from __future__ import annotations
@@ -529,12 +528,12 @@ class DefaultSearch(ForestSearch):
         if open_ and self._model is not None:
             features = self._model.features_of_encoded(self._encoded[open_], self.context.key)
             open_ = [i for i, failing in zip(open_, self._failing(np.asarray(open_), features)) if not failing]
-        shuffled = np.asarray(open_, dtype=int)[self.rng.permutation(len(open_))]
-        if self.local_order == "forest" and self._model is not None and len(shuffled):
+        ordered = np.asarray(open_, dtype=int)[self.rng.permutation(len(open_))]
+        if self.local_order == "forest" and self._model is not None and len(ordered):
             rank = np.full(len(self._configs), len(self._configs))  # unscored: after the scored, at random
             rank[self._scored] = np.arange(len(self._scored))
-            shuffled = shuffled[np.argsort(rank[shuffled], kind="stable")]
-        return self._take(shuffled[:count])
+            ordered = ordered[np.argsort(rank[ordered], kind="stable")]
+        return self._take(ordered[:count])
 
     def _fewest_steps_away(self, centres: list[int]) -> list[int]:
         """The open configs (untried, not expected to fail) the fewest steps, from 2 to
