@@ -151,8 +151,20 @@ class OptunaSearch(Strategy):
         if len(untried) > limit:
             untried = np.sort(self._rng.choice(untried, size=limit, replace=False))
         if self._all_params is None:
-            self._all_params = [self._optuna_params(config) for config in self._configs]
+            self._all_params = self._params_of_every_config()
         return [self._all_params[i] for i in untried]
+
+    def _params_of_every_config(self) -> list[dict]:
+        """``_optuna_params`` of every config of the Space, in order: each domain's values are
+        made Optuna's once (a missing value is None) and looked up by the configs' positions in
+        the domains, which the Space makes once, instead of a pass over every config's own."""
+        space = self.context.space
+        given = space.value_positions(ordered=False)
+        names = [name for name, _ in self._exponents]
+        columns = [np.array([int(math.log2(value)) if exponent else value for value in space.domains[name]] + [None],
+                            dtype=object)[given[:, j]]
+                   for j, (name, exponent) in enumerate(self._exponents)]
+        return [dict(zip(names, values)) for values in zip(*columns)]
 
     def _unproposed(self) -> np.ndarray:
         """Indices of the configs neither proposed nor left out by ``restrict``."""

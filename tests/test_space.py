@@ -139,6 +139,22 @@ def test_the_whole_spaces_encoding_is_made_once_and_cannot_be_changed():
         encoded[0, 0] = 99.0
 
 
+def test_the_whole_spaces_encoding_is_each_configs_own():
+    """``encoded()`` looks each config's row up from its domains' encoded values: it must be what
+    ``encode`` makes of the config itself, on domains of powers of two listed out of order, other
+    numbers, categories, a domain listing None, and configs that lack a parameter."""
+    listed = [Config({"BLOCK": block, "mode": mode, "SPLIT": split}, num_warps=warps, maxnreg=maxnreg)
+              for warps in (2, 1, 4) for block in (256, 48, 64) for mode in ("b", "a")
+              for split in (3, 1.5) for maxnreg in (128, None)]
+    listed.append(Config({"BLOCK": 64}, num_warps=8))  # no mode, no SPLIT
+    spaces = [Space.from_configs(listed), Space(BLOCK=[64, 16, 32], GROUP=[3, 1], layout=["row", "col"],
+                                                maxnreg=[None, 255])]
+    for space in spaces:
+        assert np.array_equal(space.encoded(), space.encode(space.configs()))
+        assert (space.encoded() == -1.0).any()  # a missing value or None was encoded, as -1
+    assert spaces[0].encoded()[-1].tolist() == spaces[0].encode(listed[-1]).tolist()
+
+
 def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="domain of parameter 'BLOCK' is empty"):
         Space(BLOCK=[])

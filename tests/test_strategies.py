@@ -204,6 +204,24 @@ def test_searches_a_domain_that_lists_none(name):
     assert {config_to_dict(c).get("maxnreg") for c in found} == {None, 128}
 
 
+def test_the_gps_candidates_are_each_configs_own_parameters():
+    """The GP's candidates are looked up from the domains' values by the configs' positions: each
+    must be what ``_optuna_params`` makes of the config itself (an exponent for a domain of powers
+    of two, listed out of order here; the value for the others; None where the config has none)."""
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+
+    space = Space(BLOCK=[64, 16, 32], GROUP=[3, 1], layout=["row", "col"], maxnreg=[None, 128])
+    strategy = make_strategy("optuna-gp")
+    strategy.start(SearchContext(space, Budget(evals=10), TOY_KEY, 0, ()))
+    looked_up = strategy._params_of_every_config()
+    own = [strategy._optuna_params(config) for config in space.configs()]
+    assert looked_up == own and len(own) == len(space)
+    assert [type(value) for params in looked_up for value in params.values()] == [
+        type(value) for params in own for value in params.values()]
+    assert {params["BLOCK"] for params in looked_up} == {4, 5, 6} and {params["maxnreg"] for params in own} == {None, 128}
+
+
 class TestDefaultSearchWideningItsStep(StrategyConformance):
     """``local_radius``: at a local optimum (every neighbour tried) the local proposals move two
     or more steps away."""

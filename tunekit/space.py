@@ -218,16 +218,26 @@ class Space:
         """Each config's parameters as the positions of their values in ``ordered_domains`` (in
         ``domains``, as given, where not ``ordered``): configs x parameters, -1 where a config
         lacks a parameter whose domain has no None; made once (read-only), as a search that steps
-        through the domains needs them for every config of the Space at its start."""
-        if ordered not in self._value_positions:
-            domains = list((self.ordered_domains if ordered else self.domains).items())
+        through the domains needs them for every config of the Space at its start. One pass over
+        the configs gives the positions in ``domains``; the ordered ones and ``encoded()`` are
+        looked up from them, value by value."""
+        if False not in self._value_positions:
             # a domain's values are hashable (Space refuses others) and distinct
-            lookups = [{value: i for i, value in enumerate(domain)} for _, domain in domains]
-            positions = np.array([[lookup.get(params.get(name), -1)
-                                   for (name, _), lookup in zip(domains, lookups)]
-                                  for params in map(config_to_dict, self.configs())], dtype=int)
+            lookups = [{value: i for i, value in enumerate(domain)} for domain in self.domains.values()]
+            names = list(self.domains)
+            given = np.array([[lookup.get(params.get(name), -1) for name, lookup in zip(names, lookups)]
+                              for params in map(config_to_dict, self.configs())], dtype=int)
+            given.setflags(write=False)
+            self._value_positions[False] = given
+        if ordered and True not in self._value_positions:
+            given = self._value_positions[False]
+            # each column through its domain's order: position in ``domains`` -> in ``ordered_domains``
+            # (the last entry, for -1, keeps -1)
+            orders = [np.array([ordered_domain.index(value) for value in domain] + [-1], dtype=int)
+                      for domain, ordered_domain in zip(self.domains.values(), self.ordered_domains.values())]
+            positions = np.column_stack([order[given[:, j]] for j, order in enumerate(orders)])
             positions.setflags(write=False)
-            self._value_positions[ordered] = positions
+            self._value_positions[True] = positions
         return self._value_positions[ordered]
 
     def neighbours(self, config: Config | Mapping[str, Any], method: str = "adjacent") -> list[Config]:
@@ -294,7 +304,12 @@ class Space:
         """``encode(configs())``, made once (read-only): every search of this Space scores all of
         its configs, and a replay runs many searches of one Space."""
         if self._encoded is None:
-            self._encoded = self.encode(self.configs())  # configs() refuses a Space without configs
+            given = self.value_positions(ordered=False)  # configs() refuses a Space without configs
+            # each domain's values encoded once (the last entry, for a config lacking the
+            # parameter: -1, as ``encode`` gives), then looked up by every config's positions
+            tables = [self.encode([{name: value} for value in domain])[:, j].tolist() + [-1.0]
+                      for j, (name, domain) in enumerate(self.domains.items())]
+            self._encoded = np.column_stack([np.asarray(table)[given[:, j]] for j, table in enumerate(tables)])
             self._encoded.setflags(write=False)
         return self._encoded
 
