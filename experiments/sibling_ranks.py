@@ -7,15 +7,19 @@ For every space of a kernel recorded at other shapes (``tunekit.compare.same_ker
 each other shape's configs are ordered by their recorded time there; the table gives, per sibling,
 the position in that order of the first config whose time here is within ``--within`` of this
 space's optimum, the same for the sibling nearest by the keys' sizes (``tunekit.keys.key_distance``,
-ties: the first stored, as ``DefaultSearch``'s warm start takes it), and for the configs taken
-in turn from every sibling's order (each sibling's fastest, then each one's second, ...). A
-position above 10 on every sibling means no warm start from measured configs reaches the target
-within 10 evaluations: only a model that predicts beyond the siblings' rankings could.
+ties: the first stored, as ``DefaultSearch``'s warm start takes it), for the configs taken
+in turn from every sibling's order (each sibling's fastest, then each one's second, ...), and for
+the blend of the siblings (the configs that ran at every one, by their geometric-mean slowdown
+there: ``DefaultSearch(warm_robust=True)``'s ranking). A position above 10 in every one of these
+orders means no warm start from measured configs reaches the target within 10 evaluations: only
+a model that predicts beyond the siblings' rankings could. The lines after the table count the
+spaces of kernels recorded at 3 shapes or more (issue 31's target) that some order serves.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -34,6 +38,24 @@ def _fastest_first(space: RecordedSpace) -> list[str]:
     return [config_json(space.config(r)) for r in ok]
 
 
+def _times(space: RecordedSpace) -> dict[str, float]:
+    """Each config's recorded time (its fastest, where it was recorded more than once), of those that ran."""
+    times: dict[str, float] = {}
+    for record in space.records:
+        if record.ok:
+            config = config_json(space.config(record))
+            times[config] = min(times.get(config, math.inf), record.time_ms)
+    return times
+
+
+def blend(siblings: list[dict[str, float]]) -> list[str]:
+    """The configs that ran at every one of ``siblings`` (each a config -> time), by the sum over
+    them of the log of their time over that sibling's fastest: the geometric-mean slowdown."""
+    common = set.intersection(*(set(times) for times in siblings)) if siblings else set()
+    fastest = [min(times.values()) for times in siblings]
+    return sorted(common, key=lambda c: (sum(math.log(t[c] / f) for t, f in zip(siblings, fastest)), c))
+
+
 def first_within(order: list[str], good: set[str]) -> int | None:
     """The 1-based position of the first of ``order`` in ``good``; None where none is."""
     return next((position for position, config in enumerate(order, 1) if config in good), None)
@@ -49,24 +71,32 @@ def in_turn(orders: list[list[str]]) -> list[str]:
     return list(taken)
 
 
-def table(manifest: Path, within: float) -> str:
+def table(manifest: Path, within: float, limit: int = 10, shapes: int = 3) -> str:
     spaces = _spaces(str(manifest))
     elsewhere = same_kernel_elsewhere(spaces)
-    rows = []
+    rows, counted, reached, unserved = [], 0, 0, []
     for name in sorted(n for n in spaces if elsewhere[n]):
         here = spaces[name]
-        limit = here.optimum_ms * within
-        good = {config_json(here.config(r)) for r in here.records if r.ok and r.time_ms <= limit}
+        good = {config_json(here.config(r)) for r in here.records if r.ok and r.time_ms <= here.optimum_ms * within}
         siblings = sorted(elsewhere[name], key=lambda other: key_distance(here.key(), spaces[other].key()))
         orders = [_fastest_first(spaces[other]) for other in siblings]
         positions = [first_within(order, good) for order in orders]
+        together = [first_within(in_turn(orders), good), first_within(blend([_times(spaces[o]) for o in siblings]), good)]
         shown = ", ".join(f"{other.rsplit('-', 1)[-1] if '-' in other else other}: {p or '-'}"
                           for other, p in zip(siblings, positions))
         rows.append([name, str(len(siblings) + 1), f"{len(good)} of {len(here.records)}", shown,
-                     str(positions[0] or "-"), str(first_within(in_turn(orders), good) or "-")])
+                     str(positions[0] or "-"), *(str(p or "-") for p in together)])
+        if len(siblings) + 1 >= shapes:
+            counted += 1
+            served = any(p is not None and p <= limit for p in positions + together)
+            reached += served
+            unserved += [] if served else [name]
     header = ["space", "shapes", f"configs within {within:g}x", "per sibling, nearest first", "nearest",
-              "in turn"]
-    return "\n".join(markdown(header, rows)) + "\n"
+              "in turn", "blend"]
+    summary = [f"Of the {counted} spaces of kernels recorded at {shapes} shapes or more, some order above has a config "
+               f"within {within:g}x in its first {limit} on {reached}; none has on {len(unserved)}: "
+               f"{', '.join(unserved) or 'none'}."]
+    return "\n".join(markdown(header, rows) + [""] + summary) + "\n"
 
 
 def main() -> None:

@@ -356,3 +356,15 @@ def test_corpus_versions_extend_each_other_and_their_recordings_are_intact(exper
         corpus.freeze(manifest)
     assert json.loads(manifest.read_text()) == {"version": "v9", "spaces": []}
 
+
+
+def test_sibling_ranks_blend_takes_configs_that_ran_at_every_sibling_by_their_summed_log_slowdown(experiment):
+    """``sibling_ranks.blend``: only configs that ran at every sibling, by the sum of the log of
+    their time over that sibling's fastest (a config second at both siblings comes before one
+    first at one and slow at the other); the rank of the first config within reach in an order."""
+    ranks = experiment("sibling_ranks")
+    one = {"a": 1.0, "b": 1.1, "c": 5.0, "d": 1.05}
+    other = {"a": 9.0, "b": 1.1, "c": 1.0}  # d did not run there: out of the blend
+    assert ranks.blend([one, other]) == ["b", "c", "a"]
+    assert ranks.first_within(ranks.blend([one, other]), {"c", "a"}) == 2
+    assert ranks.first_within(["b"], {"x"}) is None
