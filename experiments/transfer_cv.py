@@ -39,29 +39,42 @@ from learned_search import Table, as_run, fmt, markdown, read_runs  # noqa: E402
 
 from tunekit.compare import same_kernel_elsewhere  # noqa: E402
 from tunekit.metrics import SpaceStats  # noqa: E402
+from tunekit.strategy import make_strategy  # noqa: E402
 
 #: The options of ``DefaultSearch`` that act only when the store holds the kernel's other keys.
-STORE_ONLY = ("warm_start", "warm_spread", "warm_keys", "warm_scaled", "warm_interleaved", "warm_robust")
+STORE_ONLY = ("warm_start", "warm_spread", "warm_keys", "warm_scaled", "warm_interleaved")
 #: Evaluations to within 5 % that issue 31 asks for on spaces of kernels with 3 shapes or more.
 TARGET_EVALS = 10
 WITHOUT = "without the store"
 
 
-def candidate_options(base: dict, candidates: dict[str, dict]) -> dict[str, dict]:
-    """label -> the base design's options with the candidate's; ``ValueError`` for a candidate
-    that changes an option acting without the store too (it would not be the base there)."""
+def candidate_options(base: dict, candidates: dict[str, dict]) -> dict[str, tuple[str, dict]]:
+    """label -> (strategy, the base design's options with the candidate's). A candidate may name
+    a ``"strategy"`` (``"module:Class"``): a subclass of the base's strategy whose own options that
+    act only with the store are its ``store_only_options``. ``ValueError`` for a candidate that
+    changes an option acting without the store too (it would not be the base there), or names a
+    strategy that is not a subclass of the base's."""
     made = {}
-    for label, options in candidates.items():
-        other = sorted(set(options) - set(STORE_ONLY))
+    for label, given in candidates.items():
+        options = dict(given)
+        strategy = options.pop("strategy", base["strategy"])
+        allowed = STORE_ONLY
+        if strategy != base["strategy"]:
+            cls, base_cls = type(make_strategy(strategy)), type(make_strategy(base["strategy"]))
+            if not issubclass(cls, base_cls):
+                raise ValueError(f"transfer candidate {label!r} names {strategy}, not a subclass of the base's "
+                                 f"{base_cls.__name__}")
+            allowed = STORE_ONLY + tuple(getattr(cls, "store_only_options", ()))
+        other = sorted(set(options) - set(allowed))
         if other:
             raise ValueError(f"transfer candidate {label!r} changes {', '.join(other)}, which act without the store "
-                             f"too: a candidate may change only {', '.join(STORE_ONLY)}")
-        made[label] = {**base["options"], **options}
+                             f"too: a candidate may change only {', '.join(allowed)}")
+        made[label] = (strategy, {**base["options"], **options})
     return made
 
 
-def replay_all(manifest: Path, base: dict, candidates: dict[str, dict], out: Path, seeds: int, budget: int,
-               jobs: int, stop_after: float | None = None) -> None:
+def replay_all(manifest: Path, base: dict, candidates: dict[str, tuple[str, dict]], out: Path, seeds: int,
+               budget: int, jobs: int, stop_after: float | None = None) -> None:
     """Replay what ``out/runs.jsonl.gz`` lacks: the base without the store and each candidate with
     it, on every space of a kernel recorded at other shapes."""
     target = out / "runs.jsonl.gz"
@@ -72,8 +85,8 @@ def replay_all(manifest: Path, base: dict, candidates: dict[str, dict], out: Pat
     names = sorted((n for n in spaces if elsewhere[n]), key=lambda n: -len(spaces[n]))
     tasks = [(str(manifest), n, WITHOUT, base["strategy"], json.dumps(base["options"]), seed, budget)
              for n in names for seed in range(seeds)]
-    tasks += [(str(manifest), n, label, base["strategy"], json.dumps(options), seed, budget, tuple(elsewhere[n]))
-              for n in names for label, options in candidates.items() for seed in range(seeds)]
+    tasks += [(str(manifest), n, label, strategy, json.dumps(options), seed, budget, tuple(elsewhere[n]))
+              for n in names for label, (strategy, options) in candidates.items() for seed in range(seeds)]
     replay_missing(tasks, target, done, jobs, stop_after)
 
 

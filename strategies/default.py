@@ -235,12 +235,6 @@ class DefaultSearch(ForestSearch):
             Proposed from the attention spaces, where the one config within 2 % is two steps from
             the first good one and ``optuna-gp`` found it sooner; chosen by 15 of 17 folds of
             ``experiments/leave_family_out.py`` (``experiments/results/local-order/``).
-        warm_robust: the warm start also takes, in the turn after the nearest keys', the configs
-            that ran at every other alike key (two or more), by their geometric-mean slowdown
-            there (``_robust_ranking``): configs good at every stored shape, a hedge against a
-            nearest shape whose best is not this one's. Off by default: on 5 seeds of the 58
-            transfer spaces, every fold leaving a kernel out chose the warm start without it
-            (``experiments/results/transfer-robust/``).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -256,7 +250,7 @@ class DefaultSearch(ForestSearch):
                  alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
                  gp_candidates: int = 512, stalled_gp_fraction: float | None = 0.5,
                  stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True,
-                 local_order: str = "forest", warm_robust: bool = False) -> None:
+                 local_order: str = "forest") -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -277,7 +271,6 @@ class DefaultSearch(ForestSearch):
         self.warm_scaled = warm_scaled
         self.warm_interleaved = warm_interleaved
         self.local_order = local_order
-        self.warm_robust = warm_robust
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -335,14 +328,7 @@ class DefaultSearch(ForestSearch):
                 by_key.setdefault(trial.key, []).append(trial)
         # ties: the first stored
         nearest = sorted(by_key, key=lambda other: key_distance(here, other))[:self.warm_keys]
-        rankings = []
-        for key in (other for other in nearest if alike(here, other)):
-            stored = [context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
-            rankings.append([i for i in stored if i is not None and self._may_run(i)])
-            if self.warm_scaled:
-                rankings.append(self._scaled_to(here, key, rankings[-1]))
-        if self.warm_robust and rankings:
-            rankings.append(self._robust_ranking({key: trials for key, trials in by_key.items() if alike(here, key)}))
+        rankings = self._stored_rankings(here, [key for key in nearest if alike(here, key)], by_key)
         if not rankings:
             return predicted
         first: list[int] = []
@@ -355,24 +341,19 @@ class DefaultSearch(ForestSearch):
         rest = predicted[~np.isin(predicted, first)]
         return np.concatenate([np.asarray(first, dtype=int), rest])
 
-    def _robust_ranking(self, by_key: dict[TuningKey, list[Trial]]) -> list[int]:
-        """The configs that ran at every key of ``by_key`` (two or more), by the mean over those
-        keys of the log of their time over the key's fastest: the configs good at every stored
-        shape first, which hedges against a nearest shape whose best is not this one's."""
-        if len(by_key) < 2:
-            return []
-        slowdowns: dict[int, list[float]] = {}
-        for trials in by_key.values():
-            fastest = min(t.time_ms for t in trials)
-            at_key: dict[int, float] = {}  # a config measured more than once at a key: its fastest
-            for trial in trials:
-                index = self.context.space.index(trial.config)
-                if index is not None and self._may_run(index):
-                    at_key[index] = min(at_key.get(index, math.inf), trial.time_ms)
-            for index, time_ms in at_key.items():
-                slowdowns.setdefault(index, []).append(math.log(time_ms / fastest))
-        everywhere = [(sum(logs), index) for index, logs in slowdowns.items() if len(logs) == len(by_key)]
-        return [index for _, index in sorted(everywhere)]
+    def _stored_rankings(self, here: TuningKey, nearest: list[TuningKey], by_key: dict[TuningKey, list[Trial]]
+                         ) -> list[list[int | None]]:
+        """The rankings whose turns the warm start takes, before the prior's: each of the
+        ``nearest`` alike keys' measured configs that may run here, fastest first (each followed,
+        with ``warm_scaled``, by its configs moved to this key's sizes). ``by_key``: the store's
+        trials that ran, by key."""
+        rankings: list[list[int | None]] = []
+        for key in nearest:
+            stored = [self.context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
+            rankings.append([i for i in stored if i is not None and self._may_run(i)])
+            if self.warm_scaled:
+                rankings.append(self._scaled_to(here, key, rankings[-1]))
+        return rankings
 
     def _ruled_out(self) -> np.ndarray:
         """Configs the prior expects to fail or the compiles' reports put over shared memory."""

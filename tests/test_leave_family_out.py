@@ -153,7 +153,7 @@ def test_a_transfer_candidate_may_change_only_what_acts_with_the_store(transfer)
     design there, and "slower than without the store" would compare two designs."""
     base = {"strategy": "default", "options": {"local_radius": 2, "warm_spread": 0}}
     made = transfer.candidate_options(base, {"spread3": {"warm_spread": 3}})
-    assert made == {"spread3": {"local_radius": 2, "warm_spread": 3}}
+    assert made == {"spread3": ("default", {"local_radius": 2, "warm_spread": 3})}
     with pytest.raises(ValueError, match="'wider' changes local_radius, which act without the store"):
         transfer.candidate_options(base, {"wider": {"warm_spread": 3, "local_radius": 3}})
 
@@ -368,3 +368,90 @@ def test_sibling_ranks_blend_takes_configs_that_ran_at_every_sibling_by_their_su
     assert ranks.blend([one, other]) == ["b", "c", "a"]
     assert ranks.first_within(ranks.blend([one, other]), {"c", "a"}) == 2
     assert ranks.first_within(["b"], {"x"}) is None
+
+
+@pytest.fixture
+def variants(experiment):
+    return experiment("warm_variants")
+
+
+def test_warm_robust_takes_the_config_good_at_every_stored_shape_in_the_second_turn(variants):
+    """``warm_robust``: the store holds M=2, M=16 and M=64 of this key's dtypes and M=1 of others.
+    At each alike key its own config is fastest (1 ms) and 5x slower at the other two; ``steady``
+    takes 1.2 ms at all three; ``partial`` takes 1.1 ms at M=2 and M=16 and was not measured at
+    M=64, and ``foreign`` runs in 0.5 ms, but only the key of other dtypes measured it. The warm
+    start is M=2's fastest, then ``steady`` (the configs measured at every alike key, by their
+    summed log slowdown), then the prior's first. Without the option, M=2's fastest, the prior's
+    first, M=2's second (``partial``)."""
+    from tunekit.budget import Budget
+    from tunekit.config import config_json
+    from tunekit.keys import TuningKey
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_space, toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    slowest = sorted(ok, key=toy_time, reverse=True)
+    own, steady, partial, foreign = dict(zip((2, 16, 64), slowest[:3])), slowest[3], slowest[4], slowest[5]
+    keys = {m: TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": ["{dtype}"]}}')
+            for m, dtype in ((1, "fp32"), (2, "fp16"), (16, "fp16"), (64, "fp16"))}
+    here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": ["fp16"]}')
+
+    def trial(config, time, m):
+        return Trial(config, Status.OK, Timing(time, time, time), key=keys[m])
+
+    history = [trial(own[m], 1.0 if m == mine else 5.0, m) for mine in own for m in own]
+    history += [trial(steady, 1.2, m) for m in own] + [trial(partial, 1.1, m) for m in (2, 16)]
+    history += [trial(foreign, 0.5, 1)] + [trial(c, 1.0, 1) for c in own.values()]
+    context = SearchContext(toy_space(), Budget(evals=10), here, 0, tuple(history))
+    predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
+    configs = context.space.configs()
+
+    def warm_start(**options) -> list:
+        strategy = variants.WarmVariantsDefault(warm_start=3, **options)
+        strategy.start(context)
+        return [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]]
+
+    prior = config_json(configs[predicted[0]])
+    assert warm_start(warm_robust=True) == [config_json(own[2]), config_json(steady), prior]
+    assert warm_start() == [config_json(own[2]), prior, config_json(partial)]
+
+
+def test_warm_agreeing_follows_the_stored_key_whose_times_order_this_tunings_alike(variants):
+    """``warm_agreeing=2``: the store holds every config at M=2 (near), in the toy's order reversed,
+    and at M=64 (far), in the toy's order. After the warm start and the spread (6 evaluations,
+    timed here as the toy times them), the next 2 configs are M=64's fastest untried ones: its
+    times order this tuning's configs alike, M=2's in reverse. With M=2 alone in the store, they
+    are M=2's fastest untried (the toy's slowest)."""
+    from tunekit.config import config_json
+    from tunekit.keys import TuningKey
+    from tunekit.testing.strategies import drive, toy_space, toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    near, far = (TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": []}}') for m in (2, 64))
+    reversed_times = tuple(Trial(c, Status.OK, Timing(1 / toy_time(c), 1 / toy_time(c), 1 / toy_time(c)), key=near)
+                           for c in ok)
+    toy_times = tuple(Trial(c, Status.OK, toy_trial(c).timing, key=far) for c in ok)
+    for history, order in ((reversed_times + toy_times, sorted(ok, key=toy_time)),
+                           (reversed_times, sorted(ok, key=toy_time, reverse=True))):
+        found = drive(variants.WarmVariantsDefault(min_evals=10**6, warm_agreeing=2), toy_space(), evals=8, batch=1,
+                      history=history)
+        tried = {config_json(c) for c in found[:6]}
+        assert [config_json(c) for c in found[6:]] == [config_json(c) for c in order if config_json(c) not in tried][:2]
+    with pytest.raises(ValueError, match="warm_agreeing"):
+        drive(variants.WarmVariantsDefault(warm_agreeing=-1), toy_space(), evals=1, history=toy_times)
+
+
+def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_options(transfer):
+    """``warm_variants:WarmVariantsDefault`` is a ``DefaultSearch`` whose ``warm_agreeing`` acts
+    only with the store; a candidate naming it may change that, and a strategy that is not a
+    subclass of the base's is refused."""
+    base = {"strategy": "default", "options": {"local_radius": 2}}
+    made = transfer.candidate_options(base, {"agreeing": {"strategy": "warm_variants:WarmVariantsDefault",
+                                                          "warm_agreeing": 2}})
+    assert made == {"agreeing": ("warm_variants:WarmVariantsDefault", {"local_radius": 2, "warm_agreeing": 2})}
+    with pytest.raises(ValueError, match="warm_agreeing, which act without the store"):
+        transfer.candidate_options(base, {"plain": {"warm_agreeing": 2}})
+    with pytest.raises(ValueError, match="not a subclass of the base's DefaultSearch"):
+        transfer.candidate_options(base, {"other": {"strategy": "lfbo"}})

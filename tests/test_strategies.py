@@ -742,48 +742,6 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
 
 
-def test_default_warm_robust_takes_the_config_good_at_every_stored_shape_in_the_second_turn():
-    """``warm_robust``: the store holds M=2, M=16 and M=64 of this key's dtypes and M=1 of others.
-    At each alike key its own config is fastest (1 ms) and 5x slower at the other two; ``steady``
-    takes 1.2 ms at all three; ``partial`` takes 1.1 ms at M=2 and M=16 and was not measured at
-    M=64, and ``foreign`` runs in 1 ms at every alike key, but only the key of other dtypes
-    measured it. The warm start is M=2's fastest, then ``steady`` (the configs measured at every
-    alike key, by their summed log slowdown), then the prior's first. Without the option, M=2's
-    fastest, the prior's first, M=2's second (``partial``)."""
-    import numpy as np
-
-    from tunekit.budget import Budget
-    from tunekit.strategy import SearchContext
-    from tunekit.testing.strategies import toy_time, toy_trial
-    from tunekit.trial import Status, Timing, Trial
-
-    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
-    slowest = sorted(ok, key=toy_time, reverse=True)
-    own, steady, partial, foreign = dict(zip((2, 16, 64), slowest[:3])), slowest[3], slowest[4], slowest[5]
-    keys = {m: TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": ["{dtype}"]}}')
-            for m, dtype in ((1, "fp32"), (2, "fp16"), (16, "fp16"), (64, "fp16"))}
-    here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": ["fp16"]}')
-
-    def trial(config, time, m):
-        return Trial(config, Status.OK, Timing(time, time, time), key=keys[m])
-
-    history = [trial(own[m], 1.0 if m == mine else 5.0, m) for mine in own for m in own]
-    history += [trial(steady, 1.2, m) for m in own] + [trial(partial, 1.1, m) for m in (2, 16)]
-    history += [trial(foreign, 0.5, 1)] + [trial(c, 1.0, 1) for c in own.values()]
-    context = SearchContext(toy_space(), Budget(evals=10), here, 0, tuple(history))
-    predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
-    configs = context.space.configs()
-
-    def warm_start(**options) -> list:
-        strategy = DefaultSearch(warm_start=3, **options)
-        strategy.start(context)
-        return [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]]
-
-    prior = config_json(configs[predicted[0]])
-    assert warm_start(warm_robust=True) == [config_json(own[2]), config_json(steady), prior]
-    assert warm_start() == [config_json(own[2]), prior, config_json(partial)]
-
-
 def test_default_warm_scaled_moves_a_block_that_equalled_a_size_to_that_size_here():
     """The store holds one other key, M=32, G=4: its fastest config A (64x64 tiles) equals none of
     its sizes, its second B (BLOCK_M=32, num_warps=4) equals M and G, its third C (BLOCK_M=32,

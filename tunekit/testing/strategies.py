@@ -13,6 +13,7 @@ cost function instead of a GPU.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from tunekit.budget import Budget
 from tunekit.config import config_json, config_to_dict
@@ -50,16 +51,18 @@ def toy_trial(config) -> Trial:
     return Trial(config, Status.OK, Timing(t, t, t))
 
 
-def drive(strategy: Strategy, space: Space, evals: int, seed: int = 0, batch: int = 4) -> list:
+def drive(strategy: Strategy, space: Space, evals: int, seed: int = 0, batch: int = 4,
+          history: Sequence[Trial] = (), key: TuningKey = TOY_KEY) -> list:
     """Run the Autotuner's search loop with ``toy_trial`` as the benchmark: the distinct configs
-    evaluated, in order."""
+    evaluated, in order. ``history``: the store's trials (of other keys) when it starts; ``key``:
+    the key tuned."""
 
     def evaluate(configs, deadline):
         for config in configs:
             deadline.clock.advance(1.0)
             yield config, toy_trial(config)
 
-    context = SearchContext(space, Budget(evals=evals), TOY_KEY, seed)
+    context = SearchContext(space, Budget(evals=evals), key, seed, tuple(history))
     result = run_search(strategy, context, evaluate, clock=SimulatedClock(), batch=batch)
     return [step.trial.config for step in result.steps]
 
