@@ -350,9 +350,10 @@ class DefaultSearch(ForestSearch):
         rankings: list[list[int | None]] = []
         for key in nearest:
             stored = [self.context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
-            rankings.append([i for i in stored if i is not None and self._may_run(i)])
+            measured = [i for i in stored if i is not None and self._may_run(i)]
+            rankings.append(list(measured))
             if self.warm_scaled:
-                rankings.append(self._scaled_to(here, key, rankings[-1]))
+                rankings.append(self._scaled_to(here, key, measured))
         return rankings
 
     def _ruled_out(self) -> np.ndarray:
