@@ -31,4 +31,8 @@ class ListedStepsDefault(DefaultSearch):
     def start(self, context: SearchContext) -> None:
         listed = copy.copy(context.space)  # shares the configs, index and encoding already made
         listed.__class__ = _ListedOrder
+        # not the positions in the ordered domains, which differ here: the copy's own, made anew
+        # (written into a shared cache, they would reorder the original Space's)
+        listed._value_positions = ({False: context.space._value_positions[False]}
+                                   if False in context.space._value_positions else {})
         super().start(dataclasses.replace(context, space=listed))

@@ -4,6 +4,10 @@ library versions they ran on, or on which commit of a design's code, where a run
 
     python experiments/same_replays.py --runs OUT/runs.jsonl.gz --designs experiments/corpus/designs-alignment.json \\
         --pick h200/gemv-n4k_k4k default-alignment 0 --pick h200/gemv-n4k_k4k optuna-gp 0
+
+A transfer runs file (``transfer_cv.py``'s) takes ``--candidates FILE --base LABEL`` too: its
+candidates' labels are replayed with the store holding the kernel's other shapes, and
+``"without the store"`` as the base design without it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learned_search import read_runs
 from leave_family_out import _spaces, _tuning, contenders
+from transfer_cv import WITHOUT, candidate_options
 
 from tunekit.compare import same_kernel_elsewhere
 
@@ -26,13 +31,23 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parent / "corpus" / "v2.json")
     parser.add_argument("--designs", type=Path, required=True, help="the designs file the runs were made with")
     parser.add_argument("--pick", nargs=3, action="append", required=True, metavar=("SPACE", "LABEL", "SEED"))
+    parser.add_argument("--candidates", type=Path, help="a transfer runs file's candidates (transfer_cv.py)")
+    parser.add_argument("--base", help="with --candidates: the design of --designs they change")
     args = parser.parse_args()
+    if bool(args.candidates) != bool(args.base):
+        parser.error("--candidates and --base go together")
     picked = {(space, label, int(seed)) for space, label, seed in args.pick}
     recorded = {(r["space"], r["strategy"], r["seed"]): r for r in read_runs(args.runs)
                 if (r["space"], r["strategy"], r["seed"]) in picked}
     stored = " + store"  # a label replayed with the store holding the kernel's other shapes
-    labels = contenders(json.loads(args.designs.read_text()),
-                        sorted({label.removesuffix(stored) for _, label, _ in picked}))
+    designs = json.loads(args.designs.read_text())
+    transfer: dict[str, tuple[str, str]] = {}
+    if args.candidates:
+        made = candidate_options(designs[args.base], json.loads(args.candidates.read_text()))
+        transfer = {label: (strategy, json.dumps(options)) for label, (strategy, options) in made.items()}
+        transfer[WITHOUT] = (designs[args.base]["strategy"], json.dumps(designs[args.base]["options"]))
+    labels = {**contenders(designs, sorted({label.removesuffix(stored) for _, label, _ in picked
+                                            if label not in transfer})), **transfer}
     elsewhere = same_kernel_elsewhere(_spaces(str(args.corpus)))
     same = 0
     for space, label, seed in sorted(picked):
@@ -40,7 +55,8 @@ def main() -> None:
             print(f"{space} {label} seed {seed}: not in {args.runs}")
             continue
         run = recorded[space, label, seed]
-        history = tuple(elsewhere[space]) if label.endswith(stored) else ()
+        with_store = label.endswith(stored) or (label in transfer and label != WITHOUT)
+        history = tuple(elsewhere[space]) if with_store else ()
         again = _tuning(str(args.corpus), space, label, *labels[label.removesuffix(stored)], seed, run["budget"], history)
         match = again["times_ms"] == run["times_ms"]
         same += match

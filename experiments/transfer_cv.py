@@ -9,7 +9,10 @@ Every space of the corpus whose kernel is recorded at other shapes is replayed w
 (a design of ``--designs``) and an empty store, and with each candidate of ``--candidates``
 with the store holding the kernel's other shapes (leave one shape out). A candidate changes only
 options that act when the store holds the kernel (``STORE_ONLY``), so that without the store it
-is ``--base`` itself: the comparison asks what the store adds to the search a user has anyway.
+is ``--base`` itself: the comparison asks what the store adds to the search a user has anyway. A
+candidate may also name a ``"strategy"`` (``"module:Class"``, a subclass of the base's) and change
+the options its class lists as acting only with the store (``store_only_options``:
+``warm_variants.py``).
 Each tuning is appended to ``OUT/runs.jsonl.gz`` as it ends; a run started again replays only
 what is missing (``--stop-after`` stops starting tunings after that many seconds, for
 time-limited calls: ``experiments/run_h200_transfer.sh`` replays on the device machine's cores).
@@ -67,8 +70,9 @@ def candidate_options(base: dict, candidates: dict[str, dict]) -> dict[str, tupl
             allowed = STORE_ONLY + tuple(getattr(cls, "store_only_options", ()))
         other = sorted(set(options) - set(allowed))
         if other:
-            raise ValueError(f"transfer candidate {label!r} changes {', '.join(other)}, which act without the store "
-                             f"too: a candidate may change only {', '.join(allowed)}")
+            raise ValueError(f"transfer candidate {label!r} changes {', '.join(other)}: a candidate may change only "
+                             f"options of {strategy} that act with the store alone ({', '.join(allowed)}), so that "
+                             "without the store it is the base design")
         made[label] = (strategy, {**base["options"], **options})
     return made
 
@@ -151,7 +155,8 @@ def main() -> None:
     parser.add_argument("--designs", type=Path, required=True, help="the protocol's designs file")
     parser.add_argument("--base", required=True, help="the design of --designs that ships")
     parser.add_argument("--candidates", type=Path, required=True,
-                        help=f"JSON: label -> options of {', '.join(STORE_ONLY)}")
+                        help=f"JSON: label -> options of {', '.join(STORE_ONLY)} (and \"strategy\": a "
+                             "subclass of the base's, with its store_only_options)")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from tunekit.strategies.default import DefaultSearch
 
@@ -25,6 +27,30 @@ from tunekit.config import Config
 from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.strategy import SearchContext
 from tunekit.trial import Trial
+
+Config_ = TypeVar("Config_", bound=Hashable)
+
+
+def blend(siblings: Sequence[Mapping[Config_, float]]) -> list[Config_]:
+    """The configs that ran at every one of ``siblings`` (each config -> its time there), by the sum
+    over them of the log of their time over that sibling's fastest (the geometric-mean slowdown;
+    ties: by config). ``warm_robust``'s ranking, and ``sibling_ranks.py``'s blend."""
+    if not siblings:
+        return []
+    common = set.intersection(*(set(times) for times in siblings))
+    fastest = [min(times.values()) for times in siblings]
+    return sorted(common, key=lambda c: (sum(math.log(t[c] / f) for t, f in zip(siblings, fastest)), c))
+
+
+def fastest_per_config(trials: Sequence[Trial], space_index: Any) -> dict[int, float]:
+    """Each config's fastest time among ``trials`` (by ``space_index(config)``, the Space's
+    position; configs it does not hold are left out), fastest first."""
+    times: dict[int, float] = {}
+    for trial in sorted(trials, key=lambda t: t.time_ms):
+        index = space_index(trial.config)
+        if index is not None and index not in times:
+            times[index] = trial.time_ms
+    return times
 
 
 class WarmVariantsDefault(DefaultSearch):
@@ -34,50 +60,43 @@ class WarmVariantsDefault(DefaultSearch):
     #: Its options that act only with the store, which a transfer candidate may change.
     store_only_options = ("warm_robust", "warm_agreeing")
 
-    def __init__(self, warm_robust: bool = False, warm_agreeing: int = 0, **options) -> None:
+    def __init__(self, warm_robust: bool = False, warm_agreeing: int = 0, **options: Any) -> None:
         super().__init__(**options)
         self.warm_robust = warm_robust
         self.warm_agreeing = warm_agreeing
 
     def start(self, context: SearchContext) -> None:
+        if not isinstance(self.warm_robust, bool):
+            raise ValueError(f"WarmVariantsDefault(warm_robust={self.warm_robust!r}): expected True or False")
         if isinstance(self.warm_agreeing, bool) or not isinstance(self.warm_agreeing, int) or self.warm_agreeing < 0:
             raise ValueError(f"WarmVariantsDefault(warm_agreeing={self.warm_agreeing!r}): expected an int, 0 or more")
-        self._siblings: list[tuple[list[int], dict[int, float]]] = []  # alike stored keys' rankings and times
         super().start(context)
+        # every alike stored key's measured configs that may run here (config -> time, fastest
+        # first), nearest key first: what warm_agreeing follows
+        self._siblings: list[dict[int, float]] = []
+        if self._prior is not None and self.warm_agreeing:
+            for trials in self._alike_stored(context).values():
+                times = fastest_per_config(trials, context.space.index)
+                self._siblings.append({i: t for i, t in times.items() if self._may_run(i)})
+
+    @staticmethod
+    def _alike_stored(context: SearchContext) -> dict[TuningKey, list[Trial]]:
+        """The store's trials that ran, by key, of the keys alike this one, nearest first."""
+        by_key: dict[TuningKey, list[Trial]] = {}
+        for trial in context.history:
+            if trial.ok and trial.key is not None and trial.key != context.key and alike(context.key, trial.key):
+                by_key.setdefault(trial.key, []).append(trial)
+        return {key: by_key[key] for key in sorted(by_key, key=lambda key: key_distance(context.key, key))}
 
     def _stored_rankings(self, here: TuningKey, nearest: list[TuningKey], by_key: dict[TuningKey, list[Trial]]
                          ) -> list[list[int | None]]:
         rankings = super()._stored_rankings(here, nearest, by_key)
-        siblings = {key: trials for key, trials in by_key.items() if alike(here, key)}
-        if self.warm_robust and rankings:
-            rankings.append(self._robust_ranking(siblings))
-        if self.warm_agreeing:  # every alike key's measured configs, fastest first, nearest key first
-            for key in sorted(siblings, key=lambda key: key_distance(here, key)):
-                times: dict[int, float] = {}
-                for trial in sorted(siblings[key], key=lambda t: t.time_ms):
-                    index = self.context.space.index(trial.config)
-                    if index is not None and index not in times and self._may_run(index):
-                        times[index] = trial.time_ms
-                self._siblings.append((list(times), times))
+        siblings = [trials for key, trials in by_key.items() if alike(here, key)]
+        if self.warm_robust and rankings and len(siblings) >= 2:
+            index = self.context.space.index
+            robust = blend([fastest_per_config(trials, index) for trials in siblings])
+            rankings.append([i for i in robust if self._may_run(i)])
         return rankings
-
-    def _robust_ranking(self, by_key: dict[TuningKey, list[Trial]]) -> list[int | None]:
-        """The configs that ran at every key of ``by_key`` (two or more), by the sum over those
-        keys of the log of their time over the key's fastest."""
-        if len(by_key) < 2:
-            return []
-        slowdowns: dict[int, list[float]] = {}
-        for trials in by_key.values():
-            fastest = min(t.time_ms for t in trials)
-            at_key: dict[int, float] = {}  # a config measured more than once at a key: its fastest
-            for trial in trials:
-                index = self.context.space.index(trial.config)
-                if index is not None and self._may_run(index):
-                    at_key[index] = min(at_key.get(index, math.inf), trial.time_ms)
-            for index, time_ms in at_key.items():
-                slowdowns.setdefault(index, []).append(math.log(time_ms / fastest))
-        everywhere = [(sum(logs), index) for index, logs in slowdowns.items() if len(logs) == len(by_key)]
-        return [index for _, index in sorted(everywhere)]
 
     def ask(self, n: int) -> list[Config]:
         due = self.warm_start + self.warm_spread + self.warm_agreeing - len(self._here)
@@ -103,5 +122,5 @@ class WarmVariantsDefault(DefaultSearch):
 
         if not self._siblings:
             return []
-        ranking, _ = min(self._siblings, key=lambda sibling: discordance(sibling[1]))  # the first (nearest) of ties
-        return self._take([i for i in ranking if not self._tried[i]][:count])
+        times = min(self._siblings, key=discordance)  # the first (nearest) of ties
+        return self._take([i for i in times if not self._tried[i]][:count])

@@ -157,12 +157,15 @@ class OptunaSearch(Strategy):
     def _params_of_every_config(self) -> list[dict]:
         """``_optuna_params`` of every config of the Space, in order: each domain's values are
         made Optuna's once (a missing value is None) and looked up by the configs' positions in
-        the domains, which the Space makes once, instead of a pass over every config's own."""
+        the domains, which the Space makes once, instead of a pass over every config's own. A value
+        is given as its domain lists it: where a Space made from configs kept one of two equal
+        values (1 and True, 64 and 64.0), the configs holding the other get it, which Optuna's
+        categories take as the same choice (they compare by ``==``)."""
         space = self.context.space
-        given = space.value_positions(ordered=False)
+        in_domains = space.value_positions(ordered=False)
         names = [name for name, _ in self._exponents]
         columns = [np.array([int(math.log2(value)) if exponent else value for value in space.domains[name]] + [None],
-                            dtype=object)[given[:, j]]
+                            dtype=object)[in_domains[:, j]]
                    for j, (name, exponent) in enumerate(self._exponents)]
         return [dict(zip(names, values)) for values in zip(*columns)]
 

@@ -154,7 +154,7 @@ def test_a_transfer_candidate_may_change_only_what_acts_with_the_store(transfer)
     base = {"strategy": "default", "options": {"local_radius": 2, "warm_spread": 0}}
     made = transfer.candidate_options(base, {"spread3": {"warm_spread": 3}})
     assert made == {"spread3": ("default", {"local_radius": 2, "warm_spread": 3})}
-    with pytest.raises(ValueError, match="'wider' changes local_radius, which act without the store"):
+    with pytest.raises(ValueError, match="'wider' changes local_radius: a candidate may change only options of default"):
         transfer.candidate_options(base, {"wider": {"warm_spread": 3, "local_radius": 3}})
 
 
@@ -358,14 +358,20 @@ def test_corpus_versions_extend_each_other_and_their_recordings_are_intact(exper
 
 
 
-def test_sibling_ranks_blend_takes_configs_that_ran_at_every_sibling_by_their_summed_log_slowdown(experiment):
-    """``sibling_ranks.blend``: only configs that ran at every sibling, by the sum of the log of
-    their time over that sibling's fastest (a config second at both siblings comes before one
-    first at one and slow at the other); the rank of the first config within reach in an order."""
+def test_sibling_ranks_orders_the_configs_that_ran_at_every_sibling_by_mean_and_worst_slowdown(experiment):
+    """``sibling_ranks``' blend (``warm_variants.blend``) and worst-slowdown orders: only configs
+    that ran at every sibling, by the sum of the log of their time over that sibling's fastest (a
+    config second at both siblings comes before one first at one and slow at the other), or by
+    the largest such ratio; and the rank of the first config within reach in an order."""
     ranks = experiment("sibling_ranks")
     one = {"a": 1.0, "b": 1.1, "c": 5.0, "d": 1.05}
     other = {"a": 9.0, "b": 1.1, "c": 1.0}  # d did not run there: out of the blend
     assert ranks.blend([one, other]) == ["b", "c", "a"]
+    assert ranks.worst_slowdown([one, other]) == ["b", "c", "a"]  # worst: 1.1, 5 and 9 times the fastest
+    # a: 1 and 2.5 times the fastest, b: 1.6 at both: b's mean slowdown is larger, its worst smaller
+    first, second = {"a": 1.0, "b": 1.6, "c": 5.0}, {"a": 2.5, "b": 1.6, "c": 1.0}
+    assert ranks.blend([first, second]) == ["a", "b", "c"]  # sums of logs 0.92, 0.94, 1.61
+    assert ranks.worst_slowdown([first, second]) == ["b", "a", "c"]  # 1.6, 2.5, 5
     assert ranks.first_within(ranks.blend([one, other]), {"c", "a"}) == 2
     assert ranks.first_within(["b"], {"x"}) is None
 
@@ -443,6 +449,28 @@ def test_warm_agreeing_follows_the_stored_key_whose_times_order_this_tunings_ali
         drive(variants.WarmVariantsDefault(warm_agreeing=-1), toy_space(), evals=1, history=toy_times)
 
 
+def test_warm_variants_without_the_store_is_default(variants):
+    """What ``transfer_cv`` relies on for a candidate naming ``WarmVariantsDefault``: without the
+    store, with its options on, it proposes what ``default`` does; with the store and the options
+    off, too. Invalid options are refused by name."""
+    from tunekit.config import config_json
+    from tunekit.keys import TuningKey
+    from tunekit.strategies import DefaultSearch
+    from tunekit.testing.strategies import drive, toy_space, toy_trial
+    from tunekit.trial import Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    other = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
+    stored = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=other) for c in ok)
+    for seed in range(2):
+        for history, options in (((), {"warm_robust": True, "warm_agreeing": 4}), (stored, {})):
+            made = drive(variants.WarmVariantsDefault(**options), toy_space(), evals=30, seed=seed, history=history)
+            shipped = drive(DefaultSearch(), toy_space(), evals=30, seed=seed, history=history)
+            assert [config_json(c) for c in made] == [config_json(c) for c in shipped]
+    with pytest.raises(ValueError, match="warm_robust"):
+        drive(variants.WarmVariantsDefault(warm_robust=1), toy_space(), evals=1)
+
+
 def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_options(transfer):
     """``warm_variants:WarmVariantsDefault`` is a ``DefaultSearch`` whose ``warm_agreeing`` acts
     only with the store; a candidate naming it may change that, and a strategy that is not a
@@ -451,7 +479,7 @@ def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_option
     made = transfer.candidate_options(base, {"agreeing": {"strategy": "warm_variants:WarmVariantsDefault",
                                                           "warm_agreeing": 2}})
     assert made == {"agreeing": ("warm_variants:WarmVariantsDefault", {"local_radius": 2, "warm_agreeing": 2})}
-    with pytest.raises(ValueError, match="warm_agreeing, which act without the store"):
+    with pytest.raises(ValueError, match="'plain' changes warm_agreeing: a candidate may change only options of default"):
         transfer.candidate_options(base, {"plain": {"warm_agreeing": 2}})
     with pytest.raises(ValueError, match="not a subclass of the base's DefaultSearch"):
         transfer.candidate_options(base, {"other": {"strategy": "lfbo"}})

@@ -207,7 +207,9 @@ def test_searches_a_domain_that_lists_none(name):
 def test_the_gps_candidates_are_each_configs_own_parameters():
     """The GP's candidates are looked up from the domains' values by the configs' positions: each
     must be what ``_optuna_params`` makes of the config itself (an exponent for a domain of powers
-    of two, listed out of order here; the value for the others; None where the config has none)."""
+    of two, listed out of order here; the value for the others; None where the config lists None
+    or lacks the parameter). Values equal to their domain's but of another type (64.0 for 64, in
+    a Space of listed configs) are given as the domain lists them, as the docstring says."""
     from tunekit.budget import Budget
     from tunekit.strategy import SearchContext
 
@@ -220,6 +222,16 @@ def test_the_gps_candidates_are_each_configs_own_parameters():
     assert [type(value) for params in looked_up for value in params.values()] == [
         type(value) for params in own for value in params.values()]
     assert {params["BLOCK"] for params in looked_up} == {4, 5, 6} and {params["maxnreg"] for params in own} == {None, 128}
+    # a Space of listed configs, one without ``layout``: None there, as the config's own gives
+    from tunekit.config import Config
+
+    listed = Space.from_configs([Config({"BLOCK": 64, "layout": "row"}), Config({"BLOCK": 32, "layout": "col"}),
+                                 Config({"BLOCK": 16})])
+    strategy = make_strategy("optuna-gp")
+    strategy.start(SearchContext(listed, Budget(evals=10), TOY_KEY, 0, ()))
+    looked_up = strategy._params_of_every_config()
+    assert looked_up == [strategy._optuna_params(config) for config in listed.configs()]
+    assert [params["layout"] for params in looked_up] == ["row", "col", None]
 
 
 class TestDefaultSearchWideningItsStep(StrategyConformance):

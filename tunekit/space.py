@@ -225,17 +225,17 @@ class Space:
             # a domain's values are hashable (Space refuses others) and distinct
             lookups = [{value: i for i, value in enumerate(domain)} for domain in self.domains.values()]
             names = list(self.domains)
-            given = np.array([[lookup.get(params.get(name), -1) for name, lookup in zip(names, lookups)]
-                              for params in map(config_to_dict, self.configs())], dtype=int)
-            given.setflags(write=False)
-            self._value_positions[False] = given
+            in_domains = np.array([[lookup.get(params.get(name), -1) for name, lookup in zip(names, lookups)]
+                                   for params in map(config_to_dict, self.configs())], dtype=int)
+            in_domains.setflags(write=False)
+            self._value_positions[False] = in_domains
         if ordered and True not in self._value_positions:
-            given = self._value_positions[False]
+            in_domains = self._value_positions[False]
             # each column through its domain's order: position in ``domains`` -> in ``ordered_domains``
             # (the last entry, for -1, keeps -1)
             orders = [np.array([ordered_domain.index(value) for value in domain] + [-1], dtype=int)
                       for domain, ordered_domain in zip(self.domains.values(), self.ordered_domains.values())]
-            positions = np.column_stack([order[given[:, j]] for j, order in enumerate(orders)])
+            positions = np.column_stack([order[in_domains[:, j]] for j, order in enumerate(orders)])
             positions.setflags(write=False)
             self._value_positions[True] = positions
         return self._value_positions[ordered]
@@ -302,14 +302,17 @@ class Space:
 
     def encoded(self) -> np.ndarray:
         """``encode(configs())``, made once (read-only): every search of this Space scores all of
-        its configs, and a replay runs many searches of one Space."""
+        its configs, and a replay runs many searches of one Space. Each config's values are encoded
+        as its domains list them: where a Space made from configs kept one of two equal values
+        (64 and 64.0, 0.0 and -0.0), the configs holding the other are encoded with it, which
+        compares equal."""
         if self._encoded is None:
-            given = self.value_positions(ordered=False)  # configs() refuses a Space without configs
+            in_domains = self.value_positions(ordered=False)  # configs() refuses a Space without configs
             # each domain's values encoded once (the last entry, for a config lacking the
             # parameter: -1, as ``encode`` gives), then looked up by every config's positions
             tables = [self.encode([{name: value} for value in domain])[:, j].tolist() + [-1.0]
                       for j, (name, domain) in enumerate(self.domains.items())]
-            self._encoded = np.column_stack([np.asarray(table)[given[:, j]] for j, table in enumerate(tables)])
+            self._encoded = np.column_stack([np.asarray(table)[in_domains[:, j]] for j, table in enumerate(tables)])
             self._encoded.setflags(write=False)
         return self._encoded
 

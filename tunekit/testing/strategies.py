@@ -52,17 +52,17 @@ def toy_trial(config) -> Trial:
 
 
 def drive(strategy: Strategy, space: Space, evals: int, seed: int = 0, batch: int = 4,
-          history: Sequence[Trial] = (), key: TuningKey = TOY_KEY) -> list:
+          history: Sequence[Trial] = ()) -> list:
     """Run the Autotuner's search loop with ``toy_trial`` as the benchmark: the distinct configs
-    evaluated, in order. ``history``: the store's trials (of other keys) when it starts; ``key``:
-    the key tuned."""
+    evaluated, in order. ``history``: the store's trials (of other keys than ``TOY_KEY``) when it
+    starts."""
 
     def evaluate(configs, deadline):
         for config in configs:
             deadline.clock.advance(1.0)
             yield config, toy_trial(config)
 
-    context = SearchContext(space, Budget(evals=evals), key, seed, tuple(history))
+    context = SearchContext(space, Budget(evals=evals), TOY_KEY, seed, tuple(history))
     result = run_search(strategy, context, evaluate, clock=SimulatedClock(), batch=batch)
     return [step.trial.config for step in result.steps]
 

@@ -1,0 +1,63 @@
+"""A fingerprint of the proposals of every strategy, for changes that must only save work: the
+times 44 replayed tunings measure, in order, on four spaces of the corpus (its largest and three
+H200 GEMM and convolution spaces): `default`, `lfbo`, `optuna`, `optuna-gp` and `rf`, 2 seeds each
+(budget 120, `optuna-gp` 60), and `default` with the store on two of them. Run it with two
+tunekits (``PYTHONPATH=SITE`` puts another installed one first) and compare the digests; ``--out``
+keeps every tuning's times, to find which differ.
+
+    python experiments/replay_fingerprint.py [--out FILE.json]
+
+About a minute on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from leave_family_out import _spaces, _tuning  # noqa: E402
+
+import tunekit  # noqa: E402
+from tunekit.compare import same_kernel_elsewhere  # noqa: E402
+
+CORPUS = str(Path(__file__).resolve().parent / "corpus" / "v2.json")
+SPACES = ("h200/matmul-square", "h200/w4a16_gemm-m64_n14k", "h200/conv2d-b8_14x14_c256")
+STRATEGIES = ("default", "lfbo", "optuna-gp", "rf", "optuna")
+
+
+def fingerprint() -> dict[str, list]:
+    """label -> the times one tuning measured."""
+    spaces = _spaces(CORPUS)
+    largest = max(spaces, key=lambda name: len(spaces[name]))
+    times = {}
+    for space in (largest, *SPACES):
+        for strategy in STRATEGIES:
+            for seed in (0, 1):
+                budget = 60 if strategy == "optuna-gp" else 120
+                times[f"{space}|{strategy}|{seed}"] = _tuning(CORPUS, space, strategy, strategy, "{}", seed,
+                                                              budget)["times_ms"]
+    elsewhere = same_kernel_elsewhere(spaces)
+    for space in SPACES[:2]:
+        for seed in (0, 1):
+            times[f"{space}|default with the store|{seed}"] = _tuning(CORPUS, space, "default", "default", "{}", seed,
+                                                                      120, tuple(elsewhere[space]))["times_ms"]
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    times = fingerprint()
+    digest = hashlib.sha256(json.dumps(times, sort_keys=True).encode()).hexdigest()[:16]
+    print(f"{len(times)} tunings, tunekit {tunekit.__file__}: {digest}")
+    if args.out:
+        args.out.write_text(json.dumps(times, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
