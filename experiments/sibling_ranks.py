@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learned_search import markdown
 from leave_family_out import _spaces
-from warm_variants import blend
+from warm_variants import blend, worst_slowdown
 
 from tunekit.compare import same_kernel_elsewhere
 from tunekit.config import config_json
@@ -48,16 +48,6 @@ def _times(space: RecordedSpace) -> dict[str, float]:
             config = config_json(space.config(record))
             times[config] = min(times.get(config, math.inf), record.time_ms)
     return times
-
-
-def worst_slowdown(siblings: list[dict[str, float]]) -> list[str]:
-    """The configs that ran at every one of ``siblings``, by their largest time over that sibling's
-    fastest (ties: by config)."""
-    if not siblings:
-        return []
-    common = set.intersection(*(set(times) for times in siblings))
-    fastest = [min(times.values()) for times in siblings]
-    return sorted(common, key=lambda c: (max(t[c] / f for t, f in zip(siblings, fastest)), c))
 
 
 def first_within(order: list[str], good: set[str]) -> int | None:

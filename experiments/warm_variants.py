@@ -3,7 +3,8 @@
 
 * ``warm_robust``: the warm start also takes, in turn after the nearest keys' rankings and before
   the prior's, the configs that ran at every other alike key (two or more), by their
-  geometric-mean slowdown there: configs good at every stored shape.
+  geometric-mean slowdown there (``robust_by="mean"``) or by their worst (``"worst"``): configs
+  good at every stored shape.
 * ``warm_agreeing=k``: after the warm start and its spread, ``k`` configs of one stored key's
   measured ranking: the key whose times order this tuning's measured configs most alike (the
   fewest discordant pairs, the ranking loss by which RGPE weighs its base models; ties, and keys
@@ -42,6 +43,21 @@ def blend(siblings: Sequence[Mapping[Config_, float]]) -> list[Config_]:
     return sorted(common, key=lambda c: (sum(math.log(t[c] / f) for t, f in zip(siblings, fastest)), c))
 
 
+def worst_slowdown(siblings: Sequence[Mapping[Config_, float]]) -> list[Config_]:
+    """The configs that ran at every one of ``siblings``, by their largest time over that sibling's
+    fastest (ties: by config). ``warm_robust`` with ``robust_by="worst"``, and ``sibling_ranks.py``'s
+    worst-slowdown order."""
+    if not siblings:
+        return []
+    common = set.intersection(*(set(times) for times in siblings))
+    fastest = [min(times.values()) for times in siblings]
+    return sorted(common, key=lambda c: (max(t[c] / f for t, f in zip(siblings, fastest)), c))
+
+
+#: ``robust_by``: how ``warm_robust`` ranks the configs that ran at every stored shape.
+ROBUST_ORDERS = {"mean": blend, "worst": worst_slowdown}
+
+
 def fastest_per_config(trials: Sequence[Trial], space_index: Any) -> dict[int, float]:
     """Each config's fastest time among ``trials`` (by ``space_index(config)``, the Space's
     position; configs it does not hold are left out), fastest first."""
@@ -58,16 +74,21 @@ class WarmVariantsDefault(DefaultSearch):
 
     name = "default-warm-variants"
     #: Its options that act only with the store, which a transfer candidate may change.
-    store_only_options = ("warm_robust", "warm_agreeing")
+    store_only_options = ("warm_robust", "robust_by", "warm_agreeing")
 
-    def __init__(self, warm_robust: bool = False, warm_agreeing: int = 0, **options: Any) -> None:
+    def __init__(self, warm_robust: bool = False, warm_agreeing: int = 0, robust_by: str = "mean",
+                 **options: Any) -> None:
         super().__init__(**options)
         self.warm_robust = warm_robust
         self.warm_agreeing = warm_agreeing
+        self.robust_by = robust_by
 
     def start(self, context: SearchContext) -> None:
         if not isinstance(self.warm_robust, bool):
             raise ValueError(f"WarmVariantsDefault(warm_robust={self.warm_robust!r}): expected True or False")
+        if self.robust_by not in ROBUST_ORDERS:
+            raise ValueError(f"WarmVariantsDefault(robust_by={self.robust_by!r}): expected one of "
+                             f"{', '.join(map(repr, ROBUST_ORDERS))}")
         if isinstance(self.warm_agreeing, bool) or not isinstance(self.warm_agreeing, int) or self.warm_agreeing < 0:
             raise ValueError(f"WarmVariantsDefault(warm_agreeing={self.warm_agreeing!r}): expected an int, 0 or more")
         super().start(context)
@@ -94,7 +115,7 @@ class WarmVariantsDefault(DefaultSearch):
         siblings = [trials for key, trials in by_key.items() if alike(here, key)]
         if self.warm_robust and rankings and len(siblings) >= 2:
             index = self.context.space.index
-            robust = blend([fastest_per_config(trials, index) for trials in siblings])
+            robust = ROBUST_ORDERS[self.robust_by]([fastest_per_config(trials, index) for trials in siblings])
             rankings.append([i for i in robust if self._may_run(i)])
         return rankings
 

@@ -364,6 +364,7 @@ def test_sibling_ranks_orders_the_configs_that_ran_at_every_sibling_by_mean_and_
     config second at both siblings comes before one first at one and slow at the other), or by
     the largest such ratio; and the rank of the first config within reach in an order."""
     ranks = experiment("sibling_ranks")
+    assert ranks.blend is experiment("warm_variants").blend  # the orders warm_robust takes
     one = {"a": 1.0, "b": 1.1, "c": 5.0, "d": 1.05}
     other = {"a": 9.0, "b": 1.1, "c": 1.0}  # d did not run there: out of the blend
     assert ranks.blend([one, other]) == ["b", "c", "a"]
@@ -420,7 +421,11 @@ def test_warm_robust_takes_the_config_good_at_every_stored_shape_in_the_second_t
 
     prior = config_json(configs[predicted[0]])
     assert warm_start(warm_robust=True) == [config_json(own[2]), config_json(steady), prior]
+    # by the worst slowdown (``worst_slowdown``, tested with the blend above) ``steady`` leads too: 1.2 against 5
+    assert warm_start(warm_robust=True, robust_by="worst") == [config_json(own[2]), config_json(steady), prior]
     assert warm_start() == [config_json(own[2]), prior, config_json(partial)]
+    with pytest.raises(ValueError, match="robust_by"):
+        warm_start(warm_robust=True, robust_by="median")
 
 
 def test_warm_agreeing_follows_the_stored_key_whose_times_order_this_tunings_alike(variants):
