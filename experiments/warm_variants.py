@@ -29,10 +29,10 @@ from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.strategy import SearchContext
 from tunekit.trial import Trial
 
-Config_ = TypeVar("Config_", bound=Hashable)
+ConfigId = TypeVar("ConfigId", bound=Hashable)  # a config as a position or a JSON text
 
 
-def blend(siblings: Sequence[Mapping[Config_, float]]) -> list[Config_]:
+def blend(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
     """The configs that ran at every one of ``siblings`` (each config -> its time there), by the sum
     over them of the log of their time over that sibling's fastest (the geometric-mean slowdown;
     ties: by config). ``warm_robust``'s ranking, and ``sibling_ranks.py``'s blend."""
@@ -43,7 +43,7 @@ def blend(siblings: Sequence[Mapping[Config_, float]]) -> list[Config_]:
     return sorted(common, key=lambda c: (sum(math.log(t[c] / f) for t, f in zip(siblings, fastest)), c))
 
 
-def worst_slowdown(siblings: Sequence[Mapping[Config_, float]]) -> list[Config_]:
+def worst_slowdown(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
     """The configs that ran at every one of ``siblings``, by their largest time over that sibling's
     fastest (ties: by config). ``warm_robust`` with ``robust_by="worst"``, and ``sibling_ranks.py``'s
     worst-slowdown order."""
