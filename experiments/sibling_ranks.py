@@ -20,14 +20,13 @@ target) that some order serves.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learned_search import markdown
 from leave_family_out import _spaces
-from warm_variants import blend, worst_slowdown
+from warm_variants import blend, fastest_per_config, worst_slowdown
 
 from tunekit.compare import same_kernel_elsewhere
 from tunekit.config import config_json
@@ -38,16 +37,6 @@ from tunekit.recorded import RecordedSpace
 def _fastest_first(space: RecordedSpace) -> list[str]:
     ok = sorted((r for r in space.records if r.ok), key=lambda r: r.time_ms)
     return [config_json(space.config(r)) for r in ok]
-
-
-def _times(space: RecordedSpace) -> dict[str, float]:
-    """Each config's recorded time (its fastest, where it was recorded more than once), of those that ran."""
-    times: dict[str, float] = {}
-    for record in space.records:
-        if record.ok:
-            config = config_json(space.config(record))
-            times[config] = min(times.get(config, math.inf), record.time_ms)
-    return times
 
 
 def first_within(order: list[str], good: set[str]) -> int | None:
@@ -75,7 +64,7 @@ def table(manifest: Path, within: float, limit: int = 10, shapes: int = 3) -> st
         siblings = sorted(elsewhere[name], key=lambda other: key_distance(here.key(), spaces[other].key()))
         orders = [_fastest_first(spaces[other]) for other in siblings]
         positions = [first_within(order, good) for order in orders]
-        measured = [_times(spaces[o]) for o in siblings]
+        measured = [fastest_per_config([t for t in spaces[o].trials() if t.ok], config_json) for o in siblings]
         together = [first_within(order, good) for order in (in_turn(orders), blend(measured), worst_slowdown(measured))]
         shown = ", ".join(f"{other.rsplit('-', 1)[-1] if '-' in other else other}: {p or '-'}"
                           for other, p in zip(siblings, positions))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from tunekit.strategies.default import DefaultSearch
@@ -32,40 +32,42 @@ from tunekit.trial import Trial
 ConfigId = TypeVar("ConfigId", bound=Hashable)  # a config as a position or a JSON text
 
 
-def blend(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
-    """The configs that ran at every one of ``siblings`` (each config -> its time there), by the sum
-    over them of the log of their time over that sibling's fastest (the geometric-mean slowdown;
-    ties: by config). ``warm_robust``'s ranking, and ``sibling_ranks.py``'s blend."""
+def _ranked_by_slowdown(siblings: Sequence[Mapping[ConfigId, float]],
+                        combined: Callable[[list[float]], float]) -> list[ConfigId]:
+    """The configs that ran at every one of ``siblings`` (each config -> its time there), by
+    ``combined`` of their times over each sibling's fastest (ties: by config)."""
     if not siblings:
         return []
     common = set.intersection(*(set(times) for times in siblings))
     fastest = [min(times.values()) for times in siblings]
-    return sorted(common, key=lambda c: (sum(math.log(t[c] / f) for t, f in zip(siblings, fastest)), c))
+    return sorted(common, key=lambda c: (combined([t[c] / f for t, f in zip(siblings, fastest)]), c))
+
+
+def blend(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
+    """The configs that ran at every sibling, by their geometric-mean slowdown (the sum of the logs).
+    ``warm_robust``'s ranking, and ``sibling_ranks.py``'s blend."""
+    return _ranked_by_slowdown(siblings, lambda ratios: sum(math.log(ratio) for ratio in ratios))
 
 
 def worst_slowdown(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
-    """The configs that ran at every one of ``siblings``, by their largest time over that sibling's
-    fastest (ties: by config). ``warm_robust`` with ``robust_by="worst"``, and ``sibling_ranks.py``'s
-    worst-slowdown order."""
-    if not siblings:
-        return []
-    common = set.intersection(*(set(times) for times in siblings))
-    fastest = [min(times.values()) for times in siblings]
-    return sorted(common, key=lambda c: (max(t[c] / f for t, f in zip(siblings, fastest)), c))
+    """The configs that ran at every sibling, by their largest slowdown. ``warm_robust`` with
+    ``robust_by="worst"``, and ``sibling_ranks.py``'s worst-slowdown order."""
+    return _ranked_by_slowdown(siblings, max)
 
 
 #: ``robust_by``: how ``warm_robust`` ranks the configs that ran at every stored shape.
 ROBUST_ORDERS = {"mean": blend, "worst": worst_slowdown}
 
 
-def fastest_per_config(trials: Sequence[Trial], space_index: Any) -> dict[int, float]:
-    """Each config's fastest time among ``trials`` (by ``space_index(config)``, the Space's
-    position; configs it does not hold are left out), fastest first."""
-    times: dict[int, float] = {}
+def fastest_per_config(trials: Sequence[Trial], identify: Callable[[Config], ConfigId | None]
+                       ) -> dict[ConfigId, float]:
+    """Each config's fastest time among ``trials``, fastest first, keyed by ``identify(config)``
+    (the Space's ``index``, or ``config_json``); configs it gives None for are left out."""
+    times: dict[ConfigId, float] = {}
     for trial in sorted(trials, key=lambda t: t.time_ms):
-        index = space_index(trial.config)
-        if index is not None and index not in times:
-            times[index] = trial.time_ms
+        config = identify(trial.config)
+        if config is not None and config not in times:
+            times[config] = trial.time_ms
     return times
 
 
