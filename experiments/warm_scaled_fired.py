@@ -29,8 +29,8 @@ from tunekit.trial import Trial
 def warm_start(scaled: bool, recorded: RecordedSpace, history: tuple[Trial, ...], seed: int) -> list[int]:
     """The Space positions of the configs ``default`` measures first at ``recorded`` with
     ``history`` in the store, seeded as ``tunekit.compare.replay`` seeds it (the warm start alone:
-    not in turn with the spread, as when ``warm_scaled`` was judged)."""
-    strategy = DefaultSearch(warm_scaled=scaled, warm_interleaved=False)
+    not in turn with the spread, nor with ``warm_robust``'s turn, as when ``warm_scaled`` was judged)."""
+    strategy = DefaultSearch(warm_scaled=scaled, warm_interleaved=False, warm_robust=False)
     space = recorded.space()
     strategy.start(SearchContext(space, Budget(evals=200), recorded.key(), derive_seed(seed, recorded.digest),
                                  history))

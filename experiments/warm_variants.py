@@ -1,14 +1,13 @@
-"""Two ways for ``default``'s warm start to use the store beyond the nearest shape, screened by
-``transfer_cv.py`` (``results/transfer-screens/``) and not shipped:
+"""Warm starts that use the store beyond the nearest shape, screened by ``transfer_cv.py``
+(``results/transfer-screens/``), and the orders of stored measurements ``sibling_ranks.py`` reads:
 
-* ``warm_robust``: the warm start also takes, in turn after the nearest keys' rankings and before
-  the prior's, the configs that ran at every other alike key (two or more), by their
-  geometric-mean slowdown there (``robust_by="mean"``) or by their worst (``"worst"``): configs
-  good at every stored shape.
+* ``robust_by="mean"``: ``DefaultSearch``'s ``warm_robust`` turn takes the configs measured at
+  every other alike key (two or more) by their geometric-mean slowdown there (the blend) instead
+  of their worst (``"worst"``, what ships: the screens' ``worst3``). Not chosen (``robust3``).
 * ``warm_agreeing=k``: after the warm start and its spread, ``k`` configs of one stored key's
   measured ranking: the key whose times order this tuning's measured configs most alike (the
   fewest discordant pairs, the ranking loss by which RGPE weighs its base models; ties, and keys
-  that share fewer than two configs with this tuning: the nearest).
+  that share fewer than two configs with this tuning: the nearest). Not chosen.
 
 Both act only when the store holds the kernel's other keys, so without it the search is
 ``DefaultSearch``'s: a transfer candidate (``corpus/transfer-designs-screens.json``) names
@@ -19,75 +18,49 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from tunekit.strategies.default import DefaultSearch
+from tunekit.strategies.default import ConfigId, DefaultSearch, fastest_per_config, ranked_by_slowdown
 
 from tunekit.config import Config
 from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.strategy import SearchContext
 from tunekit.trial import Trial
 
-ConfigId = TypeVar("ConfigId", bound=Hashable)  # a config as a position or a JSON text
-
-
-def _ranked_by_slowdown(siblings: Sequence[Mapping[ConfigId, float]],
-                        combined: Callable[[list[float]], float]) -> list[ConfigId]:
-    """The configs that ran at every one of ``siblings`` (each config -> its time there), by
-    ``combined`` of their times over each sibling's fastest (ties: by config)."""
-    if not siblings:
-        return []
-    common = set.intersection(*(set(times) for times in siblings))
-    fastest = [min(times.values()) for times in siblings]
-    return sorted(common, key=lambda c: (combined([t[c] / f for t, f in zip(siblings, fastest)]), c))
+__all__ = ["blend", "worst_slowdown", "fastest_per_config", "ROBUST_ORDERS", "WarmVariantsDefault"]
 
 
 def blend(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
     """The configs that ran at every sibling, by their geometric-mean slowdown (the sum of the logs).
-    ``warm_robust``'s ranking, and ``sibling_ranks.py``'s blend."""
-    return _ranked_by_slowdown(siblings, lambda ratios: sum(math.log(ratio) for ratio in ratios))
+    ``robust_by="mean"``'s ranking, and ``sibling_ranks.py``'s blend."""
+    return ranked_by_slowdown(siblings, lambda ratios: sum(math.log(ratio) for ratio in ratios))
 
 
 def worst_slowdown(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
-    """The configs that ran at every sibling, by their largest slowdown. ``warm_robust`` with
-    ``robust_by="worst"``, and ``sibling_ranks.py``'s worst-slowdown order."""
-    return _ranked_by_slowdown(siblings, max)
+    """The configs that ran at every sibling, by their largest slowdown: ``DefaultSearch``'s
+    ``warm_robust`` ranking, and ``sibling_ranks.py``'s worst-slowdown order."""
+    return ranked_by_slowdown(siblings, max)
 
 
 #: ``robust_by``: how ``warm_robust`` ranks the configs that ran at every stored shape.
 ROBUST_ORDERS = {"mean": blend, "worst": worst_slowdown}
 
 
-def fastest_per_config(trials: Sequence[Trial], identify: Callable[[Config], ConfigId | None]
-                       ) -> dict[ConfigId, float]:
-    """Each config's fastest time among ``trials``, fastest first, keyed by ``identify(config)``
-    (the Space's ``index``, or ``config_json``); configs it gives None for are left out."""
-    times: dict[ConfigId, float] = {}
-    for trial in sorted(trials, key=lambda t: t.time_ms):
-        config = identify(trial.config)
-        if config is not None and config not in times:
-            times[config] = trial.time_ms
-    return times
-
-
 class WarmVariantsDefault(DefaultSearch):
-    """``DefaultSearch`` with ``warm_robust`` and ``warm_agreeing`` (module docstring)."""
+    """``DefaultSearch`` with ``robust_by`` and ``warm_agreeing`` (module docstring); by default
+    ``DefaultSearch`` itself."""
 
     name = "default-warm-variants"
     #: Its options that act only with the store, which a transfer candidate may change.
-    store_only_options = ("warm_robust", "robust_by", "warm_agreeing")
+    store_only_options = ("robust_by", "warm_agreeing")
 
-    def __init__(self, warm_robust: bool = False, warm_agreeing: int = 0, robust_by: str = "mean",
-                 **options: Any) -> None:
+    def __init__(self, warm_agreeing: int = 0, robust_by: str = "worst", **options: Any) -> None:
         super().__init__(**options)
-        self.warm_robust = warm_robust
         self.warm_agreeing = warm_agreeing
         self.robust_by = robust_by
 
     def start(self, context: SearchContext) -> None:
-        if not isinstance(self.warm_robust, bool):
-            raise ValueError(f"WarmVariantsDefault(warm_robust={self.warm_robust!r}): expected True or False")
         if self.robust_by not in ROBUST_ORDERS:
             raise ValueError(f"WarmVariantsDefault(robust_by={self.robust_by!r}): expected one of "
                              f"{', '.join(map(repr, ROBUST_ORDERS))}")
@@ -111,15 +84,8 @@ class WarmVariantsDefault(DefaultSearch):
                 by_key.setdefault(trial.key, []).append(trial)
         return {key: by_key[key] for key in sorted(by_key, key=lambda key: key_distance(context.key, key))}
 
-    def _stored_rankings(self, here: TuningKey, nearest: list[TuningKey], by_key: dict[TuningKey, list[Trial]]
-                         ) -> list[list[int | None]]:
-        rankings = super()._stored_rankings(here, nearest, by_key)
-        siblings = [trials for key, trials in by_key.items() if alike(here, key)]
-        if self.warm_robust and rankings and len(siblings) >= 2:
-            index = self.context.space.index
-            robust = ROBUST_ORDERS[self.robust_by]([fastest_per_config(trials, index) for trials in siblings])
-            rankings.append([i for i in robust if self._may_run(i)])
-        return rankings
+    def _robust_ranking(self, measured: Sequence[Mapping[int, float]]) -> list[int]:
+        return ROBUST_ORDERS[self.robust_by](measured)
 
     def ask(self, n: int) -> list[Config]:
         due = self.warm_start + self.warm_spread + self.warm_agreeing - len(self._here)

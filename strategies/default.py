@@ -104,13 +104,24 @@ but it gained nothing held out (95.8 % of runs within 2 % and 1.094 / 1.030 / 1.
 ``triton-attention``, from which it was proposed (0.298 against 0.225), and fell on ``triton-gemv``,
 ``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store (``warm_interleaved``),
 slower than an empty store on 2 of 58 spaces instead of 3. It costs no more time per config.
+
+With two or more other shapes of the kernel in the store, the warm start's turns also take the
+configs measured at every one of them, by their worst slowdown there (``warm_robust=True``), after
+the nearest shape's ranking and before the prior's. 16 of 17 folds leaving a kernel out and the
+whole corpus chose it on 20 seeds (``experiments/results/transfer-screens/``, ``worst3``), by the
+geometric mean of evaluations to 5 % with the store over without (0.211 against 0.215) alone:
+slower than an empty store on 2 of 58 spaces, and within 10 evaluations on 38 of 48 spaces of
+kernels with 3+ shapes, as before. It was proposed after the screens' other candidates (the same
+turn ranked by the mean slowdown, and the stored shape whose times agree) were read, so the
+kernels are held out from the choice only.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 from scipy.special import ndtr
@@ -128,6 +139,32 @@ from .optuna_tpe import OptunaGPSearch
 INITIAL_DESIGNS = ("maximin", "random")
 #: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
 LOCAL_ORDERS = ("random", "forest")
+
+ConfigId = TypeVar("ConfigId", bound=Hashable)  # a config as a position in a Space or a JSON text
+
+
+def fastest_per_config(trials: Sequence[Trial], identify: Callable[[Config], ConfigId | None]
+                       ) -> dict[ConfigId, float]:
+    """Each config's fastest time among ``trials``, fastest first, keyed by ``identify(config)``
+    (a Space's ``index``, or ``config_json``); configs it gives None for are left out."""
+    times: dict[ConfigId, float] = {}
+    for trial in sorted(trials, key=lambda t: t.time_ms):
+        config = identify(trial.config)
+        if config is not None and config not in times:
+            times[config] = trial.time_ms
+    return times
+
+
+def ranked_by_slowdown(measured: Sequence[Mapping[ConfigId, float]],
+                       combined: Callable[[list[float]], float] = max) -> list[ConfigId]:
+    """The configs measured at every one of ``measured`` (one mapping of config to time per key),
+    by ``combined`` of their slowdowns there (time over that key's fastest; ``max``: the worst),
+    ties by config. Empty for no keys."""
+    if not measured:
+        return []
+    common = set.intersection(*(set(times) for times in measured))
+    fastest = [min(times.values()) for times in measured]
+    return sorted(common, key=lambda c: (combined([t[c] / f for t, f in zip(measured, fastest)]), c))
 
 
 def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> np.ndarray:
@@ -235,6 +272,14 @@ class DefaultSearch(ForestSearch):
             Proposed from the attention spaces, where the one config within 2 % is two steps from
             the first good one and ``optuna-gp`` found it sooner; chosen by 15 of 17 folds of
             ``experiments/leave_family_out.py`` (``experiments/results/local-order/``).
+        warm_robust: where the store holds two or more other keys of this key's arguments and
+            dtypes, the warm start's turns also take, after the nearest keys' rankings and
+            before the prior's, the configs measured at every one of them, by their worst
+            slowdown there (time over that key's fastest): a config good at every stored shape
+            where the nearest shape's best is not this one's. Chosen by 16 of 17 folds leaving a
+            kernel out and on the whole corpus, by the mean log ratio of evaluations to 5 %
+            with the store over without (20 seeds: slower than without on 2 of 58 spaces, as
+            without it; ``experiments/results/transfer-screens/``).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -250,7 +295,7 @@ class DefaultSearch(ForestSearch):
                  alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
                  gp_candidates: int = 512, stalled_gp_fraction: float | None = 0.5,
                  stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True,
-                 local_order: str = "forest") -> None:
+                 local_order: str = "forest", warm_robust: bool = True) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -271,6 +316,7 @@ class DefaultSearch(ForestSearch):
         self.warm_scaled = warm_scaled
         self.warm_interleaved = warm_interleaved
         self.local_order = local_order
+        self.warm_robust = warm_robust
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -286,9 +332,9 @@ class DefaultSearch(ForestSearch):
             _check_share("stalled_gp_fraction", self.stalled_gp_fraction)
         check_count(self, "stalled_after")
         check_count(self, "gp_candidates")  # at the start, before its GP exists
-        if not isinstance(self.warm_interleaved, bool):
-            raise ValueError(f"DefaultSearch(warm_interleaved={self.warm_interleaved!r}): "
-                             "expected True or False")
+        for option in ("warm_interleaved", "warm_robust"):
+            if not isinstance(getattr(self, option), bool):
+                raise ValueError(f"DefaultSearch({option}={getattr(self, option)!r}): expected True or False")
         if self.local_order not in LOCAL_ORDERS:
             raise ValueError(f"DefaultSearch(local_order={self.local_order!r}): expected one of "
                              f"{', '.join(map(repr, LOCAL_ORDERS))}")
@@ -345,8 +391,9 @@ class DefaultSearch(ForestSearch):
                          ) -> list[list[int | None]]:
         """The rankings whose turns the warm start takes, before the prior's: each of the
         ``nearest`` alike keys' measured configs that may run here, fastest first (each followed,
-        with ``warm_scaled``, by its configs moved to this key's sizes). ``by_key``: the store's
-        trials that ran, by key."""
+        with ``warm_scaled``, by its configs moved to this key's sizes), then, with
+        ``warm_robust``, those measured at every alike key by their worst slowdown there.
+        ``by_key``: the store's trials that ran, by key."""
         rankings: list[list[int | None]] = []
         for key in nearest:
             stored = [self.context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
@@ -354,7 +401,17 @@ class DefaultSearch(ForestSearch):
             rankings.append(list(measured))
             if self.warm_scaled:
                 rankings.append(self._scaled_to(here, key, measured))
+        alike_keys = [trials for key, trials in by_key.items() if alike(here, key)]
+        if self.warm_robust and rankings and len(alike_keys) >= 2:
+            robust = self._robust_ranking([fastest_per_config(trials, self.context.space.index)
+                                           for trials in alike_keys])
+            rankings.append([i for i in robust if self._may_run(i)])
         return rankings
+
+    def _robust_ranking(self, measured: Sequence[Mapping[int, float]]) -> list[int]:
+        """``warm_robust``'s ranking of the configs measured at every alike key (``measured``:
+        config -> its fastest time, one mapping per key): by their worst slowdown."""
+        return ranked_by_slowdown(measured, max)
 
     def _ruled_out(self) -> np.ndarray:
         """Configs the prior expects to fail or the compiles' reports put over shared memory."""

@@ -220,9 +220,10 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``stalled_gp_fraction`` (None but in the stalled share's candidates: 0.5 by default since
     ``designs-gp-stalled-c256.json``'s round), every design with a GP share names
     ``gp_candidates``, every design names ``warm_interleaved``, off in every file before its
-    transfer cross-validation (``transfer-designs-interleaved.json``; on by default since), and
+    transfer cross-validation (``transfer-designs-interleaved.json``; on by default since),
     ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` alone (the
-    default since that round)."""
+    default since that round), and ``warm_robust``, off in every file (on by default since the
+    transfer screens' ``worst3``). What ships is the last rounds' choices."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -263,6 +264,7 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
+                assert design["options"].get("warm_robust") is False, (path.name, label)
                 # "forest" in the local-order round's candidate alone (the default since that round)
                 assert design["options"].get("local_order") == ("forest" if label.endswith("-local-forest")
                                                                 else "random"), (path.name, label)
@@ -273,11 +275,12 @@ def test_every_design_names_the_options_that_changed(protocol):
                     scored = next((size for size in (512, 256) if f"c{size}" in label), 2048)  # 2048: the default then
                     assert design["options"].get("gp_candidates") == scored, (path.name, label)
     # what ships is what the last round chose on the whole corpus, with the store's use the last
-    # transfer round chose
+    # transfer round chose (worst3: the warm variants' subclass with its worst-slowdown order,
+    # which is DefaultSearch's own)
     chosen = json.loads((EXPERIMENTS / "corpus" / "designs-local-order.json").read_text())[
         "default-gp15-stalled50-c512-local-forest"]
-    with_store = json.loads((EXPERIMENTS / "corpus" / "transfer-designs-local-order.json").read_text())[
-        "interleaved"]
+    with_store = dict(json.loads((EXPERIMENTS / "corpus" / "transfer-designs-worst.json").read_text())["worst3"])
+    assert (with_store.pop("strategy"), with_store.pop("robust_by")) == ("warm_variants:WarmVariantsDefault", "worst")
     shipped = DefaultSearch()
     options = {**chosen["options"], **with_store}
     assert {name: getattr(shipped, name) for name in options} == options
@@ -382,50 +385,21 @@ def variants(experiment):
     return experiment("warm_variants")
 
 
-def test_warm_robust_takes_the_config_good_at_every_stored_shape_in_the_second_turn(variants):
-    """``warm_robust``: the store holds M=2, M=16 and M=64 of this key's dtypes and M=1 of others.
-    At each alike key its own config is fastest (1 ms) and 5x slower at the other two; ``steady``
-    takes 1.2 ms at all three; ``partial`` takes 1.1 ms at M=2 and M=16 and was not measured at
-    M=64, and ``foreign`` runs in 0.5 ms, but only the key of other dtypes measured it. The warm
-    start is M=2's fastest, then ``steady`` (the configs measured at every alike key, by their
-    summed log slowdown), then the prior's first. Without the option, M=2's fastest, the prior's
-    first, M=2's second (``partial``)."""
-    from tunekit.budget import Budget
-    from tunekit.config import config_json
-    from tunekit.keys import TuningKey
-    from tunekit.strategy import SearchContext
-    from tunekit.testing.strategies import toy_space, toy_time, toy_trial
-    from tunekit.trial import Status, Timing, Trial
+def test_robust_by_mean_ranks_warm_robusts_turn_by_the_mean_slowdown(variants):
+    """``WarmVariantsDefault(robust_by="mean")`` ranks the configs measured at every alike key by
+    their geometric-mean slowdown (``blend``), by default by their worst as ``DefaultSearch`` does
+    (whose turn in the warm start ``tests/test_strategies.py`` tests). Config 0 is fastest at two
+    keys and 4.2x slower at the third; config 1 is 1.05x at two and 1.25x at the third (mean
+    smallest); config 2 is 1.2x, 1.2x and fastest at the third (worst smallest)."""
+    from tunekit.strategies import DefaultSearch
+    from tunekit.testing.strategies import drive, toy_space
 
-    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
-    slowest = sorted(ok, key=toy_time, reverse=True)
-    own, steady, partial, foreign = dict(zip((2, 16, 64), slowest[:3])), slowest[3], slowest[4], slowest[5]
-    keys = {m: TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": ["{dtype}"]}}')
-            for m, dtype in ((1, "fp32"), (2, "fp16"), (16, "fp16"), (64, "fp16"))}
-    here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": ["fp16"]}')
-
-    def trial(config, time, m):
-        return Trial(config, Status.OK, Timing(time, time, time), key=keys[m])
-
-    history = [trial(own[m], 1.0 if m == mine else 5.0, m) for mine in own for m in own]
-    history += [trial(steady, 1.2, m) for m in own] + [trial(partial, 1.1, m) for m in (2, 16)]
-    history += [trial(foreign, 0.5, 1)] + [trial(c, 1.0, 1) for c in own.values()]
-    context = SearchContext(toy_space(), Budget(evals=10), here, 0, tuple(history))
-    predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
-    configs = context.space.configs()
-
-    def warm_start(**options) -> list:
-        strategy = variants.WarmVariantsDefault(warm_start=3, **options)
-        strategy.start(context)
-        return [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]]
-
-    prior = config_json(configs[predicted[0]])
-    assert warm_start(warm_robust=True) == [config_json(own[2]), config_json(steady), prior]
-    # by the worst slowdown (``worst_slowdown``, tested with the blend above) ``steady`` leads too: 1.2 against 5
-    assert warm_start(warm_robust=True, robust_by="worst") == [config_json(own[2]), config_json(steady), prior]
-    assert warm_start() == [config_json(own[2]), prior, config_json(partial)]
+    measured = [{0: 1.0, 1: 1.05, 2: 1.2}, {0: 1.0, 1: 1.05, 2: 1.2}, {0: 5.0, 1: 1.5, 2: 1.2}]
+    assert variants.WarmVariantsDefault(robust_by="mean")._robust_ranking(measured) == [1, 2, 0]
+    assert variants.WarmVariantsDefault()._robust_ranking(measured) == [2, 1, 0]
+    assert DefaultSearch()._robust_ranking(measured) == [2, 1, 0]
     with pytest.raises(ValueError, match="robust_by"):
-        warm_start(warm_robust=True, robust_by="median")
+        drive(variants.WarmVariantsDefault(robust_by="median"), toy_space(), evals=1)
 
 
 def test_warm_agreeing_follows_the_stored_key_whose_times_order_this_tunings_alike(variants):
@@ -468,12 +442,12 @@ def test_warm_variants_without_the_store_is_default(variants):
     other = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
     stored = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=other) for c in ok)
     for seed in range(2):
-        for history, options in (((), {"warm_robust": True, "warm_agreeing": 4}), (stored, {})):
+        for history, options in (((), {"robust_by": "mean", "warm_agreeing": 4}), (stored, {})):
             made = drive(variants.WarmVariantsDefault(**options), toy_space(), evals=30, seed=seed, history=history)
             shipped = drive(DefaultSearch(), toy_space(), evals=30, seed=seed, history=history)
             assert [config_json(c) for c in made] == [config_json(c) for c in shipped]
-    with pytest.raises(ValueError, match="warm_robust"):
-        drive(variants.WarmVariantsDefault(warm_robust=1), toy_space(), evals=1)
+    with pytest.raises(ValueError, match="warm_agreeing"):
+        drive(variants.WarmVariantsDefault(warm_agreeing=1.5), toy_space(), evals=1)
 
 
 def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_options(transfer):

@@ -717,7 +717,8 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
     (nearest first), the prior's best prediction, then each one's second fastest and the prior's
     second: the key of other dtypes gives none, though it is among the four nearest. With
     ``warm_keys=1`` it is M=2's fastest, the prior's first, M=2's second, the prior's second, as
-    before the option. (``predicted`` stands for the prior's ranking, here the toy's order.)"""
+    before the option. (``predicted`` stands for the prior's ranking, here the toy's order;
+    ``warm_robust``, whose turn would come after the keys', is off: it has its own test.)"""
     import numpy as np
 
     from tunekit.budget import Budget
@@ -738,7 +739,7 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
     configs = context.space.configs()
 
     def warm_start(**options) -> list:
-        strategy = DefaultSearch(**options)
+        strategy = DefaultSearch(warm_robust=False, **options)
         strategy.start(context)
         order = strategy._warm_start_first(predicted, context)[:options["warm_start"]]
         return [config_json(configs[i]) for i in order]
@@ -747,11 +748,61 @@ def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
     firsts, seconds = ([config_json(c[m]) for m in (2, 16, 64)] for c in (first, second))
     assert warm_start(warm_keys=4, warm_start=8) == [*firsts, prior[0], *seconds, prior[1]]
     assert warm_start(warm_keys=1, warm_start=4) == [firsts[0], prior[0], seconds[0], prior[1]]
-    found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4), history, toy_trial, evals=6,
-                             key=here)
+    found = run_at_a_new_key(DefaultSearch(min_evals=10**6, warm_keys=3, warm_start=4, warm_robust=False), history,
+                             toy_trial, evals=6, key=here)
     assert [config_json(c) for c in found[0::2]] == firsts  # what a tuning measures first, the spread between
     with pytest.raises(ValueError, match="warm_keys"):
         run_at_a_new_key(DefaultSearch(warm_keys=0), history, toy_trial, evals=1, key=here)
+
+
+def test_default_warm_robust_takes_the_config_least_slow_at_every_stored_shape_in_the_second_turn():
+    """``warm_robust`` (the default): the store holds M=2, M=16 and M=64 of this key's dtypes and
+    M=1 of others. At each alike key its own config is fastest (1 ms) and 5x slower at the other
+    two; ``steady`` takes 1.2 ms at all three; ``lopsided`` 1.05 at M=2 and M=16 and 1.5 at M=64
+    (its mean slowdown is smaller than ``steady``'s, its worst larger); ``partial`` 1.1 ms at M=2
+    and M=16 and was not measured at M=64, and ``foreign`` runs in 0.5 ms, but only the key of
+    other dtypes measured it. The warm start is M=2's fastest, then ``steady`` (the configs
+    measured at every alike key, by their worst slowdown), then the prior's first. Without the
+    option: M=2's fastest, the prior's first, M=2's second (``lopsided``). With one alike key in
+    the store the warm start is the same with the option as without."""
+    import numpy as np
+
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    slowest = sorted(ok, key=toy_time, reverse=True)
+    own, steady, lopsided, partial, foreign = dict(zip((2, 16, 64), slowest[:3])), *slowest[3:7]
+    keys = {m: TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": ["{dtype}"]}}')
+            for m, dtype in ((1, "fp32"), (2, "fp16"), (16, "fp16"), (64, "fp16"))}
+    here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": ["fp16"]}')
+
+    def trial(config, time, m):
+        return Trial(config, Status.OK, Timing(time, time, time), key=keys[m])
+
+    history = [trial(own[m], 1.0 if m == mine else 5.0, m) for mine in own for m in own]
+    history += [trial(steady, 1.2, m) for m in own] + [trial(partial, 1.1, m) for m in (2, 16)]
+    history += [trial(lopsided, 1.05, 2), trial(lopsided, 1.05, 16), trial(lopsided, 1.5, 64)]
+    history += [trial(foreign, 0.5, 1)] + [trial(c, 1.0, 1) for c in own.values()]
+    predicted = np.array([toy_space().index(c) for c in sorted(ok, key=toy_time)])
+    configs = toy_space().configs()
+
+    def warm_start(history, **options) -> list:
+        context = SearchContext(toy_space(), Budget(evals=10), here, 0, tuple(history))
+        strategy = DefaultSearch(warm_start=3, **options)
+        strategy.start(context)
+        return [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]]
+
+    prior = config_json(configs[predicted[0]])
+    assert warm_start(history) == [config_json(own[2]), config_json(steady), prior]
+    assert warm_start(history, warm_robust=False) == [config_json(own[2]), prior, config_json(lopsided)]
+    only_m2 = [t for t in history if t.key in (keys[1], keys[2])]
+    assert warm_start(only_m2) == warm_start(only_m2, warm_robust=False) == [config_json(own[2]), prior,
+                                                                                 config_json(lopsided)]
+    with pytest.raises(ValueError, match="warm_robust"):
+        warm_start(history, warm_robust="yes")
 
 
 def test_default_warm_scaled_moves_a_block_that_equalled_a_size_to_that_size_here():
