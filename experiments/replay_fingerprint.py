@@ -3,11 +3,12 @@ times 44 replayed tunings measure, in order, on four spaces of the corpus (its l
 H200 GEMM and convolution spaces): `default`, `lfbo`, `optuna`, `optuna-gp` and `rf`, 2 seeds each
 (budget 120, `optuna-gp` 60), and `default` with the store on two of them. Run it with two
 tunekits (``PYTHONPATH=SITE`` puts another installed one first) and compare the digests; ``--out``
-keeps every tuning's times, to find which differ.
+keeps every tuning's times, and ``--against`` names the tunings whose times differ from another
+run's ``--out`` file.
 
-    python experiments/replay_fingerprint.py [--out FILE.json]
+    python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json]
 
-About a minute on one core.
+A few minutes on one core.
 """
 
 from __future__ import annotations
@@ -51,12 +52,18 @@ def fingerprint() -> dict[str, list]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--against", type=Path, help="another run's --out file: the tunings whose times differ")
     args = parser.parse_args()
     times = fingerprint()
     digest = hashlib.sha256(json.dumps(times, sort_keys=True).encode()).hexdigest()[:16]
     print(f"{len(times)} tunings, tunekit {tunekit.__file__}: {digest}")
     if args.out:
         args.out.write_text(json.dumps(times, sort_keys=True) + "\n")
+    if args.against:
+        other = json.loads(args.against.read_text())
+        differ = sorted(label for label in times.keys() | other.keys() if times.get(label) != other.get(label))
+        print(f"against {args.against}: {len(times) - len(differ)} of {len(times)} tunings measure the same times; "
+              f"{len(differ)} differ" + "".join(f"\n  {label}" for label in differ))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ space's optimum, the same for the sibling nearest by the keys' sizes (``tunekit.
 ties: the first stored, as ``DefaultSearch``'s warm start takes it), for the configs taken
 in turn from every sibling's order (each sibling's fastest, then each one's second, ...), and for
 two orders of the configs that ran at every sibling: by their geometric-mean slowdown there (the
-blend, ``warm_variants.WarmVariantsDefault(warm_robust=True)``'s ranking) and by their worst
-slowdown there. A position above 10 in every order means that a warm start taking one of these
+blend, ``warm_variants.WarmVariantsDefault(robust_by="mean")``'s ranking) and by their worst
+slowdown there (``DefaultSearch(warm_robust=True)``'s, the default's). A position above 10 in every order means that a warm start taking one of these
 orders does not reach the target within 10 evaluations; other orders of the same measurements may.
 The line after the table counts the spaces of kernels recorded at 3 shapes or more (issue 31's
 target) that some order serves.
@@ -26,7 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learned_search import markdown
 from leave_family_out import _spaces
-from warm_variants import blend, fastest_per_config, worst_slowdown
+from warm_variants import blend
+
+from tunekit.strategies.default import fastest_per_config, worst_slowdown
 
 from tunekit.compare import same_kernel_elsewhere
 from tunekit.config import config_json

@@ -21,14 +21,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tunekit.strategies.default import ConfigId, DefaultSearch, fastest_per_config, ranked_by_slowdown
+from tunekit.strategies.default import ConfigId, DefaultSearch, fastest_per_config, ranked_by_slowdown, worst_slowdown
 
 from tunekit.config import Config
 from tunekit.keys import TuningKey, alike, key_distance
 from tunekit.strategy import SearchContext
 from tunekit.trial import Trial
 
-__all__ = ["blend", "worst_slowdown", "fastest_per_config", "ROBUST_ORDERS", "WarmVariantsDefault"]
+__all__ = ["blend", "ROBUST_ORDERS", "WarmVariantsDefault"]
 
 
 def blend(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
@@ -37,13 +37,8 @@ def blend(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
     return ranked_by_slowdown(siblings, lambda ratios: sum(math.log(ratio) for ratio in ratios))
 
 
-def worst_slowdown(siblings: Sequence[Mapping[ConfigId, float]]) -> list[ConfigId]:
-    """The configs that ran at every sibling, by their largest slowdown: ``DefaultSearch``'s
-    ``warm_robust`` ranking, and ``sibling_ranks.py``'s worst-slowdown order."""
-    return ranked_by_slowdown(siblings, max)
-
-
-#: ``robust_by``: how ``warm_robust`` ranks the configs that ran at every stored shape.
+#: ``robust_by``: how ``warm_robust`` ranks the configs that ran at every stored shape
+#: (``"worst"``: ``tunekit.strategies.default.worst_slowdown``, as ``DefaultSearch`` does).
 ROBUST_ORDERS = {"mean": blend, "worst": worst_slowdown}
 
 

@@ -154,6 +154,8 @@ def test_a_transfer_candidate_may_change_only_what_acts_with_the_store(transfer)
     base = {"strategy": "default", "options": {"local_radius": 2, "warm_spread": 0}}
     made = transfer.candidate_options(base, {"spread3": {"warm_spread": 3}})
     assert made == {"spread3": ("default", {"local_radius": 2, "warm_spread": 3})}
+    made = transfer.candidate_options(base, {"robust": {"warm_robust": True}})
+    assert made == {"robust": ("default", {"local_radius": 2, "warm_spread": 0, "warm_robust": True})}
     with pytest.raises(ValueError, match="'wider' changes local_radius: a candidate may change only options of default"):
         transfer.candidate_options(base, {"wider": {"warm_spread": 3, "local_radius": 3}})
 
@@ -366,8 +368,11 @@ def test_sibling_ranks_orders_the_configs_that_ran_at_every_sibling_by_mean_and_
     that ran at every sibling, by the sum of the log of their time over that sibling's fastest (a
     config second at both siblings comes before one first at one and slow at the other), or by
     the largest such ratio; and the rank of the first config within reach in an order."""
+    from tunekit.strategies.default import worst_slowdown
+
     ranks = experiment("sibling_ranks")
-    assert ranks.blend is experiment("warm_variants").blend  # the orders warm_robust takes
+    # the orders robust_by="mean" and DefaultSearch's warm_robust take
+    assert (ranks.blend, ranks.worst_slowdown) == (experiment("warm_variants").blend, worst_slowdown)
     one = {"a": 1.0, "b": 1.1, "c": 5.0, "d": 1.05}
     other = {"a": 9.0, "b": 1.1, "c": 1.0}  # d did not run there: out of the blend
     assert ranks.blend([one, other]) == ["b", "c", "a"]
@@ -378,6 +383,7 @@ def test_sibling_ranks_orders_the_configs_that_ran_at_every_sibling_by_mean_and_
     assert ranks.worst_slowdown([first, second]) == ["b", "a", "c"]  # 1.6, 2.5, 5
     assert ranks.first_within(ranks.blend([one, other]), {"c", "a"}) == 2
     assert ranks.first_within(["b"], {"x"}) is None
+    assert ranks.worst_slowdown([one, {}]) == ranks.blend([one, {}]) == []  # a sibling that measured nothing
 
 
 @pytest.fixture
@@ -430,22 +436,29 @@ def test_warm_agreeing_follows_the_stored_key_whose_times_order_this_tunings_ali
 
 def test_warm_variants_without_the_store_is_default(variants):
     """What ``transfer_cv`` relies on for a candidate naming ``WarmVariantsDefault``: without the
-    store, with its options on, it proposes what ``default`` does; with the store and the options
-    off, too. Invalid options are refused by name."""
+    store, with its options on, it proposes what ``default`` does; with the store (two alike keys,
+    so that ``warm_robust``'s turn acts) and its own options at their defaults, too. Invalid
+    options are refused by name."""
     from tunekit.config import config_json
     from tunekit.keys import TuningKey
     from tunekit.strategies import DefaultSearch
     from tunekit.testing.strategies import drive, toy_space, toy_trial
-    from tunekit.trial import Trial
+    from tunekit.trial import Status, Timing, Trial
 
     ok = [c for c in toy_space().configs() if toy_trial(c).ok]
-    other = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
+    other, third = (TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": []}}') for m in (64, 16))
     stored = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=other) for c in ok)
+    # a second alike key, whose times order the configs otherwise, so that warm_robust's turn acts
+    stored += tuple(Trial(c, Status.OK, Timing(t, t, t), key=third) for t, c in enumerate(reversed(ok[:40]), 1))
     for seed in range(2):
         for history, options in (((), {"robust_by": "mean", "warm_agreeing": 4}), (stored, {})):
             made = drive(variants.WarmVariantsDefault(**options), toy_space(), evals=30, seed=seed, history=history)
             shipped = drive(DefaultSearch(), toy_space(), evals=30, seed=seed, history=history)
             assert [config_json(c) for c in made] == [config_json(c) for c in shipped]
+    # the turn acts with this store: without it the first configs differ
+    first = [[config_json(c) for c in drive(DefaultSearch(warm_robust=robust), toy_space(), evals=6, history=stored)]
+             for robust in (True, False)]
+    assert first[0] != first[1]
     with pytest.raises(ValueError, match="warm_agreeing"):
         drive(variants.WarmVariantsDefault(warm_agreeing=1.5), toy_space(), evals=1)
 

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 import tunekit
-from tunekit.config import config_json, config_to_dict
+from tunekit.config import config_from_dict, config_json, config_to_dict
 from tunekit.keys import TuningKey
 from tunekit.space import Space
 from tunekit.strategies import DefaultSearch, Exhaustive, ForestSearch, OptunaSearch, RandomSearch, available
@@ -763,8 +763,8 @@ def test_default_warm_robust_takes_the_config_least_slow_at_every_stored_shape_i
     and M=16 and was not measured at M=64, and ``foreign`` runs in 0.5 ms, but only the key of
     other dtypes measured it. The warm start is M=2's fastest, then ``steady`` (the configs
     measured at every alike key, by their worst slowdown), then the prior's first. Without the
-    option: M=2's fastest, the prior's first, M=2's second (``lopsided``). With one alike key in
-    the store the warm start is the same with the option as without."""
+    option: M=2's fastest, the prior's first, M=2's second (``lopsided``). With two alike keys
+    the turn acts; with one the warm start is the same with the option as without."""
     import numpy as np
 
     from tunekit.budget import Budget
@@ -798,9 +798,25 @@ def test_default_warm_robust_takes_the_config_least_slow_at_every_stored_shape_i
     prior = config_json(configs[predicted[0]])
     assert warm_start(history) == [config_json(own[2]), config_json(steady), prior]
     assert warm_start(history, warm_robust=False) == [config_json(own[2]), prior, config_json(lopsided)]
+    # two alike keys are enough: at M=2 and M=16 alone, lopsided's worst (1.05) is the smallest
+    two = [t for t in history if t.key != keys[64]]
+    assert warm_start(two) == [config_json(own[2]), config_json(lopsided), prior]
     only_m2 = [t for t in history if t.key in (keys[1], keys[2])]
     assert warm_start(only_m2) == warm_start(only_m2, warm_robust=False) == [config_json(own[2]), prior,
                                                                                  config_json(lopsided)]
+    # a key whose configs are all outside this Space (another config list's) counts for nothing
+    elsewhere = TuningKey.from_json('{"args": {"M": 32}, "dtypes": ["fp16"]}')
+    outside = [config_from_dict({**config_to_dict(c), "BLOCK_M": 512}) for c in (steady, lopsided)]
+    assert all(toy_space().index(c) is None for c in outside)
+    assert warm_start(history + [Trial(c, Status.OK, Timing(1.0, 1.0, 1.0), key=elsewhere) for c in outside]) == \
+        warm_start(history)
+    # a config the prior rules out is left out of the turn: lopsided (worst 1.5) comes after steady
+    context = SearchContext(toy_space(), Budget(evals=10), here, 0, tuple(history))
+    strategy = DefaultSearch(warm_start=3)
+    strategy.start(context)
+    strategy._prior_failing[toy_space().index(steady)] = True
+    assert [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]] == \
+        [config_json(own[2]), config_json(lopsided), prior]
     with pytest.raises(ValueError, match="warm_robust"):
         warm_start(history, warm_robust="yes")
 

@@ -41,8 +41,9 @@ from .plots import plot_comparison, slug  # noqa: F401 - slug re-exported: tunek
 from .recorded import RecordedSpace, read_space
 from .replay import ReplayEvaluator
 from .deadline import SimulatedClock
-from .search import run_search
+from .search import SearchResult, run_search
 from .strategy import SearchContext, Strategy, derive_seed, make_strategy
+from .trial import Trial
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +58,21 @@ def replay(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: 
     Strategy instance (a design variant with its own options)."""
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):  # they get no history
         return kerneltuner.replay_kernel_tuner(recorded, strategy, seed, evals, seconds)
-    earlier = tuple(trial for other in history for trial in other.trials())
-    context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
-                            derive_seed(seed, recorded.digest), earlier)
-    result = run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
+    result = replay_search(recorded, strategy, seed, evals, seconds,
+                           [trial for other in history for trial in other.trials()])
     return Run(recorded.name, strategy if isinstance(strategy, str) else strategy.name, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
                np.array([step.seconds for step in result.steps], dtype=float))
+
+
+def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: int,
+                  seconds: float | None = None, stored: Sequence[Trial] = ()) -> SearchResult:
+    """``replay``'s tuning by a tunekit strategy, the store holding ``stored`` (any trials: whole
+    recorded spaces, or what earlier tunings measured), with every step's trial: which configs it
+    measured, not only their times."""
+    context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
+                            derive_seed(seed, recorded.digest), tuple(stored))
+    return run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
 
 
 def check_strategy(spec: str) -> str:
