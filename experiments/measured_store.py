@@ -30,14 +30,14 @@ from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from leave_family_out import _spaces  # noqa: E402
-from learned_search import read_runs  # noqa: E402
-from transfer_cv import WITHOUT, candidate_options, report  # noqa: E402
+from leave_family_out import _spaces
+from learned_search import read_runs
+from transfer_cv import WITHOUT, candidate_options, report
 
-from tunekit.compare import replay_search, same_kernel_elsewhere  # noqa: E402
-from tunekit.config import config_json  # noqa: E402
-from tunekit.strategy import make_strategy  # noqa: E402
-from tunekit.trial import Trial  # noqa: E402
+from tunekit.compare import replay_search, same_kernel_elsewhere
+from tunekit.config import config_json
+from tunekit.strategy import make_strategy
+from tunekit.trial import Trial
 
 
 def _line(space: str, label: str, seed: int, budget: int, trials: list[Trial], cpu_seconds: float,

@@ -266,3 +266,24 @@ def test_the_aggregate_figure_shows_the_random_baseline_the_score_uses(tmp_path,
             expected.append(np.where(done >= 1, stats.random_curve(np.maximum(done, 1)), stats.worst) / stats.optimum)
         assert list(line.get_ydata()) == pytest.approx(list(np.median(expected, axis=0)))
     assert "random (calculated), median over spaces" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+
+
+def test_replay_search_gives_every_measured_trial_and_hands_the_stored_trials_to_the_strategy(tmp_path):
+    """``replay_search`` is ``replay``'s tuning with the trials it measured (which configs, not
+    only their times), and the strategy starts with ``stored`` as the store's trials."""
+    from tunekit.compare import replay_search
+    from tunekit.strategies import Exhaustive
+
+    space = read_space(hand_space(tmp_path / "hand.json"))
+    seen = []
+
+    class Recording(Exhaustive):
+        def start(self, context):
+            seen.append(context.history)
+            super().start(context)
+
+    stored = space.trials()[:2]
+    result = replay_search(space, Recording(), seed=0, evals=5, stored=stored)
+    assert [step.trial.config.kwargs["x"] for step in result.steps] == [0, 1, 2, 3, 4]  # the file's order
+    assert [step.trial.time_ms for step in result.steps] == list(replay(space, "exhaustive", seed=0, evals=5).times_ms)
+    assert seen == [tuple(stored)]

@@ -475,3 +475,41 @@ def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_option
         transfer.candidate_options(base, {"plain": {"warm_agreeing": 2}})
     with pytest.raises(ValueError, match="not a subclass of the base's DefaultSearch"):
         transfer.candidate_options(base, {"other": {"strategy": "lfbo"}})
+
+
+def test_measured_store_holds_only_what_the_other_shapes_tunings_measured(experiment, monkeypatch, tmp_path):
+    """``measured_store.kernel_tunings``: each shape tuned without the store, then by each
+    candidate with the store holding, of the other shape, exactly the trials of the configs its
+    tuning measured (a failed one too), at that shape's key; the lines are transfer_cv's."""
+    import json
+
+    from tunekit.recorded import read_space
+
+    measured = experiment("measured_store")
+    spaces = {}
+    for size in (1, 2):
+        cache = {str(x): {"x": x, "time": "RuntimeFailedConfig" if x == 2 else 1.0 + (x * size) % 7,
+                          "compile_time": 10.0, "benchmark_time": 1.0, "verification_time": 0} for x in range(10)}
+        path = tmp_path / f"k{size}.json"
+        path.write_text(json.dumps({"device_name": "hand", "kernel_name": "k", "problem_size": size,
+                                    "tune_params_keys": ["x"], "tune_params": {"x": list(range(10))}, "cache": cache}))
+        spaces[f"k{size}"] = read_space(path)
+    monkeypatch.setattr(measured, "_spaces", lambda manifest: spaces)
+    given = []
+    original = measured.replay_search
+
+    def recording(recorded, strategy, seed, evals, seconds=None, stored=()):
+        given.append((recorded.name, list(stored)))
+        return original(recorded, strategy, seed, evals, seconds, stored)
+
+    monkeypatch.setattr(measured, "replay_search", recording)
+    lines = measured.kernel_tunings("m", ("k1", "k2"), ("exhaustive", "{}"), {"again": ("exhaustive", "{}")}, 0, 4)
+    assert [(line["space"], line["strategy"]) for line in lines] == [
+        ("k1", "without the store"), ("k2", "without the store"), ("k1", "again"), ("k2", "again")]
+    assert [stored for _, stored in given[:2]] == [[], []]
+    for (name, stored), other in zip(given[2:], ("k2", "k1")):
+        # exhaustive measured x = 0..3 there: the store holds those four trials, at that shape's key
+        assert sorted(t.config.kwargs["x"] for t in stored) == [0, 1, 2, 3]
+        assert [t.config.kwargs["x"] for t in stored if not t.ok] == [2]  # its failure is stored too
+        assert {t.key for t in stored} == {spaces[other].key()}
+    assert lines[2]["times_ms"] == lines[0]["times_ms"]  # exhaustive ignores the store
