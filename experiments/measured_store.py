@@ -112,6 +112,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--same-as", type=Path, metavar="RUNS",
+                        help="a transfer_cv.py runs file: say how many tunings without the store measure its times")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     designs = json.loads(args.designs.read_text())
@@ -123,6 +125,12 @@ def main() -> None:
         parser.error(str(error))
     if not args.report_only:
         replay_all(args.corpus, designs[args.base], candidates, args.out, args.seeds, args.budget, args.jobs)
+    if args.same_as:
+        theirs = {(r["space"], r["seed"]): r["times_ms"] for r in read_runs(args.same_as) if r["strategy"] == WITHOUT}
+        ours = [r for r in read_runs(args.out / "runs.jsonl.gz") if r["strategy"] == WITHOUT]
+        compared = [r for r in ours if (r["space"], r["seed"]) in theirs]
+        same = sum(theirs[r["space"], r["seed"]] == r["times_ms"] for r in compared)
+        print(f"without the store: {same} of {len(compared)} tunings measure the times of {args.same_as}'s")
     text = report(args.corpus, args.out, list(candidates), args.budget, args.seeds, args.base)
     text = text.replace("# Transfer:", "# Transfer with a store of earlier tunings' measurements:", 1)
     (args.out / "report.md").write_text(text)
