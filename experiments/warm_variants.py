@@ -79,8 +79,8 @@ class WarmVariantsDefault(DefaultSearch):
                 by_key.setdefault(trial.key, []).append(trial)
         return {key: by_key[key] for key in sorted(by_key, key=lambda key: key_distance(context.key, key))}
 
-    def _robust_ranking(self, measured: Sequence[Mapping[int, float]]) -> list[int]:
-        return ROBUST_ORDERS[self.robust_by](measured)
+    def _robust_ranking(self, times_by_key: Sequence[Mapping[int, float]]) -> list[int]:
+        return ROBUST_ORDERS[self.robust_by](times_by_key)
 
     def ask(self, n: int) -> list[Config]:
         due = self.warm_start + self.warm_spread + self.warm_agreeing - len(self._here)

@@ -296,7 +296,9 @@ class DefaultSearch(ForestSearch):
             held out, the folds' choices are behind what shipped before (37 of 48 spaces of 3+
             shape kernels within 10 evaluations against 38). Its stores held whole recorded
             spaces; with stores of what tunings of the other shapes measured, every fold chose it
-            on 5 seeds (``experiments/results/transfer-screens/``, sections 3 and 5).
+            on 5 seeds (``experiments/results/transfer-screens/``, sections 3 and 5). The corpus
+            records 4 shapes of a kernel at most, so it was judged with 3 stored shapes at most;
+            with more, fewer configs are measured at every one of them.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -414,8 +416,8 @@ class DefaultSearch(ForestSearch):
         ``by_key``: the store's trials that ran, by key."""
         rankings: list[list[int | None]] = []
         for key in nearest:
-            stored = [self.context.space.index(t.config) for t in sorted(by_key[key], key=lambda t: t.time_ms)]
-            measured = [i for i in stored if i is not None and self._may_run(i)]
+            # each config once (a store may hold a config twice at a key), fastest first
+            measured = [i for i in fastest_per_config(by_key[key], self.context.space.index) if self._may_run(i)]
             rankings.append(list(measured))
             if self.warm_scaled:
                 rankings.append(self._scaled_to(here, key, measured))

@@ -478,38 +478,58 @@ def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_option
 
 
 def test_measured_store_holds_only_what_the_other_shapes_tunings_measured(experiment, monkeypatch, tmp_path):
-    """``measured_store.kernel_tunings``: each shape tuned without the store, then by each
-    candidate with the store holding, of the other shape, exactly the trials of the configs its
-    tuning measured (a failed one too), at that shape's key; the lines are transfer_cv's."""
+    """``measured_store.kernel_tunings``: each shape of a kernel tuned by the base within the store
+    budget, then each shape tuned by each candidate with the store holding, of both other shapes,
+    exactly the trials of the configs their tunings measured at that seed (a failure too), at
+    their keys; the lines are transfer_cv's; and an OUT of another store is refused."""
+    import gzip
     import json
 
+    from tunekit.compare import replay_search
+    from tunekit.config import config_json
     from tunekit.recorded import read_space
 
     measured = experiment("measured_store")
     spaces = {}
-    for size in (1, 2):
-        cache = {str(x): {"x": x, "time": "RuntimeFailedConfig" if x == 2 else 1.0 + (x * size) % 7,
-                          "compile_time": 10.0, "benchmark_time": 1.0, "verification_time": 0} for x in range(10)}
+    for size in (1, 2, 3):
+        cache = {str(x): {"x": x, "time": "RuntimeFailedConfig" if x % 5 == 2 else 1.0 + (x * size) % 7,
+                          "compile_time": 10.0, "benchmark_time": 1.0, "verification_time": 0} for x in range(20)}
         path = tmp_path / f"k{size}.json"
         path.write_text(json.dumps({"device_name": "hand", "kernel_name": "k", "problem_size": size,
-                                    "tune_params_keys": ["x"], "tune_params": {"x": list(range(10))}, "cache": cache}))
+                                    "tune_params_keys": ["x"], "tune_params": {"x": list(range(20))}, "cache": cache}))
         spaces[f"k{size}"] = read_space(path)
     monkeypatch.setattr(measured, "_spaces", lambda manifest: spaces)
     given = []
-    original = measured.replay_search
+    names = {id(space): name for name, space in spaces.items()}
 
     def recording(recorded, strategy, seed, evals, seconds=None, stored=()):
-        given.append((recorded.name, list(stored)))
-        return original(recorded, strategy, seed, evals, seconds, stored)
+        given.append((names[id(recorded)], evals, list(stored)))
+        return replay_search(recorded, strategy, seed, evals, seconds, stored)
 
     monkeypatch.setattr(measured, "replay_search", recording)
-    lines = measured.kernel_tunings("m", ("k1", "k2"), ("exhaustive", "{}"), {"again": ("exhaustive", "{}")}, 0, 4)
-    assert [(line["space"], line["strategy"]) for line in lines] == [
-        ("k1", "without the store"), ("k2", "without the store"), ("k1", "again"), ("k2", "again")]
-    assert [stored for _, stored in given[:2]] == [[], []]
-    for (name, stored), other in zip(given[2:], ("k2", "k1")):
-        # exhaustive measured x = 0..3 there: the store holds those four trials, at that shape's key
-        assert sorted(t.config.kwargs["x"] for t in stored) == [0, 1, 2, 3]
-        assert [t.config.kwargs["x"] for t in stored if not t.ok] == [2]  # its failure is stored too
-        assert {t.key for t in stored} == {spaces[other].key()}
-    assert lines[2]["times_ms"] == lines[0]["times_ms"]  # exhaustive ignores the store
+    seed = 3
+    lines = measured.kernel_tunings("m", ("k1", "k2", "k3"), ("random", "{}"), {"again": ("random", "{}")}, seed,
+                                    budget=8, store_budget=5)
+    runs = [line for line in lines if line["strategy"] != measured.STORED]
+    assert [(line["space"], line["strategy"]) for line in runs] == [
+        (name, label) for name in ("k1", "k2", "k3") for label in ("without the store", "again")]
+    assert {line["store"] for line in lines} == {"measured within 5 evaluations"}
+    assert all(len(line["times_ms"]) == 8 for line in runs)
+    tried = {name: {config_json(step.trial.config) for step in replay_search(spaces[name], "random", seed, 5).steps}
+             for name in spaces}
+    assert all(len(configs) == 5 for configs in tried.values())
+    by_candidate = [(name, stored) for name, evals, stored in given if evals == 8 and stored]
+    assert [name for name, _ in by_candidate] == ["k1", "k2", "k3"]
+    for name, stored in by_candidate:
+        others = [other for other in spaces if other != name]
+        assert sorted((t.key.json, config_json(t.config)) for t in stored) == sorted(
+            (spaces[other].key().json, config) for other in others for config in tried[other])
+        failed = sorted(c for other in others for c in tried[other] if json.loads(c)["x"] % 5 == 2)
+        assert failed and sorted(config_json(t.config) for t in stored if not t.ok) == failed  # failures stored too
+    out = tmp_path / "out"  # a transfer_cv.py runs file (whole spaces in the store) is not this one's
+    out.mkdir()
+    with gzip.open(out / "runs.jsonl.gz", "wt") as runs_file:
+        runs_file.write(json.dumps({"space": "k1", "strategy": "without the store", "seed": 0, "budget": 8,
+                                    "times_ms": [1.0]}) + "\n")
+    with pytest.raises(ValueError, match="another store"):
+        measured.replay_all(tmp_path / "m.json", {"strategy": "random", "options": {}}, {}, out, 1, 8, 5, 1)

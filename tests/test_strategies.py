@@ -821,6 +821,32 @@ def test_default_warm_robust_takes_the_config_least_slow_at_every_stored_shape_i
         warm_start(history, warm_robust="yes")
 
 
+def test_default_warm_start_takes_a_config_stored_twice_at_the_nearest_key_once():
+    """The store holds config a twice at M=2 (a re-tuning measured it again) and b after it: the
+    warm start is a, the prior's first, then b, not the prior's second (a's second record does
+    not take b's turn)."""
+    import numpy as np
+
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    slowest = sorted(ok, key=toy_time, reverse=True)
+    near = TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}')
+    here = TuningKey.from_json('{"args": {"M": 4}, "dtypes": []}')
+    history = tuple(Trial(c, Status.OK, Timing(t, t, t), key=near)
+                    for c, t in ((slowest[0], 1.0), (slowest[0], 1.1), (slowest[1], 1.2)))
+    context = SearchContext(toy_space(), Budget(evals=10), here, 0, history)
+    predicted = np.array([context.space.index(c) for c in sorted(ok, key=toy_time)])
+    strategy = DefaultSearch(warm_start=3)
+    strategy.start(context)
+    configs = context.space.configs()
+    assert [config_json(configs[i]) for i in strategy._warm_start_first(predicted, context)[:3]] == [
+        config_json(slowest[0]), config_json(configs[predicted[0]]), config_json(slowest[1])]
+
+
 def test_default_warm_scaled_moves_a_block_that_equalled_a_size_to_that_size_here():
     """The store holds one other key, M=32, G=4: its fastest config A (64x64 tiles) equals none of
     its sizes, its second B (BLOCK_M=32, num_warps=4) equals M and G, its third C (BLOCK_M=32,

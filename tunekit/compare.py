@@ -69,7 +69,10 @@ def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, 
                   seconds: float | None = None, stored: Sequence[Trial] = ()) -> SearchResult:
     """``replay``'s tuning by a tunekit strategy, the store holding ``stored`` (any trials: whole
     recorded spaces, or what earlier tunings measured), with every step's trial: which configs it
-    measured, not only their times."""
+    measured, not only their times. Kernel Tuner's strategies (``kt:``) take no store: ``replay``."""
+    if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):
+        raise ValueError(f"replay_search({strategy!r}): Kernel Tuner's strategies are replayed by replay(), "
+                         "without a store")
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
                             derive_seed(seed, recorded.digest), tuple(stored))
     return run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
