@@ -299,9 +299,8 @@ class DefaultSearch(ForestSearch):
             spaces; with stores of what tunings of the other shapes measured, every fold chose it
             on 5 seeds, by the spaces slower than without the store (3 of 58 against 6), and it
             was behind on the geometric mean (``experiments/results/transfer-screens/``,
-            sections 3 and 5). The corpus
-            records 4 shapes of a kernel at most, so it was judged with 3 stored shapes at most;
-            with more, fewer configs are measured at every one of them.
+            sections 3 and 5). The corpus records 4 shapes of a kernel at most, so it was judged
+            with 3 stored shapes at most; with more, fewer configs are measured at every one.
 
     The other arguments are ``ForestSearch``'s.
     """
