@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from leave_family_out import _spaces
 from learned_search import read_runs
-from transfer_cv import WITHOUT, candidate_options, report
+from transfer_cv import WITHOUT, base_and_candidates, report
 
 from tunekit.compare import replay_search, same_kernel_elsewhere
 from tunekit.config import config_json
@@ -102,13 +102,6 @@ def kernel_tunings(manifest: str, shapes: tuple[str, ...], base: tuple[str, str]
     return lines
 
 
-def _read(target: Path) -> list[dict]:
-    if not target.exists():
-        return []
-    with gzip.open(target, "rt") as runs:
-        return [json.loads(line) for line in runs if line.strip()]
-
-
 def replay_all(manifest: Path, base: dict, candidates: dict[str, tuple[str, dict]], out: Path, seeds: int,
                budget: int, store_budget: int, jobs: int) -> None:
     """Replay every (kernel, seed) that ``out/runs.jsonl.gz`` lacks a line of (and write what its
@@ -117,7 +110,7 @@ def replay_all(manifest: Path, base: dict, candidates: dict[str, tuple[str, dict
     target = out / "runs.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)
     store = store_name(store_budget)
-    lines = _read(target)
+    lines = read_runs(target, repair=True)
     other = [line for line in lines if line.get("store") != store or line["budget"] != budget or line["seed"] >= seeds]
     if other:
         raise ValueError(f"{target} holds {len(other)} runs of another store, budget or seed than {store}, budget "
@@ -150,7 +143,7 @@ def stored_sizes(out: Path) -> list[str]:
     from learned_search import markdown
 
     by_kernel: dict[str, list[dict]] = {}
-    for line in _read(out / "stores.jsonl.gz"):
+    for line in read_runs(out / "stores.jsonl.gz"):
         if line["strategy"] == STORED:
             by_kernel.setdefault(line["space"].rsplit("-", 1)[0], []).append(line)
     rows = [[kernel, *(f"{statistics.median(line[key] for line in found):g}"
@@ -178,22 +171,16 @@ def main() -> None:
                         help="a transfer_cv.py runs file: say how many tunings without the store measure its times")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    designs = json.loads(args.designs.read_text())
-    if args.base not in designs:
-        parser.error(f"--base {args.base}: not a design of {args.designs}")
-    try:
-        candidates = candidate_options(designs[args.base], json.loads(args.candidates.read_text()))
-    except ValueError as error:
-        parser.error(str(error))
+    base, candidates = base_and_candidates(parser, args)
     try:
         if not args.report_only:
-            replay_all(args.corpus, designs[args.base], candidates, args.out, args.seeds, args.budget,
+            replay_all(args.corpus, base, candidates, args.out, args.seeds, args.budget,
                        args.store_budget, args.jobs)
     except ValueError as error:
         parser.error(str(error))
     if args.same_as:
         theirs = {(r["space"], r["seed"]): r["times_ms"] for r in read_runs(args.same_as) if r["strategy"] == WITHOUT}
-        ours = {(r["space"], r["seed"]): r["times_ms"] for r in _read(args.out / "runs.jsonl.gz")
+        ours = {(r["space"], r["seed"]): r["times_ms"] for r in read_runs(args.out / "runs.jsonl.gz")
                 if r["strategy"] == WITHOUT}
         compared = [run for run in ours if run in theirs]
         same = sum(theirs[run] == ours[run] for run in compared)

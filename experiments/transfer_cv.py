@@ -77,6 +77,19 @@ def candidate_options(base: dict, candidates: dict[str, dict]) -> dict[str, tupl
     return made
 
 
+def base_and_candidates(parser: argparse.ArgumentParser, args: argparse.Namespace
+                        ) -> tuple[dict, dict[str, tuple[str, dict]]]:
+    """``args.base``'s design of ``args.designs`` and ``candidate_options`` of ``args.candidates``;
+    a usage error for a base that is not a design or a candidate that may not be one."""
+    designs = json.loads(args.designs.read_text())
+    if args.base not in designs:
+        parser.error(f"--base {args.base}: not a design of {args.designs}")
+    try:
+        return designs[args.base], candidate_options(designs[args.base], json.loads(args.candidates.read_text()))
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def replay_all(manifest: Path, base: dict, candidates: dict[str, tuple[str, dict]], out: Path, seeds: int,
                budget: int, jobs: int, stop_after: float | None = None) -> None:
     """Replay what ``out/runs.jsonl.gz`` lacks: the base without the store and each candidate with
@@ -165,15 +178,9 @@ def main() -> None:
     parser.add_argument("--replay-only", action="store_true", help="replay, and leave the report for later")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    designs = json.loads(args.designs.read_text())
-    if args.base not in designs:
-        parser.error(f"--base {args.base}: not a design of {args.designs}")
-    try:
-        candidates = candidate_options(designs[args.base], json.loads(args.candidates.read_text()))
-    except ValueError as error:
-        parser.error(str(error))
+    base, candidates = base_and_candidates(parser, args)
     if not args.report_only:
-        replay_all(args.corpus, designs[args.base], candidates, args.out, args.seeds, args.budget, args.jobs,
+        replay_all(args.corpus, base, candidates, args.out, args.seeds, args.budget, args.jobs,
                    args.stop_after)
     if args.replay_only:
         return
