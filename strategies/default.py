@@ -362,6 +362,7 @@ class DefaultSearch(ForestSearch):
         if self.warm_spread < 0:
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
+        self._unit_encoded: np.ndarray | None = None  # the encoding scaled to [0, 1], made at the first spread
         self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
         self._gp: OptunaGPSearch | None = None  # made at its first turn (_gp_picks)
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
@@ -588,16 +589,18 @@ class DefaultSearch(ForestSearch):
             measured[also_far_from] = True
         untried = self._fitting(np.flatnonzero(~measured & ~self._prior_failing))
         pool = untried if len(untried) <= self.candidates else self.rng.choice(untried, self.candidates, replace=False)
-        low, high = self._encoded.min(axis=0), self._encoded.max(axis=0)
-        scaled = (self._encoded - low) / np.where(high > low, high - low, 1.0)
-        tried = list(np.flatnonzero(measured))
-        nearest = (np.full(len(pool), np.inf) if not tried else
-                   np.min(np.abs(scaled[pool][:, None, :] - scaled[tried][None, :, :]).sum(axis=2), axis=1))
+        if self._unit_encoded is None:
+            low, high = self._encoded.min(axis=0), self._encoded.max(axis=0)
+            self._unit_encoded = (self._encoded - low) / np.where(high > low, high - low, 1.0)
+        in_pool = self._unit_encoded[pool]
+        nearest = np.full(len(pool), np.inf)
+        for tried in np.flatnonzero(measured):  # one tried config at a time: no pool x tried x parameters array
+            nearest = np.minimum(nearest, np.abs(in_pool - self._unit_encoded[tried]).sum(axis=1))
         chosen = []
         for _ in range(min(count, len(pool))):
             pick = int(self.rng.integers(len(pool))) if not np.isfinite(nearest).any() else int(np.argmax(nearest))
             chosen.append(pool[pick])
-            nearest = np.minimum(nearest, np.abs(scaled[pool] - scaled[pool[pick]]).sum(axis=1))
+            nearest = np.minimum(nearest, np.abs(in_pool - in_pool[pick]).sum(axis=1))
             nearest[pick] = -1.0
         return self._take(chosen)
 
