@@ -82,6 +82,7 @@ class ForestSearch(Strategy):
         self._spread_log = np.empty(0)  # and its standard deviation over the trees
         self._features_layout: tuple | None = None  # the key features and prior _space_features were made for
         self._space_features = np.empty((0, 0))
+        self._space_rows = np.empty((0, 0), dtype=np.float32)  # _space_features as the trees read them
         self._tree_rows: dict = {}  # tree -> its predictions for every config of the Space
         self._too_large = np.zeros(len(self._configs), dtype=bool)  # predicted not to fit in shared memory
         self._learn_shared_memory(self._trials)
@@ -143,6 +144,7 @@ class ForestSearch(Strategy):
         if len(untried) <= self.candidates:
             scored = untried
             features, per_tree = self._whole_space_predictions()
+            # a copy in Fortran order, which the mean's and spread's sums over the trees depend on to the bit
             features, per_tree = features[scored], per_tree[:, scored]
         else:
             scored = self.rng.choice(untried, self.candidates, replace=False)
@@ -159,21 +161,21 @@ class ForestSearch(Strategy):
         """The model's features of every config of the Space, and each tree's predicted log time
         for them (trees x configs). A tree predicts each config once: a refit that keeps trees
         (``refit_trees``) predicts with its new trees alone, and the features, which the prior's
-        predictions are part of, are made once per layout of key features and prior."""
+        predictions are part of, are made once per layout of key features and prior (as float32
+        rows too, as the trees read them)."""
         assert self._model is not None, "_whole_space_predictions follows a fit (_fit)"
         layout = (tuple(self._model.key_feature_names_), id(getattr(self._model, "prior_", None)))
         if self._features_layout != layout:
-            self._features_layout = layout
-            self._space_features = self._model.features_of_encoded(self._encoded, self.context.key)
-            self._tree_rows = {}
-        trees = self._model.regressor_.estimators_
-        new = [tree for tree in trees if tree not in self._tree_rows]
-        if new:
-            rows = np.ascontiguousarray(self._space_features, dtype=np.float32)
+            features = self._model.features_of_encoded(self._encoded, self.context.key)
+            rows = np.ascontiguousarray(features, dtype=np.float32)  # what the trees compare against
             if np.isinf(rows).any():  # as per_tree_log refuses
                 raise ValueError("ForestSearch: a feature is infinite or too large for float32")
-            for tree in new:
-                self._tree_rows[tree] = tree.predict(rows, check_input=False)
+            self._features_layout, self._space_features, self._space_rows = layout, features, rows
+            self._tree_rows = {}
+        trees = self._model.regressor_.estimators_
+        for tree in trees:
+            if tree not in self._tree_rows:
+                self._tree_rows[tree] = tree.predict(self._space_rows, check_input=False)
         self._tree_rows = {tree: self._tree_rows[tree] for tree in trees}  # the dropped trees' rows go
         return self._space_features, np.stack([self._tree_rows[tree] for tree in trees])
 
