@@ -595,6 +595,32 @@ def test_optuna_gp_is_a_registered_strategy_that_survives_failures():
     assert len(found) == 40 and failures and failures[0] < 39
 
 
+def test_the_gp_fits_with_the_callers_torch_function_modes_off():
+    """Optuna fits its GP under ``torch.device("cpu")``, a ``TorchFunctionMode`` that every torch call
+    of the fit passed through in Python; tunekit's GP sampler turns torch function overrides off
+    for the fit (the time it saves: experiments/results/strategy-time/). A mode of the caller's
+    sees none of the GP's calls (but the making of Optuna's ``torch.device``), and under another
+    default device its tensors stay on the CPU."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counting.calls += func is not torch.device
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
+        found = drive(make_strategy("optuna-gp", n_startup_trials=3), toy_space(), evals=12, batch=1)
+    assert len(found) == 12 and Counting.calls == 0
+    torch.set_default_device("meta")
+    try:
+        assert len(drive(make_strategy("optuna-gp", n_startup_trials=3), toy_space(), evals=12, batch=1)) == 12
+    finally:
+        torch.set_default_device(None)
+
+
 def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, space=None, batch: int = 4,
                      key=TOY_KEY) -> list:
     """Configs ``strategy`` measures at ``key`` (M=1 by default) with ``history`` in the store,
