@@ -31,10 +31,17 @@ class _TreesMadeDirectly:
     estimator_params: tuple[str, ...]
     estimators_: list
 
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        # a weighted bootstrap draws with ``choice`` too (scikit-learn 1.9), which _SeededAtEachDraw
+        # does not start afresh: such a fit's trees get their integer seeds
+        self._seeded_at_each_draw = sample_weight is None
+        return super().fit(X, y, sample_weight=sample_weight)  # type: ignore[misc]
+
     def _make_estimator(self, append: bool = True, random_state: Any = None) -> Any:
         tree = self.tree_class(**{name: getattr(self, name) for name in self.estimator_params})
         if random_state is not None:  # what sklearn.ensemble._base._set_random_states draws for one tree
-            tree.random_state = _SeededAtEachDraw(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+            seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
+            tree.random_state = _SeededAtEachDraw(seed) if getattr(self, "_seeded_at_each_draw", False) else seed
         if append:
             self.estimators_.append(tree)
         return tree
@@ -43,9 +50,10 @@ class _TreesMadeDirectly:
 class _SeededAtEachDraw(np.random.RandomState):
     """A tree's random state whose every ``randint`` draws from ``RandomState(seed_value)`` afresh:
     what a tree with an integer seed does, of which scikit-learn makes a new ``RandomState`` at
-    each use (the bootstrap sample, the splitter's seed: one ``randint`` each). Numpy seeds a new
-    ``RandomState`` from the system's entropy before the integer replaces it, about 75 us, twice
-    per tree; this one reseeds one generator that every tree shares, a draw at a time."""
+    each use (in an unweighted fit, scikit-learn 1.3 to 1.9: the bootstrap sample and the
+    splitter's seed, one ``randint`` each). Numpy seeds a new ``RandomState`` from the system's
+    entropy before the integer replaces it, about 75 us, twice per tree; this one reseeds one
+    generator that every tree shares, a draw at a time. Other draws are not started afresh."""
 
     _shared = np.random.MT19937(0)
     _drawing = threading.Lock()
@@ -61,6 +69,9 @@ class _SeededAtEachDraw(np.random.RandomState):
 
     def __reduce__(self) -> tuple:
         return type(self), (self.seed_value,)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.seed_value})"
 
 
 class _Regressor(_TreesMadeDirectly, RandomForestRegressor):

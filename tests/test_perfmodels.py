@@ -207,7 +207,8 @@ def test_forests_make_the_same_trees_as_scikit_learns_own():
     forest's probabilities equal scikit-learn's forests' with the same parameters, and the
     shortcut is in use (a scikit-learn that stopped calling it would make the forests slower, not
     different). A tree's random state draws as a new ``RandomState`` of its seed at every draw,
-    after a pickle's round trip too."""
+    after a pickle's round trip too. Fitted with sample weights (whose bootstrap draws with
+    ``choice`` too), the forests' trees and predictions are scikit-learn's, twice in a row."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     from tunekit.perfmodels import forest
@@ -235,6 +236,14 @@ def test_forests_make_the_same_trees_as_scikit_learns_own():
     state = pickle.loads(pickle.dumps(ours.estimators_[0].random_state))
     fresh = np.random.RandomState(state.seed_value).randint(0, 1000, 5)
     assert [state.randint(0, 1000, 5).tolist() for _ in range(2)] == [fresh.tolist()] * 2
+    weights = rng.random(60) + 0.5
+    for ours, theirs in ((model._default_regressor(), RandomForestRegressor),
+                         (model._default_classifier(), RandomForestClassifier)):
+        plain = theirs(**ours.get_params()).fit(x, failed, sample_weight=weights)
+        for _ in range(2):
+            ours.fit(x, failed, sample_weight=weights)
+            assert [t.random_state for t in ours.estimators_] == [t.random_state for t in plain.estimators_]
+            assert np.array_equal(ours.predict(x + 0.01), plain.predict(x + 0.01))
 
 
 def test_alignment_describes_integer_sizes_that_are_not_all_powers_of_two():

@@ -599,8 +599,10 @@ def test_the_gp_fits_with_the_callers_torch_function_modes_off():
     """Optuna fits its GP under ``torch.device("cpu")``, a ``TorchFunctionMode`` that every torch call
     of the fit passed through in Python; tunekit's GP sampler turns torch function overrides off
     for the fit (the time it saves: experiments/results/strategy-time/). A mode of the caller's
-    sees none of the GP's calls (but the making of Optuna's ``torch.device``), and under another
-    default device its tensors stay on the CPU."""
+    sees none of the GP's calls (but the making of Optuna's ``torch.device``). Under another default
+    device its tensors must stay on the CPU: with the overrides off, Optuna's ``torch.device("cpu")``
+    no longer acts, and this holds only while torch keeps its default device in such a mode (as
+    2.11 to 2.13 do; it passes without the change too)."""
     import torch
     from torch.overrides import TorchFunctionMode
 

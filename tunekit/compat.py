@@ -164,7 +164,7 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
     class FiniteCandidatesGPSampler(optuna.samplers.GPSampler):
         def _sample_relative_impl(self, *args: Any, **kwargs: Any) -> Any:
             # Optuna runs this under ``torch.device("cpu")``, a TorchFunctionMode through which every
-            # torch call of the GP's fit passes in Python (about 8 % of a default tuning's time).
+            # torch call of the GP's fit passes in Python (about 7 % of a default tuning's time).
             # With torch functions' overrides off, the tensors are made on the CPU all the same.
             with torch._C.DisableTorchFunction():
                 return super()._sample_relative_impl(*args, **kwargs)
