@@ -9,7 +9,11 @@
   fewest discordant pairs, the ranking loss by which RGPE weighs its base models; ties, and keys
   that share fewer than two configs with this tuning: the nearest). Not chosen.
 
-Both act only when the store holds the kernel's other keys, so without it the search is
+* ``warm_local=k``: ``k`` turns of the warm start go to untried neighbours (one parameter one
+  step away) of the fastest config measured so far, by the prior's ranking, before the spread's
+  turns: the stored shapes' best moved one step (a block size doubled where the problem grew).
+
+All act only when the store holds the kernel's other keys, so without it the search is
 ``DefaultSearch``'s: a transfer candidate (``corpus/transfer-designs-screens.json``) names
 ``"strategy": "warm_variants:WarmVariantsDefault"`` beside its options.
 """
@@ -20,6 +24,8 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from tunekit.strategies.default import ConfigId, DefaultSearch, fastest_per_config, ranked_by_slowdown, worst_slowdown
 
@@ -48,12 +54,13 @@ class WarmVariantsDefault(DefaultSearch):
 
     name = "default-warm-variants"
     #: Its options that act only with the store, which a transfer candidate may change.
-    store_only_options = ("robust_by", "warm_agreeing")
+    store_only_options = ("robust_by", "warm_agreeing", "warm_local")
 
-    def __init__(self, warm_agreeing: int = 0, robust_by: str = "worst", **options: Any) -> None:
+    def __init__(self, warm_agreeing: int = 0, robust_by: str = "worst", warm_local: int = 0, **options: Any) -> None:
         super().__init__(**options)
         self.warm_agreeing = warm_agreeing
         self.robust_by = robust_by
+        self.warm_local = warm_local
 
     def start(self, context: SearchContext) -> None:
         if self.robust_by not in ROBUST_ORDERS:
@@ -83,11 +90,33 @@ class WarmVariantsDefault(DefaultSearch):
         return ROBUST_ORDERS[self.robust_by](times_by_key)
 
     def ask(self, n: int) -> list[Config]:
-        due = self.warm_start + self.warm_spread + self.warm_agreeing - len(self._here)
-        if self._prior is None or due <= 0 or len(self._here) < self.warm_start + self.warm_spread:
+        phase = len(self._warm_order())
+        due = phase + self.warm_agreeing - len(self._here)
+        if self._prior is None or due <= 0 or len(self._here) < phase:
             return super().ask(n)
         picks = self._agreeing(min(n, due))
         return picks + (super().ask(n - len(picks)) if n > len(picks) else [])
+
+    def _warm_order(self) -> list[str]:
+        """``DefaultSearch``'s, with ``warm_local`` turns taking the place of the first others
+        (``"local"``), the spread's after them."""
+        warm, others = ["warm"] * self.warm_start, ["local"] * self.warm_local + ["spread"] * self.warm_spread
+        if not self.warm_interleaved:
+            return warm + others
+        return [kind for pair in itertools.zip_longest(warm, others) for kind in pair if kind is not None]
+
+    def _warm_turns(self, kind: str, count: int, suggested: np.ndarray) -> list[Config]:
+        if kind != "local":
+            return super()._warm_turns(kind, count, suggested)
+        measured = [t for t in self._here if t.ok]
+        if not measured:
+            return []
+        best = min(measured, key=lambda t: t.time_ms)
+        around = {self.context.space.position(c) for c in self.context.space.neighbours(best.config)}
+        rank = np.empty(len(self._prior_ranking), dtype=int)
+        rank[self._prior_ranking] = np.arange(len(self._prior_ranking))
+        open_ = sorted((i for i in around if not self._tried[i] and self._may_run(i)), key=lambda i: rank[i])
+        return self._take(open_[:count])
 
     def _agreeing(self, count: int) -> list[Config]:
         """Up to ``count`` untried configs of the measured ranking of the stored key whose times

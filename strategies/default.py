@@ -476,7 +476,7 @@ class DefaultSearch(ForestSearch):
             if self.initial_design == "random":
                 return self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
             return self._spread(count)
-        if self._prior is not None and len(self._here) < self.warm_start + self.warm_spread:
+        if self._prior is not None and len(self._here) < len(self._warm_order()):
             order = self._warm_order()[len(self._here):]
             if not self.warm_interleaved:  # an ask stops where the warm start ends
                 order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
@@ -484,7 +484,7 @@ class DefaultSearch(ForestSearch):
             picks: list[Config] = []
             for kind, turns in itertools.groupby(order[:n]):
                 count = len(list(turns))
-                taken = self._spread(count, also_far_from=suggested) if kind == "spread" else []
+                taken = self._warm_turns(kind, count, suggested)
                 # the warm start's next, or the prior's next best where the spread found too few (a
                 # small Space, most of it expected to fail): an empty ask would end the tuning
                 taken += self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count - len(taken)])
@@ -507,6 +507,12 @@ class DefaultSearch(ForestSearch):
         if not self.warm_interleaved:
             return warm + spread
         return [kind for pair in itertools.zip_longest(warm, spread) for kind in pair if kind is not None]
+
+    def _warm_turns(self, kind: str, count: int, suggested: np.ndarray) -> list[Config]:
+        """Up to ``count`` configs of a ``kind`` of turn of ``_warm_order`` other than the warm
+        start's own (which takes the prior's ranking): the space-filling design's, kept far from
+        the warm start's ``suggested`` configs."""
+        return self._spread(count, also_far_from=suggested) if kind == "spread" else []
 
     def _ranked(self, count: int) -> list[Config]:
         """``count`` proposals of the forest's ranking, a ``gp_fraction`` of whose turns go to the
