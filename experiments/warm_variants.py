@@ -49,8 +49,8 @@ ROBUST_ORDERS = {"mean": blend, "worst": worst_slowdown}
 
 
 class WarmVariantsDefault(DefaultSearch):
-    """``DefaultSearch`` with ``robust_by`` and ``warm_agreeing`` (module docstring); by default
-    ``DefaultSearch`` itself."""
+    """``DefaultSearch`` with ``robust_by``, ``warm_agreeing`` and ``warm_local`` (module
+    docstring); by default ``DefaultSearch`` itself."""
 
     name = "default-warm-variants"
     #: Its options that act only with the store, which a transfer candidate may change.
@@ -68,6 +68,8 @@ class WarmVariantsDefault(DefaultSearch):
                              f"{', '.join(map(repr, ROBUST_ORDERS))}")
         if isinstance(self.warm_agreeing, bool) or not isinstance(self.warm_agreeing, int) or self.warm_agreeing < 0:
             raise ValueError(f"WarmVariantsDefault(warm_agreeing={self.warm_agreeing!r}): expected an int, 0 or more")
+        if isinstance(self.warm_local, bool) or not isinstance(self.warm_local, int) or self.warm_local < 0:
+            raise ValueError(f"WarmVariantsDefault(warm_local={self.warm_local!r}): expected an int, 0 or more")
         super().start(context)
         # every alike stored key's measured configs that may run here (config -> time, fastest
         # first), nearest key first: what warm_agreeing follows

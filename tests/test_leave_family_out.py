@@ -451,7 +451,7 @@ def test_warm_variants_without_the_store_is_default(variants):
     # a second alike key, whose times order the configs otherwise, so that warm_robust's turn acts
     stored += tuple(Trial(c, Status.OK, Timing(t, t, t), key=third) for t, c in enumerate(reversed(ok[:40]), 1))
     for seed in range(2):
-        for history, options in (((), {"robust_by": "mean", "warm_agreeing": 4}), (stored, {})):
+        for history, options in (((), {"robust_by": "mean", "warm_agreeing": 4, "warm_local": 2}), (stored, {})):
             made = drive(variants.WarmVariantsDefault(**options), toy_space(), evals=30, seed=seed, history=history)
             shipped = drive(DefaultSearch(), toy_space(), evals=30, seed=seed, history=history)
             assert [config_json(c) for c in made] == [config_json(c) for c in shipped]
@@ -461,6 +461,35 @@ def test_warm_variants_without_the_store_is_default(variants):
     assert first[0] != first[1]
     with pytest.raises(ValueError, match="warm_agreeing"):
         drive(variants.WarmVariantsDefault(warm_agreeing=1.5), toy_space(), evals=1)
+
+
+def test_warm_local_takes_a_step_from_the_best_after_the_first_warm_config(variants):
+    """``warm_local=1, warm_spread=2``: with the store, the second config measured is an untried
+    neighbour (one parameter one step away) of the first, the fastest so far (without the local
+    turn, it is the spread's, far from it); the first is ``DefaultSearch``'s. A negative or
+    non-integer count is refused."""
+    from tunekit.config import config_json
+    from tunekit.keys import TuningKey
+    from tunekit.strategies import DefaultSearch
+    from tunekit.testing.strategies import drive, toy_space, toy_trial
+    from tunekit.trial import Trial
+
+    space = toy_space()
+    ok = [c for c in space.configs() if toy_trial(c).ok]
+    other = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
+    stored = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=other) for c in ok)
+    for seed in range(2):
+        found = drive(variants.WarmVariantsDefault(warm_local=1, warm_spread=2, min_evals=10**6), space, evals=6,
+                      seed=seed, history=stored)
+        shipped = drive(DefaultSearch(min_evals=10**6), space, evals=1, seed=seed, history=stored)
+        assert config_json(found[0]) == config_json(shipped[0])
+        around = {config_json(c) for c in space.neighbours(found[0])}
+        assert config_json(found[1]) in around
+        assert len({config_json(c) for c in found}) == 6
+    with pytest.raises(ValueError, match="warm_local"):
+        drive(variants.WarmVariantsDefault(warm_local=-1), space, evals=1, history=stored)
+    with pytest.raises(ValueError, match="warm_local"):
+        drive(variants.WarmVariantsDefault(warm_local=True), space, evals=1, history=stored)
 
 
 def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_options(transfer):
