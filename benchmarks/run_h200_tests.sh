@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
 # Device call: the test suite on the device's Triton (3.6) and torch, from a clean tree of one commit.
 # Expects in .whl/: the wheels of benchmarks/README.md, tunekit's built from that commit, and
-# head.tar (`git archive HEAD -o .whl/head.tar`). Writes $OUT/tests.log.
+# head.tar (`git archive HEAD -o .whl/head.tar`). Writes $OUT/tests.log. TEST_GROUPS=N (1): the test
+# files dealt round-robin to N pytest processes at once (their logs: $OUT/tests-K.log), so that
+# the suite fits one call on the machine's cores.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
-OUT=${OUT:-out}; mkdir -p "$OUT" /tmp/src && tar xf .whl/head.tar -C /tmp/src
-cd /tmp && PYTHONPATH=/tmp/site timeout "${TEST_TIMEOUT:-500}" python3 -m pytest /tmp/src/tests -q -p no:cacheprovider \
-    2>&1 | tail -60 | tee "$OUT/tests.log"
+OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT" /tmp/src && tar xf .whl/head.tar -C /tmp/src
+groups=${TEST_GROUPS:-1}
+mapfile -t files < <(cd /tmp/src && ls tests/test_*.py)
+cd /tmp
+for ((k = 0; k < groups; k++)); do
+    share=()
+    for ((i = k; i < ${#files[@]}; i += groups)); do share+=("/tmp/src/${files[i]}"); done
+    PYTHONPATH=/tmp/site OMP_NUM_THREADS=2 timeout "${TEST_TIMEOUT:-500}" python3 -m pytest "${share[@]}" -q \
+        -p no:cacheprovider --basetemp "/tmp/pytest-$k" \
+        > "$OUT/tests-$k.log" 2>&1 &
+done
+wait
+for ((k = 0; k < groups; k++)); do echo "== group $k"; tail -n 25 "$OUT/tests-$k.log"; done | tee "$OUT/tests.log"
 python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)" | tee -a "$OUT/tests.log"
