@@ -3,7 +3,8 @@
 # Expects in .whl/: the wheels of benchmarks/README.md, tunekit's built from that commit, and
 # head.tar (`git archive HEAD -o .whl/head.tar`). Writes $OUT/tests.log. TEST_GROUPS=N (1): the test
 # files dealt round-robin to N pytest processes at once (their logs: $OUT/tests-K.log), so that
-# the suite fits one call on the machine's cores.
+# the suite fits one call on the machine's cores. TEST_MARK ("not slow"): pytest's -m ("slow": the
+# slow suite).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT" /tmp/src && tar xf .whl/head.tar -C /tmp/src
@@ -14,7 +15,7 @@ for ((k = 0; k < groups; k++)); do
     share=()
     for ((i = k; i < ${#files[@]}; i += groups)); do share+=("/tmp/src/${files[i]}"); done
     PYTHONPATH=/tmp/site OMP_NUM_THREADS=2 timeout "${TEST_TIMEOUT:-500}" python3 -m pytest "${share[@]}" -q \
-        -p no:cacheprovider --basetemp "/tmp/pytest-$k" \
+        -m "${TEST_MARK:-not slow}" -p no:cacheprovider --basetemp "/tmp/pytest-$k" \
         > "$OUT/tests-$k.log" 2>&1 &
 done
 wait
