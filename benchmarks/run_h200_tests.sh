@@ -2,12 +2,15 @@
 # Device call: the test suite on the device's Triton (3.6) and torch, from a clean tree of one commit.
 # Expects in .whl/: the wheels of benchmarks/README.md, tunekit's built from that commit, and
 # head.tar (`git archive HEAD -o .whl/head.tar`). Writes $OUT/tests.log. TEST_GROUPS=N (1): the test
-# files dealt round-robin to N pytest processes at once (their logs: $OUT/tests-K.log), so that
+# files dealt round-robin to N pytest processes at once (their logs one after another), so that
 # the suite fits one call on the machine's cores. TEST_MARK ("not slow"): pytest's -m ("slow": the
 # slow suite).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT" /tmp/src && tar xf .whl/head.tar -C /tmp/src
+# tests that start Python with a PYTHONPATH of their own expect tunekit installed: a .pth in the
+# interpreter's site-packages puts the carried wheels there for every process
+echo /tmp/site > "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tunekit-device-site.pth"
 groups=${TEST_GROUPS:-1}
 mapfile -t files < <(cd /tmp/src && ls tests/test_*.py)
 cd /tmp
@@ -19,5 +22,7 @@ for ((k = 0; k < groups; k++)); do
         > "$OUT/tests-$k.log" 2>&1 &
 done
 wait
-for ((k = 0; k < groups; k++)); do echo "== group $k"; tail -n 25 "$OUT/tests-$k.log"; done | tee "$OUT/tests.log"
+# one file: a call brings back at most 8
+for ((k = 0; k < groups; k++)); do echo "== group $k"; cat "$OUT/tests-$k.log"; rm "$OUT/tests-$k.log"; done > "$OUT/tests.log"
+grep -E "^== group|passed|failed|^FAILED|^ERROR" "$OUT/tests.log"
 python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)" | tee -a "$OUT/tests.log"
