@@ -8,9 +8,11 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT" /tmp/src && tar xf .whl/head.tar -C /tmp/src
-# tests that start Python with a PYTHONPATH of their own expect tunekit installed: a .pth in the
-# interpreter's site-packages puts the carried wheels there for every process
+# tests that start Python with a PYTHONPATH of their own, and the documentation's examples, expect
+# tunekit installed: a .pth in the interpreter's site-packages puts the carried wheels there for
+# every process
 echo /tmp/site > "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tunekit-device-site.pth"
+export PATH=/tmp/site/bin:$PATH  # the `tunekit` command, which pip --target puts there
 groups=${TEST_GROUPS:-1}
 mapfile -t files < <(cd /tmp/src && ls tests/test_*.py)
 cd /tmp
