@@ -11,7 +11,10 @@
 
 * ``warm_local=k``: ``k`` turns of the warm start go to untried neighbours (one parameter one
   step away) of the fastest config measured so far, by the prior's ranking, before the spread's
-  turns: the stored shapes' best moved one step (a block size doubled where the problem grew).
+  turns: the idea was that the stored shapes' best moves one step where the shape changes. A
+  turn with nothing measured yet (an ask of several configs at once, as an Autotuner with
+  compile workers makes) or no open neighbour takes the warm start's next config; the screen's
+  replays ask one at a time. Not chosen (``results/transfer-screens/``, section 6).
 
 All act only when the store holds the kernel's other keys, so without it the search is
 ``DefaultSearch``'s: a transfer candidate (``corpus/transfer-designs-screens.json``) names

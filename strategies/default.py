@@ -511,7 +511,8 @@ class DefaultSearch(ForestSearch):
     def _warm_turns(self, kind: str, count: int, suggested: np.ndarray) -> list[Config]:
         """Up to ``count`` configs of a ``kind`` of turn of ``_warm_order`` other than the warm
         start's own (which takes the prior's ranking): the space-filling design's, kept far from
-        the warm start's ``suggested`` configs."""
+        the warm start's ``suggested`` configs. ``ask`` fills what it returns short of ``count``
+        with the prior's next configs."""
         return self._spread(count, also_far_from=suggested) if kind == "spread" else []
 
     def _ranked(self, count: int) -> list[Config]:

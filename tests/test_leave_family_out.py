@@ -464,28 +464,37 @@ def test_warm_variants_without_the_store_is_default(variants):
 
 
 def test_warm_local_takes_a_step_from_the_best_after_the_first_warm_config(variants):
-    """``warm_local=1, warm_spread=2``: with the store, the second config measured is an untried
-    neighbour (one parameter one step away) of the first, the fastest so far (without the local
-    turn, it is the spread's, far from it); the first is ``DefaultSearch``'s. A negative or
-    non-integer count is refused."""
-    from tunekit.config import config_json
+    """``warm_local=1, warm_spread=2``, asked one config at a time as replays ask: with the store,
+    the second config measured is the untried neighbour (one parameter one step away) of the
+    first, the fastest so far, that the prior ranks best. The store's times are the toy's, save
+    (16, 16, 4), made second fastest: without the local turn the warm start's second config is
+    that one, far from the first. Asked four at a time, nothing is measured at the local turn,
+    which then takes the warm start's next, as without it. A negative or non-integer count is
+    refused."""
+    from tunekit.config import config_json, config_to_dict
     from tunekit.keys import TuningKey
-    from tunekit.strategies import DefaultSearch
-    from tunekit.testing.strategies import drive, toy_space, toy_trial
-    from tunekit.trial import Trial
+    from tunekit.testing.strategies import drive, toy_space, toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
 
     space = toy_space()
     ok = [c for c in space.configs() if toy_trial(c).ok]
+    far = next(c for c in ok if [config_to_dict(c)[p] for p in ("BLOCK_M", "BLOCK_N", "num_warps")] == [16, 16, 4])
     other = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
-    stored = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=other) for c in ok)
+    stored = tuple(Trial(c, Status.OK, Timing(*[1.0001 if c is far else toy_time(c)] * 3), key=other) for c in ok)
     for seed in range(2):
-        found = drive(variants.WarmVariantsDefault(warm_local=1, warm_spread=2, min_evals=10**6), space, evals=6,
-                      seed=seed, history=stored)
-        shipped = drive(DefaultSearch(min_evals=10**6), space, evals=1, seed=seed, history=stored)
-        assert config_json(found[0]) == config_json(shipped[0])
-        around = {config_json(c) for c in space.neighbours(found[0])}
-        assert config_json(found[1]) in around
+        plain = drive(variants.WarmVariantsDefault(warm_spread=0, min_evals=10**6), space, evals=2, seed=seed,
+                      batch=1, history=stored)
+        around = {config_json(c) for c in space.neighbours(plain[0])}
+        assert config_json(plain[1]) == config_json(far) and config_json(far) not in around
+        search = variants.WarmVariantsDefault(warm_local=1, warm_spread=2, min_evals=10**6)
+        found = drive(search, space, evals=6, seed=seed, batch=1, history=stored)
+        assert config_json(found[0]) == config_json(plain[0])
+        open_ = [i for i in search._prior_ranking if config_json(space.configs()[i]) in around]
+        assert config_json(found[1]) == config_json(space.configs()[open_[0]])
         assert len({config_json(c) for c in found}) == 6
+        batched = drive(variants.WarmVariantsDefault(warm_local=1, warm_spread=2, min_evals=10**6), space, evals=6,
+                        seed=seed, batch=4, history=stored)
+        assert config_json(batched[1]) == config_json(far)
     with pytest.raises(ValueError, match="warm_local"):
         drive(variants.WarmVariantsDefault(warm_local=-1), space, evals=1, history=stored)
     with pytest.raises(ValueError, match="warm_local"):
