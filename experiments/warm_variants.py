@@ -102,13 +102,9 @@ class WarmVariantsDefault(DefaultSearch):
         picks = self._agreeing(min(n, due))
         return picks + (super().ask(n - len(picks)) if n > len(picks) else [])
 
-    def _warm_order(self) -> list[str]:
-        """``DefaultSearch``'s, with ``warm_local`` turns taking the place of the first others
-        (``"local"``), the spread's after them."""
-        warm, others = ["warm"] * self.warm_start, ["local"] * self.warm_local + ["spread"] * self.warm_spread
-        if not self.warm_interleaved:
-            return warm + others
-        return [kind for pair in itertools.zip_longest(warm, others) for kind in pair if kind is not None]
+    def _warm_others(self) -> list[str]:
+        """``warm_local`` turns (``"local"``) before ``DefaultSearch``'s."""
+        return ["local"] * self.warm_local + super()._warm_others()
 
     def _warm_turns(self, kind: str, count: int, suggested: np.ndarray) -> list[Config]:
         if kind != "local":

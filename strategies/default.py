@@ -300,8 +300,9 @@ class DefaultSearch(ForestSearch):
             spaces; with stores of what tunings of the other shapes measured, it is level with
             what shipped before on 10 seeds (4 of 58 spaces slower than without the store, 35 of
             48 within 10, each) and behind on the geometric mean, and every fold chose what
-            shipped before there (``experiments/results/transfer-screens/``, sections 3 and 5). The corpus records 4 shapes of a kernel at most, so it was judged
-            with 3 stored shapes at most; with more, fewer configs are measured at every one.
+            shipped before there (``experiments/results/transfer-screens/``, sections 3 and 5).
+            The corpus records 4 shapes of a kernel at most, so it was judged with 3 stored
+            shapes at most; with more, fewer configs are measured at every one.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -476,8 +477,9 @@ class DefaultSearch(ForestSearch):
             if self.initial_design == "random":
                 return self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
             return self._spread(count)
-        if self._prior is not None and len(self._here) < len(self._warm_order()):
-            order = self._warm_order()[len(self._here):]
+        warm_order = self._warm_order() if self._prior is not None else []
+        if len(self._here) < len(warm_order):
+            order = warm_order[len(self._here):]
             if not self.warm_interleaved:  # an ask stops where the warm start ends
                 order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
             suggested = self._prior_ranking[:self.warm_start]
@@ -501,12 +503,18 @@ class DefaultSearch(ForestSearch):
         return local + drawn + (self._ranked(rest) if rest > 0 else [])
 
     def _warm_order(self) -> list[str]:
-        """What each of the first ``warm_start + warm_spread`` evaluations with a prior measures:
-        ``"warm"`` (the warm start's next config) or ``"spread"`` (the space-filling design's)."""
-        warm, spread = ["warm"] * self.warm_start, ["spread"] * self.warm_spread
+        """What each of the first evaluations with a prior measures: ``"warm"`` (the warm start's
+        next config) or another kind of turn (``_warm_others``), in turn or one after the other
+        (``warm_interleaved``)."""
+        warm, others = ["warm"] * self.warm_start, self._warm_others()
         if not self.warm_interleaved:
-            return warm + spread
-        return [kind for pair in itertools.zip_longest(warm, spread) for kind in pair if kind is not None]
+            return warm + others
+        return [kind for pair in itertools.zip_longest(warm, others) for kind in pair if kind is not None]
+
+    def _warm_others(self) -> list[str]:
+        """The warm start's turns besides its own, in order: ``warm_spread`` of the space-filling
+        design's (``"spread"``)."""
+        return ["spread"] * self.warm_spread
 
     def _warm_turns(self, kind: str, count: int, suggested: np.ndarray) -> list[Config]:
         """Up to ``count`` configs of a ``kind`` of turn of ``_warm_order`` other than the warm
