@@ -96,17 +96,23 @@ def contenders(designs: dict[str, dict], baselines: Sequence[str]) -> dict[str, 
 
 
 def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int, budget: int, jobs: int,
-               stop_after: float | None, transfer: Sequence[str] = (), only: Sequence[str] = ()) -> None:
+               stop_after: float | None, transfer: Sequence[str] = (), only: Sequence[str] = (),
+               families: Sequence[str] = ()) -> None:
     """Replay what ``out/runs.jsonl.gz`` lacks: every label on every space, and each label of
     ``transfer`` again, as "LABEL + store", on every space of a kernel recorded at other shapes
     with the store holding those shapes (leave one shape out). ``only``: these labels' runs
-    alone (a share of the work for one machine; the runs files of several are concatenated)."""
+    alone (a share of the work for one machine; the runs files of several are concatenated).
+    ``families``: the spaces of these families alone (runs for a question about them, such as
+    ``seed_bootstrap.py --by-family``'s; a report needs every space's)."""
     target = out / "runs.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
     spaces = _spaces(str(manifest))
     # the biggest spaces first, so that a time-limited call does not end on a long tail
     names = sorted(spaces, key=lambda name: -len(spaces[name]))
+    if families:
+        family_of = {entry.name: entry.family for entry, _ in corpus.load(manifest, verify=False)}
+        names = [name for name in names if family_of[name] in families]
     elsewhere = same_kernel_elsewhere(spaces)
     tasks = [(str(manifest), name, label, strategy, options, seed, budget)
              for name in names for label, (strategy, options) in labels.items() for seed in range(seeds)]
@@ -378,6 +384,8 @@ def main() -> None:
     parser.add_argument("--stop-after", type=float, default=None, help="stop starting tunings after S seconds")
     parser.add_argument("--only", action="append", default=[], metavar="LABEL",
                         help='replay only this label\'s runs (repeat; "LABEL + store" for its transfer runs)')
+    parser.add_argument("--family", action="append", default=[],
+                        help="replay only this family's spaces (repeat; with --replay-only)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--replay-only", action="store_true", help="replay, and leave the report for later")
     parser.add_argument("--time-alone", type=int, default=0, metavar="SEEDS",
@@ -395,11 +403,18 @@ def main() -> None:
         if label not in replayable:
             parser.error(f"--only {label!r}: not a design, a baseline or a --transfer label's \"+ store\" runs "
                          f"({', '.join(sorted(replayable))})")
+    if args.family:
+        if not args.replay_only:
+            parser.error("--family: a report needs every space's runs; add --replay-only")
+        known = {entry.family for entry, _ in corpus.load(args.corpus, verify=False)}
+        for family in args.family:
+            if family not in known:
+                parser.error(f"--family {family!r}: not a family of {args.corpus} ({', '.join(sorted(known))})")
     if args.time_alone:
         time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone)
     if not args.report_only:
         replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
-                   args.stop_after, args.transfer, args.only)
+                   args.stop_after, args.transfer, args.only, args.family)
     if args.replay_only:
         return
     text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)

@@ -6,6 +6,8 @@
 # $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0). TIME_ALONE=N
 # first times each strategy alone on the largest space, N tunings each ($OUT/protocol/timing.json).
 # TRANSFER="LABEL ..." replays those labels again with the store holding the kernel's other shapes.
+# ONLY="LABEL ..." replays those labels' runs alone; FAMILIES="FAMILY ..." those families' spaces
+# alone (REPORT=0 with it: a report needs every space's runs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 export TUNEKIT_SHARED_SPACES=$PWD/.spaces
@@ -16,8 +18,10 @@ nproc; python3 -c "import os; print('cpu_count', os.cpu_count(), 'affinity', len
 cat .whl/COMMIT
 baselines() { for b in ${BASELINES:-random rf lfbo}; do printf -- '--baseline %s ' "$b"; done; }
 transfers() { for t in ${TRANSFER:-}; do printf -- '--transfer %s ' "$t"; done; }   # TRANSFER="LABEL ...": with the store too
+only() { for l in ${ONLY:-}; do printf -- '--only %s ' "$l"; done; }
+families() { for f in ${FAMILIES:-}; do printf -- '--family %s ' "$f"; done; }
 timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
-    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) --seeds "${SEEDS:-5}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) $(only) $(families) --seeds "${SEEDS:-5}" \
     --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --time-alone "${TIME_ALONE:-0}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
