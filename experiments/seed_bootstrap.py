@@ -9,6 +9,11 @@ checkpoints: lower is better) and its 95 % percentile interval.
 
     python experiments/seed_bootstrap.py --runs OUT/runs.jsonl.gz --corpus experiments/corpus/v2.json \\
         --label default-gp15-stalled50-c512-local-forest --against default-gp15-stalled50-c512
+
+With ``--by-family``, the same per family of the corpus that both labels ran on (every space of
+it), for the figures the report compares families by: the score (``tunekit.metrics``, the mean over
+the family's spaces; higher is better) and runs within 2 %. Whether a baseline that scores higher
+on a family does so by more than the seeds move the difference.
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus
 from learned_search import Table, as_run, read_runs
 from leave_family_out import _spaces, checkpoints
 
-from tunekit.metrics import SpaceStats
+from tunekit.metrics import SpaceStats, score_over_evaluations
 
 
 def per_run(table: Table, spaces: list[str], label: str, seeds: int) -> dict[str, np.ndarray]:
-    """Each (space, seed) run's figures of ``label``: within 2 % (0 or 1) and log best / optimum at
-    each checkpoint (spaces x seeds, and spaces x seeds x checkpoints)."""
+    """Each (space, seed) run's figures of ``label``: within 2 % (0 or 1), its score (NaN where the
+    space's score range starts past the budget; a space's score is the mean of its runs') and log
+    best / optimum at each checkpoint (spaces x seeds, and spaces x seeds x checkpoints)."""
     points = checkpoints(table)
     within = np.empty((len(spaces), seeds))
+    scores = np.empty((len(spaces), seeds))
     logs = np.empty((len(spaces), seeds, len(points)))
     for row, space in enumerate(spaces):
         runs = {run.seed: run for run in table.runs.get((space, label), [])}
@@ -38,9 +46,37 @@ def per_run(table: Table, spaces: list[str], label: str, seeds: int) -> dict[str
             raise ValueError(f"{label} on {space}: runs of seeds {sorted(runs)}, expected 0-{seeds - 1}")
         single = Table([runs[seed] for seed in range(seeds)], table.stats, table.budget)
         within[row] = single.within(space, label)
+        scores[row] = [score_over_evaluations(table.stats[space], [table.best(runs[seed])], table.budget)
+                       for seed in range(seeds)]
         for column, n in enumerate(points):
             logs[row, :, column] = np.log(single.ratio_after(space, label, n))
-    return {"within": within, "logs": logs}
+    return {"within": within, "scores": scores, "logs": logs}
+
+
+def family_figures(run: dict[str, np.ndarray], rows: list[int], chosen: np.ndarray) -> np.ndarray:
+    """The family's (``rows``: its spaces) score and runs within 2 % (%) over the runs of the
+    ``chosen`` seeds (replicates x seeds), as the report gives them: the score is the mean over the
+    family's spaces with a score."""
+    scores = np.nanmean(run["scores"][rows][:, chosen].mean(axis=2), axis=0)  # spaces x replicates -> replicates
+    within = run["within"][rows][:, chosen].mean(axis=(0, 2)) * 100
+    return np.column_stack([scores, within])
+
+
+def by_family(label: dict[str, np.ndarray], against: dict[str, np.ndarray], families: dict[str, list[int]],
+              seeds: int, drawn: np.ndarray) -> list[str]:
+    """Markdown rows: per family, the observed difference (label minus against) of its score and
+    runs within 2 %, each with its 95 % percentile interval over the replicates ``drawn``."""
+    everything = np.arange(seeds)[None]
+    lines = []
+    for family, rows in sorted(families.items()):
+        observed = family_figures(label, rows, everything)[0] - family_figures(against, rows, everything)[0]
+        differences = family_figures(label, rows, drawn) - family_figures(against, rows, drawn)
+        cells = []
+        for value, column, digits in zip(observed, differences.T, (3, 1)):
+            low, high = np.percentile(column, [2.5, 97.5])
+            cells.append(f"{value:+.{digits}f} ({low:+.{digits}f} to {high:+.{digits}f})")
+        lines.append(f"| {family} | {len(rows)} | {' | '.join(cells)} |")
+    return lines
 
 
 def figures(run: dict[str, np.ndarray], chosen: np.ndarray) -> np.ndarray:
@@ -62,14 +98,32 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--replicates", type=int, default=2000)
+    parser.add_argument("--by-family", action="store_true",
+                        help="per family that both labels ran on: the score's and runs within 2 %%'s differences")
     args = parser.parse_args()
     recorded = _spaces(str(args.corpus))
     spaces = sorted(recorded)
     runs = [as_run(r) for r in read_runs(args.runs) if r["strategy"] in (args.label, args.against)]
     table = Table(runs, {name: SpaceStats.of(recorded[name]) for name in spaces}, args.budget)
+    drawn = np.random.default_rng(0).integers(0, args.seeds, size=(args.replicates, args.seeds))
+    if args.by_family:
+        members: dict[str, list[str]] = {}
+        for entry, _ in corpus.load(args.corpus, verify=False):
+            members.setdefault(entry.family, []).append(entry.name)
+        ran = {family: names for family, names in members.items()
+               if all((name, label) in table.runs for name in names for label in (args.label, args.against))}
+        if not ran:
+            parser.error(f"no family of {args.corpus} has runs of both {args.label!r} and {args.against!r} on every space")
+        spaces = sorted(name for names in ran.values() for name in names)
+        label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
+        rows = {family: [spaces.index(name) for name in names] for family, names in ran.items()}
+        print(f"{args.label} minus {args.against}: {args.seeds} seeds, {args.replicates} replicates over the "
+              "seeds; 95 % intervals in brackets\n")
+        print("| family | spaces | score | runs within 2 % (points) |\n|---|---|---|---|")
+        print("\n".join(by_family(label, against, rows, args.seeds, drawn)))
+        return
     label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
     everything = np.arange(args.seeds)[None]
-    drawn = np.random.default_rng(0).integers(0, args.seeds, size=(args.replicates, args.seeds))
     observed = figures(label, everything)[0] - figures(against, everything)[0]
     differences = figures(label, drawn) - figures(against, drawn)
     names = ["runs within 2 % (points)", *(f"geomean best/opt @{n}" for n in checkpoints(table)),

@@ -97,6 +97,29 @@ def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(exper
         bootstrap.per_run(table, spaces, "absent", 4)
 
 
+def test_the_seed_bootstrap_by_family_gives_the_report_s_family_score(experiment, protocol, tmp_path):
+    """``--by-family``: a family's score over all seeds is the report's (the mean over its spaces of
+    each space's score), runs within 2 % too; the rows give each family's observed difference and
+    interval, paired by seed (one seed drawn 4 times: no difference where both labels agree)."""
+    from learned_search import Table
+
+    bootstrap = experiment("seed_bootstrap")
+    spaces = ["a1", "a2", "b1"]
+    runs = [run(space, "sure", seed, [4.0, 1.0]) for space in spaces for seed in range(4)]
+    runs += [run(space, "lucky", seed, [4.0, 1.0 if seed < 2 else 2.0]) for space in spaces for seed in range(4)]
+    table = Table(runs, {name: stats_of(tmp_path, name) for name in spaces}, budget=20)
+    sure, lucky = (bootstrap.per_run(table, spaces, label, 4) for label in ("sure", "lucky"))
+    everything = np.arange(4)[None]
+    score, within = bootstrap.family_figures(lucky, [0, 1], everything)[0]
+    assert score == pytest.approx(np.mean([table.score(space, "lucky") for space in ("a1", "a2")]))
+    assert within == 50.0
+    assert table.score("a1", "lucky") < table.score("a1", "sure")  # the lucky runs' seeds 2, 3 end at 2 ms
+    drawn = np.array([[0, 0, 0, 0]] * 20 + [[3, 3, 3, 3]] * 20)  # the interval's ends: these two replicates
+    rows = bootstrap.by_family(lucky, sure, {"A": [0, 1], "B": [2]}, 4, drawn)
+    observed = table.score("b1", "lucky") - table.score("b1", "sure")
+    assert rows[1].startswith(f"| B | 1 | {observed:+.3f} ({observed * 2:+.3f} to +0.000) | -50.0 (-100.0 to +0.0) |")
+
+
 def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
     from learned_search import Table
 
