@@ -93,27 +93,27 @@ def freeze(manifest: Path, previous: Path | None = None) -> list[Entry]:
     whether its costs are real, which the files cannot say)."""
     if manifest.exists():
         raise SystemExit(f"{manifest} exists: a corpus version is never rewritten; freeze a new version")
-    known = {(e.name, e.digest): e for e in _entries(previous)} if previous is not None else {}
-    entries = []
+    known = {(e.name, e.digest): e for e in entries(previous)} if previous is not None else {}
+    frozen = []
     for name, root, file, family in discover():
         digest = read_space(Entry(name, root, file, family, "").path(manifest)).digest
         earlier = known.get((name, digest))
-        entries.append(Entry(name, root, file, family, digest, earlier.seconds if earlier else True))
+        frozen.append(Entry(name, root, file, family, digest, earlier.seconds if earlier else True))
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(json.dumps({"version": manifest.stem, "spaces": [vars(e) for e in entries]}, indent=1) + "\n")
-    return entries
+    manifest.write_text(json.dumps({"version": manifest.stem, "spaces": [vars(e) for e in frozen]}, indent=1) + "\n")
+    return frozen
 
 
 def load(manifest: Path | str, verify: bool = True) -> list[tuple[Entry, RecordedSpace]]:
     """The corpus's spaces, each read and named by its entry; with ``verify``, a ``SystemExit``
     naming every space whose file is missing or whose measurements differ from the frozen ones."""
     manifest = Path(manifest)
-    entries = _entries(manifest)
+    listed = entries(manifest)
     spaces, problems = [], []
-    repeated = [name for name, count in Counter(e.name for e in entries).items() if count > 1]
+    repeated = [name for name, count in Counter(e.name for e in listed).items() if count > 1]
     if repeated:
         problems.append(f"names given to more than one space: {', '.join(repeated)}")
-    for entry in entries:
+    for entry in listed:
         path = entry.path(manifest)
         if not path.exists():
             problems.append(f"{entry.name}: {path} is missing")
@@ -127,7 +127,8 @@ def load(manifest: Path | str, verify: bool = True) -> list[tuple[Entry, Recorde
     return spaces
 
 
-def _entries(manifest: Path) -> list[Entry]:
+def entries(manifest: Path | str) -> list[Entry]:
+    """The manifest's entries (names, families, files, digests), without reading the spaces."""
     return [Entry(**row) for row in json.loads(Path(manifest).read_text())["spaces"]]
 
 

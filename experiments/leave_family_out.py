@@ -111,7 +111,7 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     # the biggest spaces first, so that a time-limited call does not end on a long tail
     names = sorted(spaces, key=lambda name: -len(spaces[name]))
     if families:
-        family_of = {entry.name: entry.family for entry, _ in corpus.load(manifest, verify=False)}
+        family_of = {entry.name: entry.family for entry in corpus.entries(manifest)}
         names = [name for name in names if family_of[name] in families]
     elsewhere = same_kernel_elsewhere(spaces)
     tasks = [(str(manifest), name, label, strategy, options, seed, budget)
@@ -406,7 +406,7 @@ def main() -> None:
     if args.family:
         if not args.replay_only:
             parser.error("--family: a report needs every space's runs; add --replay-only")
-        known = {entry.family for entry, _ in corpus.load(args.corpus, verify=False)}
+        known = {entry.family for entry in corpus.entries(args.corpus)}
         for family in args.family:
             if family not in known:
                 parser.error(f"--family {family!r}: not a family of {args.corpus} ({', '.join(sorted(known))})")

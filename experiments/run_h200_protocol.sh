@@ -6,9 +6,12 @@
 # $OUT/protocol/runs.jsonl.gz as it goes and report.md at the end (unless REPORT=0). TIME_ALONE=N
 # first times each strategy alone on the largest space, N tunings each ($OUT/protocol/timing.json).
 # TRANSFER="LABEL ..." replays those labels again with the store holding the kernel's other shapes.
-# ONLY="LABEL ..." replays those labels' runs alone; FAMILIES="FAMILY ..." those families' spaces
-# alone (REPORT=0 with it: a report needs every space's runs).
+# ONLY="LABEL ..." replays those labels' runs alone (labels without spaces: not "LABEL + store");
+# FAMILIES="FAMILY ..." those families' spaces alone (with REPORT=0: a report needs every space's runs).
 set -uo pipefail
+if [ -n "${FAMILIES:-}" ] && [ "${REPORT:-1}" != 0 ]; then
+    echo "FAMILIES=$FAMILIES needs REPORT=0: a report needs every space's runs" >&2; exit 2
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"
 export TUNEKIT_SHARED_SPACES=$PWD/.spaces
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1   # one core per replay

@@ -64,14 +64,16 @@ def family_figures(run: dict[str, np.ndarray], rows: list[int], chosen: np.ndarr
 
 def by_family(label: dict[str, np.ndarray], against: dict[str, np.ndarray], families: dict[str, list[int]],
               seeds: int, drawn: np.ndarray) -> list[str]:
-    """Markdown rows: per family, the observed difference (label minus against) of its score and
-    runs within 2 %, each with its 95 % percentile interval over the replicates ``drawn``."""
+    """Markdown rows: per family, both labels' scores over every seed, and the observed difference
+    (label minus against) of its score and runs within 2 %, each with its 95 % percentile interval
+    over the replicates ``drawn``."""
     everything = np.arange(seeds)[None]
     lines = []
     for family, rows in sorted(families.items()):
-        observed = family_figures(label, rows, everything)[0] - family_figures(against, rows, everything)[0]
+        ours, theirs = family_figures(label, rows, everything)[0], family_figures(against, rows, everything)[0]
+        observed = ours - theirs
         differences = family_figures(label, rows, drawn) - family_figures(against, rows, drawn)
-        cells = []
+        cells = [f"{ours[0]:.3f}", f"{theirs[0]:.3f}"]
         for value, column, digits in zip(observed, differences.T, (3, 1)):
             low, high = np.percentile(column, [2.5, 97.5])
             cells.append(f"{value:+.{digits}f} ({low:+.{digits}f} to {high:+.{digits}f})")
@@ -108,7 +110,7 @@ def main() -> None:
     drawn = np.random.default_rng(0).integers(0, args.seeds, size=(args.replicates, args.seeds))
     if args.by_family:
         members: dict[str, list[str]] = {}
-        for entry, _ in corpus.load(args.corpus, verify=False):
+        for entry in corpus.entries(args.corpus):
             members.setdefault(entry.family, []).append(entry.name)
         ran = {family: names for family, names in members.items()
                if all((name, label) in table.runs for name in names for label in (args.label, args.against))}
@@ -119,7 +121,8 @@ def main() -> None:
         rows = {family: [spaces.index(name) for name in names] for family, names in ran.items()}
         print(f"{args.label} minus {args.against}: {args.seeds} seeds, {args.replicates} replicates over the "
               "seeds; 95 % intervals in brackets\n")
-        print("| family | spaces | score | runs within 2 % (points) |\n|---|---|---|---|")
+        print("| family | spaces | score | score of the other | score difference | runs within 2 % (points) |\n"
+              "|---|---|---|---|---|---|")
         print("\n".join(by_family(label, against, rows, args.seeds, drawn)))
         return
     label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))

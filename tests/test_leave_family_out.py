@@ -36,13 +36,13 @@ def protocol(experiment):
     return experiment("leave_family_out")
 
 
-def stats_of(tmp_path: Path, name: str) -> SpaceStats:
-    """A 5-config space whose optimum is 1 ms (16, 8, 4, 2, 1 ms)."""
+def stats_of(tmp_path: Path, name: str, times: tuple[float, ...] = (16.0, 8.0, 4.0, 2.0, 1.0)) -> SpaceStats:
+    """A 5-config space of these times (by default, an optimum of 1 ms: 16, 8, 4, 2, 1 ms)."""
     import json
 
     path = tmp_path / f"{name}.json"
     cache = {str(i): {"x": i, "time": t, "compile_time": 900.0, "benchmark_time": 100.0}
-             for i, t in enumerate((16.0, 8.0, 4.0, 2.0, 1.0))}
+             for i, t in enumerate(times)}
     path.write_text(json.dumps({"device_name": "hand", "kernel_name": name, "problem_size": 1,
                                 "tune_params_keys": ["x"], "tune_params": {"x": list(range(5))}, "cache": cache}))
     return SpaceStats.of(read_space(path, name=name))
@@ -97,27 +97,73 @@ def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(exper
         bootstrap.per_run(table, spaces, "absent", 4)
 
 
-def test_the_seed_bootstrap_by_family_gives_the_report_s_family_score(experiment, protocol, tmp_path):
-    """``--by-family``: a family's score over all seeds is the report's (the mean over its spaces of
-    each space's score), runs within 2 % too; the rows give each family's observed difference and
-    interval, paired by seed (one seed drawn 4 times: no difference where both labels agree)."""
+def test_the_seed_bootstrap_by_family_gives_the_report_s_family_figures(experiment, protocol, tmp_path):
+    """``--by-family``: over all seeds, a family's score and runs within 2 % are the report's
+    (``figures`` over the family's spaces; a space without a score, all of whose configs take the
+    same time, left out of the mean); the rows give each family's figures apart, and intervals
+    paired by seed (a seed drawn 4 times: no difference where both labels found the optimum)."""
     from learned_search import Table
 
     bootstrap = experiment("seed_bootstrap")
-    spaces = ["a1", "a2", "b1"]
+    spaces = ["a1", "a2", "flat", "b1"]
+    families = {"A": [0, 1, 2], "B": [3]}
+    stats = {name: stats_of(tmp_path, name) for name in ("a1", "a2", "b1")}
+    stats["flat"] = stats_of(tmp_path, "flat", (1.0,) * 5)
     runs = [run(space, "sure", seed, [4.0, 1.0]) for space in spaces for seed in range(4)]
-    runs += [run(space, "lucky", seed, [4.0, 1.0 if seed < 2 else 2.0]) for space in spaces for seed in range(4)]
-    table = Table(runs, {name: stats_of(tmp_path, name) for name in spaces}, budget=20)
+    # "lucky" finds the optimum on seeds 0 and 1 of family A, on seed 0 alone of family B
+    runs += [run(space, "lucky", seed, [4.0, 1.0 if seed < (1 if space == "b1" else 2) else 2.0])
+             for space in spaces for seed in range(4)]
+    table = Table(runs, stats, budget=20)
+    assert np.isnan(table.score("flat", "lucky"))
     sure, lucky = (bootstrap.per_run(table, spaces, label, 4) for label in ("sure", "lucky"))
     everything = np.arange(4)[None]
-    score, within = bootstrap.family_figures(lucky, [0, 1], everything)[0]
-    assert score == pytest.approx(np.mean([table.score(space, "lucky") for space in ("a1", "a2")]))
-    assert within == 50.0
-    assert table.score("a1", "lucky") < table.score("a1", "sure")  # the lucky runs' seeds 2, 3 end at 2 ms
+    for family, rows in families.items():
+        names = [spaces[row] for row in rows]
+        for label, figures in (("lucky", lucky), ("sure", sure)):
+            score, within = bootstrap.family_figures(figures, rows, everything)[0]
+            expected = protocol.figures(table, label, names)
+            assert score == pytest.approx(expected["score"])
+            assert within == pytest.approx(100 * expected["within"])
     drawn = np.array([[0, 0, 0, 0]] * 20 + [[3, 3, 3, 3]] * 20)  # the interval's ends: these two replicates
-    rows = bootstrap.by_family(lucky, sure, {"A": [0, 1], "B": [2]}, 4, drawn)
-    observed = table.score("b1", "lucky") - table.score("b1", "sure")
-    assert rows[1].startswith(f"| B | 1 | {observed:+.3f} ({observed * 2:+.3f} to +0.000) | -50.0 (-100.0 to +0.0) |")
+    rows = bootstrap.by_family(lucky, sure, families, 4, drawn)
+    seed_3 = Table([r for r in runs if r.seed == 3], stats, budget=20)
+    lucky_b, sure_b = (protocol.figures(table, label, ["b1"])["score"] for label in ("lucky", "sure"))
+    missed = seed_3.score("b1", "lucky") - seed_3.score("b1", "sure")
+    assert rows[1] == (f"| B | 1 | {lucky_b:.3f} | {sure_b:.3f} | {lucky_b - sure_b:+.3f} ({missed:+.3f} to +0.000) "
+                       "| -75.0 (-100.0 to +0.0) |")
+    assert rows[0].startswith("| A | 3 | ") and rows[0].endswith("| -50.0 (-100.0 to +0.0) |")
+
+
+def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(protocol, monkeypatch, tmp_path, capsys):
+    """``--family A``: the tunings of family A's spaces reach the replay, no other; without
+    ``--replay-only`` (a report needs every space) or with a family the corpus lacks, refused."""
+    import json
+
+    manifest = tmp_path / "corpus.json"
+    manifest.write_text(json.dumps({"version": "t", "spaces": [
+        {"name": name, "root": "shared", "file": f"{name}.json", "family": family, "digest": "-"}
+        for name, family in (("a1", "A"), ("a2", "A"), ("b1", "B"))]}))
+    monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"a1": [0] * 3, "a2": [0] * 4, "b1": [0] * 5})
+    monkeypatch.setattr(protocol, "same_kernel_elsewhere", lambda spaces: {name: [] for name in spaces})
+    replayed = []
+    monkeypatch.setattr(protocol, "replay_missing", lambda tasks, *rest: replayed.extend(tasks))
+    protocol.replay_all(manifest, {"d": ("default", "{}")}, tmp_path / "out", 2, 5, 1, None, families=["A"])
+    assert sorted({task[1] for task in replayed}) == ["a1", "a2"] and len(replayed) == 4
+    replayed.clear()
+    protocol.replay_all(manifest, {"d": ("default", "{}")}, tmp_path / "out", 2, 5, 1, None)
+    assert sorted({task[1] for task in replayed}) == ["a1", "a2", "b1"]
+    replayed.clear()
+
+    designs = tmp_path / "designs.json"
+    designs.write_text(json.dumps({"d": {"strategy": "default"}}))
+    common = ["leave_family_out.py", "--corpus", str(manifest), "--designs", str(designs), "--out", str(tmp_path / "o")]
+    for extra, message in ((["--family", "A"], "a report needs every space's runs; add --replay-only"),
+                           (["--family", "C", "--replay-only"], "--family 'C': not a family of")):
+        monkeypatch.setattr(sys, "argv", common + extra)
+        with pytest.raises(SystemExit):
+            protocol.main()
+        assert message in capsys.readouterr().err
+    assert not replayed
 
 
 def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
@@ -370,7 +416,7 @@ def test_corpus_versions_extend_each_other_and_their_recordings_are_intact(exper
     import json
 
     corpus = experiment("corpus")
-    v1, v2 = (corpus._entries(EXPERIMENTS / "corpus" / f"v{n}.json") for n in (1, 2))
+    v1, v2 = (corpus.entries(EXPERIMENTS / "corpus" / f"v{n}.json") for n in (1, 2))
     fields = [(e.name, e.root, e.file, e.family, e.digest) for e in v1]
     assert set(fields) <= {(e.name, e.root, e.file, e.family, e.digest) for e in v2}
     added = [e for e in v2 if (e.name, e.root, e.file, e.family, e.digest) not in set(fields)]
