@@ -310,11 +310,13 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-stalled-c512.json": {**steps, "alignment": True},
              "designs-gp-stalled-c256.json": {**steps, "alignment": True},
              "designs-random-start.json": {**steps, "alignment": True},
-             "designs-local-order.json": {**steps, "alignment": True}}
+             "designs-local-order.json": {**steps, "alignment": True},
+             "designs-local-best.json": {**steps, "alignment": True, "local_order": "forest"}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
-              "default-stalled-c512-random-start": 0.15, "default-gp15-stalled50-c512-local-forest": 0.15}
+              "default-stalled-c512-random-start": 0.15, "default-gp15-stalled50-c512-local-forest": 0.15,
+              "default-gp15-stalled50-c512-local-forest-best2": 0.15, "default-gp15-stalled50-c512-local-forest-best3": 0.15}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
@@ -336,8 +338,8 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
                 assert design["options"].get("warm_robust") is False, (path.name, label)
-                # "forest" in the local-order round's candidate alone (the default since that round)
-                assert design["options"].get("local_order") == ("forest" if label.endswith("-local-forest")
+                # "forest" in the local-order round's candidate and what follows it (the default since that round)
+                assert design["options"].get("local_order") == ("forest" if "-local-forest" in label
                                                                 else "random"), (path.name, label)
                 if path.name in before_interleaved:
                     assert design["options"]["warm_interleaved"] is False, (path.name, label)
