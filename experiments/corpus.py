@@ -139,11 +139,11 @@ def main() -> None:
     parser.add_argument("--previous", type=Path, help="freeze: the version this one follows (its flags carry over)")
     args = parser.parse_args()
     if args.command == "freeze":
-        entries = freeze(args.manifest, args.previous)
+        listed = freeze(args.manifest, args.previous)
     else:
-        entries = [entry for entry, _ in load(args.manifest)]
-    families = Counter(entry.family for entry in entries)
-    print(f"{len(entries)} spaces in {len(families)} families:")
+        listed = [entry for entry, _ in load(args.manifest)]
+    families = Counter(entry.family for entry in listed)
+    print(f"{len(listed)} spaces in {len(families)} families:")
     for family, count in sorted(families.items()):
         print(f"  {family}: {count}")
 

@@ -9,7 +9,7 @@
 # ONLY="LABEL ..." replays those labels' runs alone (labels without spaces: not "LABEL + store");
 # FAMILIES="FAMILY ..." those families' spaces alone (with REPORT=0: a report needs every space's runs).
 set -uo pipefail
-if [ -n "${FAMILIES:-}" ] && [ "${REPORT:-1}" != 0 ]; then
+if [ -n "${FAMILIES:-}" ] && [ "${REPORT:-1}" = 1 ]; then
     echo "FAMILIES=$FAMILIES needs REPORT=0: a report needs every space's runs" >&2; exit 2
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/../benchmarks/device_env.sh"

@@ -10,10 +10,10 @@ checkpoints: lower is better) and its 95 % percentile interval.
     python experiments/seed_bootstrap.py --runs OUT/runs.jsonl.gz --corpus experiments/corpus/v2.json \\
         --label default-gp15-stalled50-c512-local-forest --against default-gp15-stalled50-c512
 
-With ``--by-family``, the same per family of the corpus that both labels ran on (every space of
-it), for the figures the report compares families by: the score (``tunekit.metrics``, the mean over
-the family's spaces; higher is better) and runs within 2 %. Whether a baseline that scores higher
-on a family does so by more than the seeds move the difference.
+With ``--by-family``, per family of the corpus that both labels ran on (every space of it), each
+label's score and the differences of the figures the report compares families by: the score
+(``tunekit.metrics``, the mean over the family's spaces; higher is better) and runs within 2 %.
+Whether a baseline that scores higher on a family does so by more than the seeds move it.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--replicates", type=int, default=2000)
     parser.add_argument("--by-family", action="store_true",
-                        help="per family that both labels ran on: the score's and runs within 2 %%'s differences")
+                        help="per family that both labels ran on: both labels' scores, and the differences of "
+                             "the score and of runs within 2 %%")
     args = parser.parse_args()
     recorded = _spaces(str(args.corpus))
     spaces = sorted(recorded)

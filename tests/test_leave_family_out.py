@@ -292,8 +292,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``designs-gp-stalled-c256.json``'s round), every design with a GP share names
     ``gp_candidates``, every design names ``warm_interleaved``, off in every file before its
     transfer cross-validation (``transfer-designs-interleaved.json``; on by default since),
-    ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` alone (the
-    default since that round), and ``warm_robust``, off in every file (on by default since the
+    ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` and the designs
+    built on it (``designs-local-best.json``; the default since that round), and ``warm_robust``, off in every file (on by default since the
     transfer screens' ``worst3``). What ships is the last rounds' choices."""
     import json
 
