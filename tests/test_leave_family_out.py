@@ -134,6 +134,47 @@ def test_the_seed_bootstrap_by_family_gives_the_report_s_family_figures(experime
     assert rows[0].startswith("| A | 3 | ") and rows[0].endswith("| -50.0 (-100.0 to +0.0) |")
 
 
+def test_the_seed_bootstrap_command_by_family_leaves_out_a_family_one_label_lacks(experiment, monkeypatch, tmp_path,
+                                                                                 capsys):
+    """``seed_bootstrap.py --by-family``: a row per family whose every space has both labels' runs
+    (family B's one space lacks ``sure``'s: no row), each family's own spaces in it; and a clear
+    error where no family has."""
+    import gzip
+    import json
+
+    bootstrap = experiment("seed_bootstrap")
+    manifest = tmp_path / "corpus.json"
+    families = {"a1": "A", "a2": "A", "b1": "B"}
+    manifest.write_text(json.dumps({"version": "t", "spaces": [
+        {"name": name, "root": "shared", "file": f"{name}.json", "family": family, "digest": "-"}
+        for name, family in families.items()]}))
+    for name in families:
+        stats_of(tmp_path, name)  # writes the space's file
+    spaces = {name: read_space(tmp_path / f"{name}.json", name=name) for name in families}
+    monkeypatch.setattr(bootstrap, "_spaces", lambda manifest: spaces)
+    runs = tmp_path / "runs.jsonl.gz"
+    with gzip.open(runs, "wt") as sink:
+        for name in families:
+            for seed in range(4):
+                # "lucky" misses on a2 alone, at seeds 2 and 3; "sure" never ran on b1
+                lucky = [4.0, 2.0 if name == "a2" and seed >= 2 else 1.0]
+                for label, times in (("lucky", lucky), ("sure", [4.0, 1.0])):
+                    if (name, label) != ("b1", "sure"):
+                        sink.write(json.dumps({"space": name, "strategy": label, "seed": seed, "budget": 20,
+                                               "times_ms": times, "seconds": [1.0, 2.0]}) + "\n")
+    command = ["seed_bootstrap.py", "--runs", str(runs), "--corpus", str(manifest), "--seeds", "4",
+               "--budget", "20", "--replicates", "50", "--by-family"]
+    monkeypatch.setattr(sys, "argv", command + ["--label", "lucky", "--against", "sure"])
+    bootstrap.main()
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "family" not in line]
+    assert len(rows) == 1 and rows[0].startswith("| A | 2 | ")
+    assert rows[0].endswith(" | -25.0 (-50.0 to +0.0) |")  # 2 of a2's 4 runs missed: 6 of 8 within 2 %
+    monkeypatch.setattr(sys, "argv", command + ["--label", "lucky", "--against", "absent"])
+    with pytest.raises(SystemExit):
+        bootstrap.main()
+    assert "no family of" in capsys.readouterr().err
+
+
 def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(protocol, monkeypatch, tmp_path, capsys):
     """``--family A``: the tunings of family A's spaces reach the replay, no other; without
     ``--replay-only`` (a report needs every space) or with a family the corpus lacks, refused."""
@@ -164,6 +205,11 @@ def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(pro
             protocol.main()
         assert message in capsys.readouterr().err
     assert not replayed
+    passed = []
+    monkeypatch.setattr(protocol, "replay_all", lambda *args: passed.append(args[-1]))
+    monkeypatch.setattr(sys, "argv", common + ["--family", "A", "--replay-only"])
+    protocol.main()
+    assert passed == [["A"]]  # the command hands its families to the replay
 
 
 def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
