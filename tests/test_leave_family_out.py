@@ -117,7 +117,7 @@ def test_the_seed_bootstrap_by_family_gives_the_report_s_family_figures(experime
     assert np.isnan(table.score("flat", "lucky"))
     sure, lucky = (bootstrap.per_run(table, spaces, label, 4) for label in ("sure", "lucky"))
     everything = np.arange(4)[None]
-    for family, rows in families.items():
+    for rows in families.values():
         names = [spaces[row] for row in rows]
         for label, figures in (("lucky", lucky), ("sure", sure)):
             score, within = bootstrap.family_figures(figures, rows, everything)[0]
