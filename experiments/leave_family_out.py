@@ -255,7 +255,7 @@ def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequen
 def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequence[str], budget: int,
            seeds: int) -> str:
     spaces = _spaces(str(manifest))
-    entries = {entry.name: entry for entry, _ in corpus.load(manifest, verify=False)}
+    entries = {entry.name: entry for entry in corpus.entries(manifest)}
     runs = [as_run(r) for r in read_runs(out / "runs.jsonl.gz")]
     cpu = {}
     for line in read_runs(out / "runs.jsonl.gz"):
