@@ -191,6 +191,29 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
     return (best - mean) * ndtr(z) + spread * (np.exp(-z**2 / 2.0) / math.sqrt(2 * math.pi))
 
 
+def turn_kinds(start: int, count: int, shares: Mapping[str, float]) -> list[str | None]:
+    """The kind of each turn (evaluation) from ``start`` to ``start + count``: the kind furthest
+    behind its share (``shares[kind]`` times the turns so far, less the turns it was given), where
+    that is a whole turn; None (the rest's turn) where none is. Ties go to the first kind. Each turn
+    has one kind, so every kind gets its share, within a turn, however the turns are asked for: one
+    at a time, as replays ask, or in batches, as a GPU tuning does. Shares taken each on its own
+    (``floor((start + count) * share) - floor(start * share)``) come due on the same turns where one
+    share is a multiple of another (a fifth and a tenth), and an ask of one config gives such a turn
+    to one kind alone."""
+    given = dict.fromkeys(shares, 0)
+    kinds: list[str | None] = []
+    for turn in range(start + count):
+        behind = {kind: (turn + 1) * share - given[kind] for kind, share in shares.items()}
+        kind: str | None = max(behind, key=behind.__getitem__) if behind else None
+        if kind is not None and behind[kind] > 1 - 1e-9:
+            given[kind] += 1
+        else:
+            kind = None
+        if turn >= start:
+            kinds.append(kind)
+    return kinds
+
+
 def _check_share(option: str, value: object) -> None:
     """``ValueError`` naming ``DefaultSearch``'s ``option`` unless ``value`` is a share in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -350,7 +373,11 @@ class DefaultSearch(ForestSearch):
         if self.local_radius < 1:
             raise ValueError(f"DefaultSearch(local_radius={self.local_radius!r}): expected at least 1")
         check_count(self, "warm_keys")
-        _check_share("gp_fraction", self.gp_fraction)
+        for option in ("local_fraction", "random_fraction", "gp_fraction"):
+            _check_share(option, getattr(self, option))
+        if self.local_fraction + self.random_fraction > 1:
+            raise ValueError(f"DefaultSearch(local_fraction={self.local_fraction!r}, random_fraction="
+                             f"{self.random_fraction!r}): together more than every turn")
         if self.stalled_gp_fraction is not None:
             _check_share("stalled_gp_fraction", self.stalled_gp_fraction)
         check_count(self, "stalled_after")
@@ -496,9 +523,9 @@ class DefaultSearch(ForestSearch):
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
-        done = len(self._here)  # local and random asks spread evenly: floor(evaluations x fraction) so far
-        local = self._neighbours_of_best(self._share(done, n, self.local_fraction))
-        drawn = self._random_untried(min(n - len(local), self._share(done, n, self.random_fraction)))
+        kinds = turn_kinds(len(self._here), n, {"local": self.local_fraction, "random": self.random_fraction})
+        local = self._neighbours_of_best(kinds.count("local"))  # where fewer are open, the ranking's
+        drawn = self._random_untried(kinds.count("random"))
         rest = n - len(local) - len(drawn)
         return local + drawn + (self._ranked(rest) if rest > 0 else [])
 
@@ -529,7 +556,7 @@ class DefaultSearch(ForestSearch):
         fraction = self.gp_fraction
         if self.stalled_gp_fraction is not None and len(self._here) - self._last_gain() >= self.stalled_after:
             fraction = self.stalled_gp_fraction
-        turns = self._share(self._forest_turns, count, fraction)
+        turns = turn_kinds(self._forest_turns, count, {"gp": fraction}).count("gp")
         self._forest_turns += count
         from_gp = self._gp_picks(turns) if turns > 0 else []
         return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])
@@ -563,11 +590,6 @@ class DefaultSearch(ForestSearch):
         super().tell(trials)
         if self._gp is not None:
             self._gp.tell(trials)
-
-    @staticmethod
-    def _share(done: int, n: int, fraction: float) -> int:
-        """How many of the next ``n`` proposals, after ``done``, go to a ``fraction`` of them."""
-        return math.floor((done + n) * fraction) - math.floor(done * fraction)
 
     def _random_untried(self, count: int) -> list[Config]:
         """``count`` untried configs at random, of those not expected to fail by the prior or to

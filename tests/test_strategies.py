@@ -291,6 +291,32 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
         assert len(found) == 45 and len(drawn) == 40 // 4  # a quarter of the 40 proposals after the start
         assert len({config_json(c) for c in found}) == 45  # never one tried before
 
+    @pytest.mark.parametrize("batch", [1, 8])
+    def test_local_and_random_turns_each_get_their_share_at_any_batch_size(self, batch):
+        """Asked one at a time, the local turns (a fifth) used to come due on every turn a random
+        one (a tenth) did and took it: no config was drawn at random."""
+        asked = {"local": 0, "random": 0}
+
+        class Counting(DefaultSearch):
+            def _neighbours_of_best(self, count):
+                asked["local"] += count
+                return super()._neighbours_of_best(count)
+
+            def _random_untried(self, count):
+                asked["random"] += count
+                return super()._random_untried(count)
+
+        found = drive(Counting(initial=5, min_evals=10**6, local_fraction=0.2, random_fraction=0.1), toy_space(),
+                      evals=45, seed=1, batch=batch)
+        assert len(found) == 45
+        assert abs(asked["local"] - 0.2 * 40) <= 1 and abs(asked["random"] - 0.1 * 40) <= 1  # of 40 after the start
+
+    def test_local_and_random_shares_over_every_turn_are_refused(self):
+        with pytest.raises(ValueError, match="local_fraction=0.6, random_fraction=0.5"):
+            drive(DefaultSearch(local_fraction=0.6, random_fraction=0.5), toy_space(), evals=2)
+        with pytest.raises(ValueError, match="random_fraction=-0.1"):
+            drive(DefaultSearch(random_fraction=-0.1), toy_space(), evals=2)
+
     def test_without_the_fraction_nothing_is_drawn_at_random(self):
         class Refusing(DefaultSearch):
             def _random_untried(self, count):
