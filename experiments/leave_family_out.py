@@ -376,6 +376,7 @@ def main() -> None:
     parser.add_argument("--designs", type=Path, required=True,
                         help="JSON: label -> {strategy, options}, the candidates for the default")
     parser.add_argument("--baseline", action="append", help=f"repeat (default: {', '.join(BASELINES)})")
+    parser.add_argument("--no-baselines", action="store_true", help="the designs alone, no baseline")
     parser.add_argument("--transfer", action="append", default=[],
                         help="a design replayed again with the store holding its kernel's other shapes; repeat")
     parser.add_argument("--seeds", type=int, default=10)
@@ -393,7 +394,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     designs = json.loads(args.designs.read_text())
-    baselines = args.baseline or list(BASELINES)
+    if args.no_baselines and args.baseline:
+        parser.error("--no-baselines with --baseline: name baselines or none")
+    baselines = [] if args.no_baselines else args.baseline or list(BASELINES)
     for label in args.transfer:
         if label not in designs and label not in baselines or label.startswith("kt:"):
             parser.error(f"--transfer {label}: name a design or a tunekit baseline (Kernel Tuner's strategies "

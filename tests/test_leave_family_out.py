@@ -212,6 +212,26 @@ def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(pro
     assert passed == [["A"]]  # the command hands its families to the replay
 
 
+def test_no_baselines_replays_the_designs_alone(protocol, monkeypatch, tmp_path, capsys):
+    """``--no-baselines``: only the designs reach the replay (without it, the default baselines
+    do too); with ``--baseline`` as well, refused."""
+    import json
+
+    designs = tmp_path / "designs.json"
+    designs.write_text(json.dumps({"d": {"strategy": "default"}}))
+    labels = []
+    monkeypatch.setattr(protocol, "replay_all", lambda manifest, contenders, *rest: labels.append(sorted(contenders)))
+    common = ["leave_family_out.py", "--designs", str(designs), "--out", str(tmp_path / "o"), "--replay-only"]
+    for extra in (["--no-baselines"], []):
+        monkeypatch.setattr(sys, "argv", common + extra)
+        protocol.main()
+    assert labels == [["d"], sorted(["d", *protocol.BASELINES])]
+    monkeypatch.setattr(sys, "argv", common + ["--no-baselines", "--baseline", "rf"])
+    with pytest.raises(SystemExit):
+        protocol.main()
+    assert "--no-baselines with --baseline" in capsys.readouterr().err
+
+
 def test_a_budget_under_the_first_checkpoint_is_its_own_checkpoint(protocol, tmp_path):
     from learned_search import Table
 
@@ -357,12 +377,14 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-gp-stalled-c256.json": {**steps, "alignment": True},
              "designs-random-start.json": {**steps, "alignment": True},
              "designs-local-order.json": {**steps, "alignment": True},
-             "designs-local-best.json": {**steps, "alignment": True, "local_order": "forest"}}
+             "designs-local-best.json": {**steps, "alignment": True, "local_order": "forest"},
+             "designs-turns.json": {**steps, "alignment": True, "local_order": "forest"}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
               "default-stalled-c512-random-start": 0.15, "default-gp15-stalled50-c512-local-forest": 0.15,
-              "default-gp15-stalled50-c512-local-forest-best2": 0.15, "default-gp15-stalled50-c512-local-forest-best3": 0.15}
+              "default-gp15-stalled50-c512-local-forest-best2": 0.15, "default-gp15-stalled50-c512-local-forest-best3": 0.15,
+              "default-gp15-stalled50-c512-local-forest-turns": 0.15}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
