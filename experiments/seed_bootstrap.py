@@ -14,6 +14,10 @@ With ``--by-family``, per family of the corpus that both labels ran on (every sp
 label's score and the differences of the figures the report compares families by: the score
 (``tunekit.metrics``, the mean over the family's spaces; higher is better) and runs within 2 %.
 Whether a baseline that scores higher on a family does so by more than the seeds move it.
+
+Without ``--against``, one label's own figures and their intervals, beside issue 31's targets:
+whether a figure misses its target by more than the seeds move it. ``--larger-than-budget`` takes
+only the spaces of more configs than the budget (the report's second table).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 from learned_search import Table, as_run, read_runs
-from leave_family_out import _spaces, checkpoints
+from leave_family_out import TARGETS, _spaces, checkpoints
 
 from tunekit.metrics import SpaceStats, score_over_evaluations
 
@@ -96,17 +100,24 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parent / "corpus" / "v2.json")
     parser.add_argument("--label", required=True)
-    parser.add_argument("--against", required=True)
+    parser.add_argument("--against", help="the label to compare with (without it: --label's own figures)")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--replicates", type=int, default=2000)
     parser.add_argument("--by-family", action="store_true",
                         help="per family that both labels ran on: both labels' scores, and the differences of "
                              "the score and of runs within 2 %%")
+    parser.add_argument("--larger-than-budget", action="store_true",
+                        help="only the spaces of more configs than the budget")
     args = parser.parse_args()
+    if args.by_family and not args.against:
+        parser.error("--by-family compares two labels: add --against")
+    if args.by_family and args.larger_than_budget:
+        parser.error("--by-family takes every space of a family: leave out --larger-than-budget")
     recorded = _spaces(str(args.corpus))
-    spaces = sorted(recorded)
-    runs = [as_run(r) for r in read_runs(args.runs) if r["strategy"] in (args.label, args.against)]
+    spaces = sorted(name for name in recorded if not args.larger_than_budget or len(recorded[name]) > args.budget)
+    runs = [as_run(r) for r in read_runs(args.runs)
+            if r["strategy"] in (args.label, args.against) and r["space"] in spaces]
     table = Table(runs, {name: SpaceStats.of(recorded[name]) for name in spaces}, args.budget)
     drawn = np.random.default_rng(0).integers(0, args.seeds, size=(args.replicates, args.seeds))
     if args.by_family:
@@ -116,7 +127,8 @@ def main() -> None:
         ran = {family: names for family, names in members.items()
                if all((name, label) in table.runs for name in names for label in (args.label, args.against))}
         if not ran:
-            parser.error(f"no family of {args.corpus} has runs of both {args.label!r} and {args.against!r} on every space")
+            parser.error(f"no family of {args.corpus} has runs of both {args.label!r} and {args.against!r} "
+                         "on every space")
         spaces = sorted(name for names in ran.values() for name in names)
         label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
         rows = {family: [spaces.index(name) for name in names] for family, names in ran.items()}
@@ -126,12 +138,22 @@ def main() -> None:
               "|---|---|---|---|---|---|")
         print("\n".join(by_family(label, against, rows, args.seeds, drawn)))
         return
-    label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
-    everything = np.arange(args.seeds)[None]
-    observed = figures(label, everything)[0] - figures(against, everything)[0]
-    differences = figures(label, drawn) - figures(against, drawn)
     names = ["runs within 2 % (points)", *(f"geomean best/opt @{n}" for n in checkpoints(table)),
              "selection score (lower is better)"]
+    everything = np.arange(args.seeds)[None]
+    if not args.against:
+        alone = per_run(table, spaces, args.label, args.seeds)
+        goals = [f">= {100 * TARGETS['within']:g}",
+                 *(f"<= {TARGETS[n]}" if n in TARGETS else "" for n in checkpoints(table)), ""]
+        print(f"{args.label}: {len(spaces)} spaces, {args.seeds} seeds, {args.replicates} replicates over the seeds")
+        for name, value, column, goal in zip(names, figures(alone, everything)[0], figures(alone, drawn).T, goals):
+            low, high = np.percentile(column, [2.5, 97.5])
+            print(f"{name.replace(' (points)', ' (%)')}: {value:.4f} (95 % interval {low:.4f} to {high:.4f})"
+                  + (f"; target {goal}" if goal else ""))
+        return
+    label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
+    observed = figures(label, everything)[0] - figures(against, everything)[0]
+    differences = figures(label, drawn) - figures(against, drawn)
     print(f"{args.label} minus {args.against}: {len(spaces)} spaces, {args.seeds} seeds, "
           f"{args.replicates} replicates over the seeds")
     for name, value, column in zip(names, observed, differences.T):

@@ -25,11 +25,12 @@ ranking), which catches the sharp local optima a forest smooths over. A tenth of
 due to untried configs at random, as SMAC interleaves them, but at these shares each of them is
 a local turn too, and goes to a random config only where no local one is open (``due_turns``):
 what the protocol's replays measured and chose. Giving random configs a tenth of the turns of
-their own scored lower on 13 of 17 families (``experiments/results/turn-schedule/``). After 50 evaluations each refit fits 8 new trees in place of the 8 oldest
-instead of the whole forest. It stops when the forest's expected improvement over the best time
-(a normal with the mean and spread of its trees' predictions) has stayed under the timing noise
-for ``patience`` evaluations and the best has not improved by more than the noise in the latter
-half of the tuning: further evaluations are then unlikely to pay.
+their own scored lower on 13 of 17 families (``experiments/results/turn-schedule/``). After 50
+evaluations each refit fits 8 new trees in place of the 8 oldest instead of the whole forest. It
+stops when the forest's expected improvement over the best time (a normal with the mean and
+spread of its trees' predictions) has stayed under the timing noise for ``patience`` evaluations
+and the best has not improved by more than the noise in the latter half of the tuning: further
+evaluations are then unlikely to pay.
 
 The two steps, the random configs and the 8 new trees after 50 evaluations were chosen by
 leave-family-out cross-validation on a corpus of 67 recorded spaces in 13 kernel families

@@ -175,6 +175,50 @@ def test_the_seed_bootstrap_command_by_family_leaves_out_a_family_one_label_lack
     assert "no family of" in capsys.readouterr().err
 
 
+def test_the_seed_bootstrap_of_one_label_gives_its_figures_on_the_spaces_larger_than_the_budget(
+        experiment, monkeypatch, tmp_path, capsys):
+    """Without ``--against``: the label's own figures beside the targets; with
+    ``--larger-than-budget``, over the spaces of more configs than the budget alone (``big``, 5
+    configs, budget 4, where 2 of 4 runs miss; not ``small``, 3 configs, where none does).
+    ``--by-family`` needs ``--against``, and takes whole families."""
+    import gzip
+    import json
+
+    bootstrap = experiment("seed_bootstrap")
+    manifest = tmp_path / "corpus.json"
+    manifest.write_text(json.dumps({"version": "t", "spaces": [
+        {"name": name, "root": "shared", "file": f"{name}.json", "family": "A", "digest": "-"}
+        for name in ("big", "small")]}))
+    stats_of(tmp_path, "big")
+    stats_of(tmp_path, "small", (4.0, 2.0, 1.0))
+    spaces = {name: read_space(tmp_path / f"{name}.json", name=name) for name in ("big", "small")}
+    assert (len(spaces["big"]), len(spaces["small"])) == (5, 3)
+    monkeypatch.setattr(bootstrap, "_spaces", lambda manifest: spaces)
+    runs = tmp_path / "runs.jsonl.gz"
+    with gzip.open(runs, "wt") as sink:
+        for name in spaces:
+            for seed in range(4):
+                times = [4.0, 2.0 if name == "big" and seed >= 2 else 1.0]
+                sink.write(json.dumps({"space": name, "strategy": "d", "seed": seed, "budget": 4,
+                                       "times_ms": times, "seconds": [1.0, 2.0]}) + "\n")
+    command = ["seed_bootstrap.py", "--runs", str(runs), "--corpus", str(manifest), "--seeds", "4",
+               "--budget", "4", "--replicates", "50", "--label", "d"]
+    found = {}
+    for extra in ([], ["--larger-than-budget"]):
+        monkeypatch.setattr(sys, "argv", command + extra)
+        bootstrap.main()
+        found[bool(extra)] = capsys.readouterr().out.splitlines()
+    assert found[False][0].startswith("d: 2 spaces") and found[True][0].startswith("d: 1 spaces")
+    assert found[False][1].startswith("runs within 2 % (%): 75.0000") and found[False][1].endswith("target >= 92")
+    assert found[True][1].startswith("runs within 2 % (%): 50.0000 (95 % interval ")
+    for extra, message in ((["--by-family"], "--by-family compares two labels"),
+                           (["--by-family", "--against", "d", "--larger-than-budget"], "every space of a family")):
+        monkeypatch.setattr(sys, "argv", command + extra)
+        with pytest.raises(SystemExit):
+            bootstrap.main()
+        assert message in capsys.readouterr().err
+
+
 def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(protocol, monkeypatch, tmp_path, capsys):
     """``--family A``: the tunings of family A's spaces reach the replay, no other; without
     ``--replay-only`` (a report needs every space) or with a family the corpus lacks, refused."""
