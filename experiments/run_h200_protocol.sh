@@ -8,7 +8,8 @@
 # TRANSFER="LABEL ..." replays those labels again with the store holding the kernel's other shapes.
 # ONLY="LABEL ..." replays those labels' runs alone (labels without spaces: not "LABEL + store");
 # FAMILIES="FAMILY ..." those families' spaces alone (with REPORT=0: a report needs every space's runs).
-# BASELINES="NAME ..." the baselines replayed beside the designs (unset: random rf lfbo; empty: none).
+# BASELINES="NAME ..." the baselines replayed beside the designs (unset: random rf lfbo; empty or
+# only white space: none).
 set -uo pipefail
 if [ -n "${FAMILIES:-}" ] && [ "${REPORT:-1}" = 1 ]; then
     echo "FAMILIES=$FAMILIES needs REPORT=0: a report needs every space's runs" >&2; exit 2
@@ -20,9 +21,9 @@ OUT=${OUT:-out}; mkdir -p "$OUT/protocol"
 [ -f .runs/runs.jsonl.gz ] && cp .runs/runs.jsonl.gz "$OUT/protocol/"
 nproc; python3 -c "import os; print('cpu_count', os.cpu_count(), 'affinity', len(os.sched_getaffinity(0)))"; (cd /tmp && python3 -c "import numpy, scipy, sklearn, optuna, tunekit; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'optuna', optuna.__version__, 'tunekit', tunekit.__version__)")
 cat .whl/COMMIT
-baselines() {   # BASELINES unset: random rf lfbo; empty or blank: none
+baselines() {
     local names=${BASELINES-random rf lfbo}
-    [ -z "${names// /}" ] && { printf -- '--no-baselines '; return; }
+    [[ $names =~ ^[[:space:]]*$ ]] && { printf -- '--no-baselines '; return; }
     for b in $names; do printf -- '--baseline %s ' "$b"; done
 }
 transfers() { for t in ${TRANSFER:-}; do printf -- '--transfer %s ' "$t"; done; }   # TRANSFER="LABEL ...": with the store too

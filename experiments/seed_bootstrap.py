@@ -1,5 +1,5 @@
 """How far the seeds alone move a protocol round's figures: a paired bootstrap over seeds of the
-difference between two labels' runs on every space of a corpus.
+difference between two labels' runs on every space of a corpus, or of one label's own figures.
 
 Each replicate draws the seeds (with replacement) once and takes those seeds' runs of both labels
 on every space, as the protocol's figures take every space's runs of each seed. It prints the
@@ -16,8 +16,9 @@ label's score and the differences of the figures the report compares families by
 Whether a baseline that scores higher on a family does so by more than the seeds move it.
 
 Without ``--against``, one label's own figures and their intervals, beside issue 31's targets:
-whether a figure misses its target by more than the seeds move it. ``--larger-than-budget`` takes
-only the spaces of more configs than the budget (the report's second table).
+whether a figure misses its target by more than the seeds move it. ``--larger-than-budget``, with
+or without ``--against`` (not with ``--by-family``, which takes whole families), takes only the
+spaces of more configs than the budget (the report's second table).
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def main() -> None:
         parser.error("--by-family takes every space of a family: leave out --larger-than-budget")
     recorded = _spaces(str(args.corpus))
     spaces = sorted(name for name in recorded if not args.larger_than_budget or len(recorded[name]) > args.budget)
+    if not spaces:
+        parser.error(f"--larger-than-budget: no space of {args.corpus} has more than {args.budget} configs")
     runs = [as_run(r) for r in read_runs(args.runs)
             if r["strategy"] in (args.label, args.against) and r["space"] in spaces]
     table = Table(runs, {name: SpaceStats.of(recorded[name]) for name in spaces}, args.budget)

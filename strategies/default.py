@@ -25,7 +25,7 @@ ranking), which catches the sharp local optima a forest smooths over. A tenth of
 due to untried configs at random, as SMAC interleaves them, but at these shares each of them is
 a local turn too, and goes to a random config only where no local one is open (``due_turns``):
 what the protocol's replays measured and chose. Giving random configs a tenth of the turns of
-their own scored lower on 13 of 17 families (``experiments/results/turn-schedule/``). After 50
+their own scored lower on 14 of 17 families (``experiments/results/turn-schedule/``). After 50
 evaluations each refit fits 8 new trees in place of the 8 oldest instead of the whole forest. It
 stops when the forest's expected improvement over the best time (a normal with the mean and
 spread of its trees' predictions) has stayed under the timing noise for ``patience`` evaluations
@@ -199,9 +199,11 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
 
 
 def due_turns(start: int, count: int, share: float) -> np.ndarray:
-    """Which turns (evaluations) from ``start`` to ``start + count`` a ``share`` of the turns comes
-    due on: those where ``floor(turns so far x share)`` grows. The same turns whether they are
-    asked for one at a time, as replays ask, or in batches, as a GPU tuning does."""
+    """A mask over the turns from ``start`` to ``start + count``: True where a ``share`` of the
+    turns comes due, that is where ``floor(turns so far x share)`` grows. The same turns whether
+    they are asked for one at a time, as replays ask, or in batches, as a GPU tuning does. The
+    1e-9 keeps a product that should be whole (0.7 x 90) from falling just under it; for the
+    shares ``DefaultSearch`` has used, the turns are those of the plain floor."""
     turns = np.arange(start, start + count)
     return np.floor((turns + 1) * share + 1e-9) > np.floor(turns * share + 1e-9)
 
@@ -514,15 +516,22 @@ class DefaultSearch(ForestSearch):
         if self._nothing_to_gain():
             self.stopped_early = True
             return []
+        local, drawn = self._local_and_random(n)
+        rest = n - len(local) - len(drawn)
+        return local + drawn + (self._ranked(rest) if rest > 0 else [])
+
+    def _local_and_random(self, n: int) -> tuple[list[Config], list[Config]]:
+        """The local proposals and the random configs among the next ``n`` turns: each share's
+        turns by ``due_turns``. A turn both come due on is local; the local proposals' turns they
+        leave unfilled (nothing open near the best) go to random configs, as many as the turns
+        both came due on."""
         local_due = due_turns(len(self._here), n, self.local_fraction)
         random_due = due_turns(len(self._here), n, self.random_fraction)
         local = self._neighbours_of_best(int(local_due.sum()))
-        # a turn both shares come due on is local, and random where no neighbour was left open
         unfilled = int(local_due.sum()) - len(local)
         drawn = self._random_untried(int((random_due & ~local_due).sum())
                                      + min(unfilled, int((random_due & local_due).sum())))
-        rest = n - len(local) - len(drawn)
-        return local + drawn + (self._ranked(rest) if rest > 0 else [])
+        return local, drawn
 
     def _warm_order(self) -> list[str]:
         """What each of the first evaluations with a prior measures: ``"warm"`` (the warm start's

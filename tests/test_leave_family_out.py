@@ -180,7 +180,8 @@ def test_the_seed_bootstrap_of_one_label_gives_its_figures_on_the_spaces_larger_
     """Without ``--against``: the label's own figures beside the targets; with
     ``--larger-than-budget``, over the spaces of more configs than the budget alone (``big``, 5
     configs, budget 4, where 2 of 4 runs miss; not ``small``, 3 configs, where none does).
-    ``--by-family`` needs ``--against``, and takes whole families."""
+    ``--by-family`` needs ``--against``, and takes whole families; where no space is larger than
+    the budget, a clear error."""
     import gzip
     import json
 
@@ -212,7 +213,8 @@ def test_the_seed_bootstrap_of_one_label_gives_its_figures_on_the_spaces_larger_
     assert found[False][1].startswith("runs within 2 % (%): 75.0000") and found[False][1].endswith("target >= 92")
     assert found[True][1].startswith("runs within 2 % (%): 50.0000 (95 % interval ")
     for extra, message in ((["--by-family"], "--by-family compares two labels"),
-                           (["--by-family", "--against", "d", "--larger-than-budget"], "every space of a family")):
+                           (["--by-family", "--against", "d", "--larger-than-budget"], "every space of a family"),
+                           (["--larger-than-budget", "--budget", "5"], "no space of")):
         monkeypatch.setattr(sys, "argv", command + extra)
         with pytest.raises(SystemExit):
             bootstrap.main()
@@ -403,7 +405,7 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``gp_candidates``, every design names ``warm_interleaved``, off in every file before its
     transfer cross-validation (``transfer-designs-interleaved.json``; on by default since),
     ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` and the designs
-    built on it (``designs-local-best.json``; the default since that round), and ``warm_robust``, off in every file (on by default since the
+    built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that round), and ``warm_robust``, off in every file (on by default since the
     transfer screens' ``worst3``). What ships is the last rounds' choices."""
     import json
 

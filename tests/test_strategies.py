@@ -273,7 +273,8 @@ class TestDefaultSearchWideningItsStep(StrategyConformance):
 
 
 class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
-    """``random_fraction``: a share of the proposals after the start are untried configs at random."""
+    """``random_fraction``: a share of the turns after the start go to untried configs at random,
+    where the local proposals' share does not take them."""
 
     def make_strategy(self):
         return DefaultSearch(initial=5, min_evals=10**6, random_fraction=0.25)
@@ -476,7 +477,6 @@ class TestDefaultSearch(StrategyConformance):
         """The first ``initial`` configs are a greedy maximin design: each is an untried config
         farthest (L1 over the encoding scaled to [0, 1]) from those before it, so the start covers
         every parameter's range."""
-
         space = toy_space()
         encoded = space.encode(space.configs())
         scaled = (encoded - encoded.min(axis=0)) / np.ptp(encoded, axis=0)
