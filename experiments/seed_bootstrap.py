@@ -118,9 +118,13 @@ def main() -> None:
     recorded = _spaces(str(args.corpus))
     spaces = sorted(name for name in recorded if not args.larger_than_budget or len(recorded[name]) > args.budget)
     if not spaces:
-        parser.error(f"--larger-than-budget: no space of {args.corpus} has more than {args.budget} configs")
+        parser.error(f"no space of {args.corpus} has more than {args.budget} configs" if args.larger_than_budget
+                     else f"{args.corpus} lists no space")
     runs = [as_run(r) for r in read_runs(args.runs)
             if r["strategy"] in (args.label, args.against) and r["space"] in spaces]
+    for name in filter(None, (args.label, args.against)):
+        if not any(run.strategy == name for run in runs):
+            parser.error(f"{args.runs} holds no runs of {name!r} on these spaces")
     table = Table(runs, {name: SpaceStats.of(recorded[name]) for name in spaces}, args.budget)
     drawn = np.random.default_rng(0).integers(0, args.seeds, size=(args.replicates, args.seeds))
     if args.by_family:

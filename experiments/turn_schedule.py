@@ -15,6 +15,11 @@ from tunekit.strategies.default import DefaultSearch
 
 from tunekit.config import Config
 
+# the hook this subclass replaces: without it (an older tunekit), it would replay DefaultSearch unchanged
+if "_local_and_random" not in vars(DefaultSearch):
+    raise ImportError("turn_schedule.OwnTurnsDefault needs a tunekit whose DefaultSearch has _local_and_random "
+                      "(57981a9 or later)")
+
 
 def turn_kinds(start: int, count: int, shares: Mapping[str, float]) -> list[str | None]:
     """The kind of each turn from ``start`` to ``start + count``: the kind furthest behind its share
@@ -38,6 +43,12 @@ class OwnTurnsDefault(DefaultSearch):
     """``DefaultSearch`` whose random configs have turns of their own (``turn_kinds``)."""
 
     name = "default-own-turns"
+
+    def start(self, context) -> None:
+        if self.local_fraction + self.random_fraction > 1:  # as 04a782a refused: neither would get its share
+            raise ValueError(f"OwnTurnsDefault(local_fraction={self.local_fraction!r}, random_fraction="
+                             f"{self.random_fraction!r}): together more than every turn")
+        super().start(context)
 
     def _local_and_random(self, n: int) -> tuple[list[Config], list[Config]]:
         kinds = turn_kinds(len(self._here), n, {"local": self.local_fraction, "random": self.random_fraction})

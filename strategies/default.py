@@ -522,9 +522,9 @@ class DefaultSearch(ForestSearch):
 
     def _local_and_random(self, n: int) -> tuple[list[Config], list[Config]]:
         """The local proposals and the random configs among the next ``n`` turns: each share's
-        turns by ``due_turns``. A turn both come due on is local; the local proposals' turns they
-        leave unfilled (nothing open near the best) go to random configs, as many as the turns
-        both came due on."""
+        turns by ``due_turns``. A turn both come due on is local; where the local proposals leave
+        turns unfilled (nothing open near the best), random configs take them, at most as many as
+        the turns both came due on. ``ask`` gives the turns left to the forest's ranking."""
         local_due = due_turns(len(self._here), n, self.local_fraction)
         random_due = due_turns(len(self._here), n, self.random_fraction)
         local = self._neighbours_of_best(int(local_due.sum()))

@@ -138,7 +138,7 @@ def test_the_seed_bootstrap_command_by_family_leaves_out_a_family_one_label_lack
                                                                                  capsys):
     """``seed_bootstrap.py --by-family``: a row per family whose every space has both labels' runs
     (family B's one space lacks ``sure``'s: no row), each family's own spaces in it; and a clear
-    error where no family has."""
+    error where no family has, or where a label has no runs at all."""
     import gzip
     import json
 
@@ -156,10 +156,10 @@ def test_the_seed_bootstrap_command_by_family_leaves_out_a_family_one_label_lack
     with gzip.open(runs, "wt") as sink:
         for name in families:
             for seed in range(4):
-                # "lucky" misses on a2 alone, at seeds 2 and 3; "sure" never ran on b1
+                # "lucky" misses on a2 alone, at seeds 2 and 3; "sure" never ran on b1, "part" on a1 alone
                 lucky = [4.0, 2.0 if name == "a2" and seed >= 2 else 1.0]
-                for label, times in (("lucky", lucky), ("sure", [4.0, 1.0])):
-                    if (name, label) != ("b1", "sure"):
+                for label, times in (("lucky", lucky), ("sure", [4.0, 1.0]), ("part", [4.0, 1.0])):
+                    if (name, label) != ("b1", "sure") and (label != "part" or name == "a1"):
                         sink.write(json.dumps({"space": name, "strategy": label, "seed": seed, "budget": 20,
                                                "times_ms": times, "seconds": [1.0, 2.0]}) + "\n")
     command = ["seed_bootstrap.py", "--runs", str(runs), "--corpus", str(manifest), "--seeds", "4",
@@ -169,10 +169,11 @@ def test_the_seed_bootstrap_command_by_family_leaves_out_a_family_one_label_lack
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "family" not in line]
     assert len(rows) == 1 and rows[0].startswith("| A | 2 | ")
     assert rows[0].endswith(" | -25.0 (-50.0 to +0.0) |")  # 2 of a2's 4 runs missed: 6 of 8 within 2 %
-    monkeypatch.setattr(sys, "argv", command + ["--label", "lucky", "--against", "absent"])
-    with pytest.raises(SystemExit):
-        bootstrap.main()
-    assert "no family of" in capsys.readouterr().err
+    for against, message in (("part", "no family of"), ("absent", "holds no runs of 'absent'")):
+        monkeypatch.setattr(sys, "argv", command + ["--label", "lucky", "--against", against])
+        with pytest.raises(SystemExit):
+            bootstrap.main()
+        assert message in capsys.readouterr().err
 
 
 def test_the_seed_bootstrap_of_one_label_gives_its_figures_on_the_spaces_larger_than_the_budget(
@@ -219,6 +220,33 @@ def test_the_seed_bootstrap_of_one_label_gives_its_figures_on_the_spaces_larger_
         with pytest.raises(SystemExit):
             bootstrap.main()
         assert message in capsys.readouterr().err
+
+
+def test_the_turn_schedule_candidate_draws_its_own_random_configs_where_default_draws_none(experiment):
+    """``turn_schedule.OwnTurnsDefault``, the candidate of ``results/turn-schedule/``: asked one
+    config at a time with neighbours always open, its random configs get their tenth (turns 10,
+    20, 30 and 40 of the 40 after the start) where ``DefaultSearch`` gives each such turn to the
+    local proposals; a local and a random share over every turn refused, as it was."""
+    from tunekit.strategies import DefaultSearch
+    from tunekit.testing.strategies import drive, toy_space
+
+    schedule = experiment("turn_schedule")
+    drawn = {}
+    for made in (schedule.OwnTurnsDefault, DefaultSearch):
+        counts = drawn.setdefault(made.__name__, [])
+
+        class Counting(made):
+            def _neighbours_of_best(self, count):
+                return self._take(np.flatnonzero(~self._tried)[:count])  # always open
+
+            def _random_untried(self, count):
+                counts.append(count)
+                return super()._random_untried(count)
+
+        assert len(drive(Counting(initial=5, min_evals=10**6), toy_space(), evals=45, seed=1, batch=1)) == 45
+    assert {name: sum(counts) for name, counts in drawn.items()} == {"OwnTurnsDefault": 4, "DefaultSearch": 0}
+    with pytest.raises(ValueError, match="together more than every turn"):
+        drive(schedule.OwnTurnsDefault(local_fraction=0.6, random_fraction=0.5), toy_space(), evals=2)
 
 
 def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(protocol, monkeypatch, tmp_path, capsys):
@@ -405,8 +433,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``gp_candidates``, every design names ``warm_interleaved``, off in every file before its
     transfer cross-validation (``transfer-designs-interleaved.json``; on by default since),
     ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` and the designs
-    built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that round), and ``warm_robust``, off in every file (on by default since the
-    transfer screens' ``worst3``). What ships is the last rounds' choices."""
+    built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that
+    round), and ``warm_robust``, off in every file (on by default since the transfer screens'
+    ``worst3``). What ships is the last rounds' choices."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -429,7 +458,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
               "default-stalled-c512-random-start": 0.15, "default-gp15-stalled50-c512-local-forest": 0.15,
-              "default-gp15-stalled50-c512-local-forest-best2": 0.15, "default-gp15-stalled50-c512-local-forest-best3": 0.15,
+              "default-gp15-stalled50-c512-local-forest-best2": 0.15,
+              "default-gp15-stalled50-c512-local-forest-best3": 0.15,
               "default-gp15-stalled50-c512-local-forest-turns": 0.15}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
