@@ -52,6 +52,29 @@ def run(space: str, strategy: str, seed: int, times: list[float], budget: int = 
     return Run(space, strategy, seed, budget, np.array(times), np.arange(1.0, len(times) + 1))
 
 
+def write_manifest(tmp_path: Path, families: dict[str, str]) -> Path:
+    """A corpus manifest listing each space (name -> family) of ``tmp_path``, without digests."""
+    import json
+
+    manifest = tmp_path / "corpus.json"
+    manifest.write_text(json.dumps({"version": "t", "spaces": [
+        {"name": name, "root": "shared", "file": f"{name}.json", "family": family, "digest": "-"}
+        for name, family in families.items()]}))
+    return manifest
+
+
+def write_runs(path: Path, lines: list[tuple[str, str, int, list[float]]], budget: int) -> Path:
+    """A runs file (``runs.jsonl.gz``) of (space, label, seed, times) lines, one second each."""
+    import gzip
+    import json
+
+    with gzip.open(path, "wt") as sink:
+        for space, label, seed, times in lines:
+            sink.write(json.dumps({"space": space, "strategy": label, "seed": seed, "budget": budget,
+                                   "times_ms": times, "seconds": [float(i + 1) for i in range(len(times))]}) + "\n")
+    return path
+
+
 def test_each_family_is_judged_by_the_design_chosen_on_the_others(protocol, tmp_path):
     """``near`` finds the optimum on family A's spaces, ``far`` on family B's; each family's
     held-out design must be the one that did well on the *other* family."""
@@ -139,29 +162,19 @@ def test_the_seed_bootstrap_command_by_family_leaves_out_a_family_one_label_lack
     """``seed_bootstrap.py --by-family``: a row per family whose every space has both labels' runs
     (family B's one space lacks ``sure``'s: no row), each family's own spaces in it; and a clear
     error where no family has, or where a label has no runs at all."""
-    import gzip
-    import json
-
     bootstrap = experiment("seed_bootstrap")
-    manifest = tmp_path / "corpus.json"
     families = {"a1": "A", "a2": "A", "b1": "B"}
-    manifest.write_text(json.dumps({"version": "t", "spaces": [
-        {"name": name, "root": "shared", "file": f"{name}.json", "family": family, "digest": "-"}
-        for name, family in families.items()]}))
+    manifest = write_manifest(tmp_path, families)
     for name in families:
         stats_of(tmp_path, name)  # writes the space's file
     spaces = {name: read_space(tmp_path / f"{name}.json", name=name) for name in families}
     monkeypatch.setattr(bootstrap, "_spaces", lambda manifest: spaces)
-    runs = tmp_path / "runs.jsonl.gz"
-    with gzip.open(runs, "wt") as sink:
-        for name in families:
-            for seed in range(4):
-                # "lucky" misses on a2 alone, at seeds 2 and 3; "sure" never ran on b1, "part" on a1 alone
-                lucky = [4.0, 2.0 if name == "a2" and seed >= 2 else 1.0]
-                for label, times in (("lucky", lucky), ("sure", [4.0, 1.0]), ("part", [4.0, 1.0])):
-                    if (name, label) != ("b1", "sure") and (label != "part" or name == "a1"):
-                        sink.write(json.dumps({"space": name, "strategy": label, "seed": seed, "budget": 20,
-                                               "times_ms": times, "seconds": [1.0, 2.0]}) + "\n")
+    # "lucky" misses on a2 alone, at seeds 2 and 3; "sure" never ran on b1, "part" on a1 alone
+    runs = write_runs(tmp_path / "runs.jsonl.gz", [
+        (name, label, seed, times) for name in families for seed in range(4)
+        for label, times in (("lucky", [4.0, 2.0 if name == "a2" and seed >= 2 else 1.0]), ("sure", [4.0, 1.0]),
+                             ("part", [4.0, 1.0]))
+        if (name, label) != ("b1", "sure") and (label != "part" or name == "a1")], budget=20)
     command = ["seed_bootstrap.py", "--runs", str(runs), "--corpus", str(manifest), "--seeds", "4",
                "--budget", "20", "--replicates", "50", "--by-family"]
     monkeypatch.setattr(sys, "argv", command + ["--label", "lucky", "--against", "sure"])
@@ -183,26 +196,16 @@ def test_the_seed_bootstrap_of_one_label_gives_its_figures_on_the_spaces_larger_
     configs, budget 4, where 2 of 4 runs miss; not ``small``, 3 configs, where none does).
     ``--by-family`` needs ``--against``, and takes whole families; where no space is larger than
     the budget, a clear error."""
-    import gzip
-    import json
-
     bootstrap = experiment("seed_bootstrap")
-    manifest = tmp_path / "corpus.json"
-    manifest.write_text(json.dumps({"version": "t", "spaces": [
-        {"name": name, "root": "shared", "file": f"{name}.json", "family": "A", "digest": "-"}
-        for name in ("big", "small")]}))
+    manifest = write_manifest(tmp_path, {"big": "A", "small": "A"})
     stats_of(tmp_path, "big")
     stats_of(tmp_path, "small", (4.0, 2.0, 1.0))
     spaces = {name: read_space(tmp_path / f"{name}.json", name=name) for name in ("big", "small")}
     assert (len(spaces["big"]), len(spaces["small"])) == (5, 3)
     monkeypatch.setattr(bootstrap, "_spaces", lambda manifest: spaces)
-    runs = tmp_path / "runs.jsonl.gz"
-    with gzip.open(runs, "wt") as sink:
-        for name in spaces:
-            for seed in range(4):
-                times = [4.0, 2.0 if name == "big" and seed >= 2 else 1.0]
-                sink.write(json.dumps({"space": name, "strategy": "d", "seed": seed, "budget": 4,
-                                       "times_ms": times, "seconds": [1.0, 2.0]}) + "\n")
+    runs = write_runs(tmp_path / "runs.jsonl.gz", [
+        (name, "d", seed, [4.0, 2.0 if name == "big" and seed >= 2 else 1.0]) for name in spaces for seed in range(4)],
+        budget=4)
     command = ["seed_bootstrap.py", "--runs", str(runs), "--corpus", str(manifest), "--seeds", "4",
                "--budget", "4", "--replicates", "50", "--label", "d"]
     found = {}
@@ -254,10 +257,7 @@ def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(pro
     ``--replay-only`` (a report needs every space) or with a family the corpus lacks, refused."""
     import json
 
-    manifest = tmp_path / "corpus.json"
-    manifest.write_text(json.dumps({"version": "t", "spaces": [
-        {"name": name, "root": "shared", "file": f"{name}.json", "family": family, "digest": "-"}
-        for name, family in (("a1", "A"), ("a2", "A"), ("b1", "B"))]}))
+    manifest = write_manifest(tmp_path, {"a1": "A", "a2": "A", "b1": "B"})
     monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"a1": [0] * 3, "a2": [0] * 4, "b1": [0] * 5})
     monkeypatch.setattr(protocol, "same_kernel_elsewhere", lambda spaces: {name: [] for name in spaces})
     replayed = []
