@@ -71,17 +71,17 @@ def _spaces(manifest: str) -> dict[str, RecordedSpace]:
 
 
 def _tuning(manifest: str, space: str, label: str, strategy: str, options: str, seed: int,
-            budget: int, history: tuple[str, ...] = ()) -> dict:
+            budget: int, history: tuple[str, ...] = (), batch: int = 1) -> dict:
     """One replayed tuning, as a line of runs.jsonl.gz (``cpu_seconds``: what the process spent,
     nearly all of it the strategy's: the replay answers from the records; imports and building
     the Space from the file are left out, which the first tuning of a space in each worker process
-    would otherwise pay). ``history``: the spaces
-    the store holds when it starts."""
+    would otherwise pay). ``history``: the spaces the store holds when it starts. ``batch``:
+    configs asked for at a time (a design's ``"batch"``; 1, one at a time, unless it names one)."""
     spaces = _spaces(manifest)
     made = strategy if is_kernel_tuner(strategy) else make_strategy(strategy, **json.loads(options))
     spaces[space].space()  # the Space of a recorded file is built once per process: the replay's cost
     started = time.process_time()  # after the strategy's modules were imported: their import is not its time
-    run = replay(spaces[space], made, seed, budget, history=[spaces[name] for name in history])
+    run = replay(spaces[space], made, seed, budget, history=[spaces[name] for name in history], batch=batch)
     return {"space": space, "strategy": label, "seed": seed, "budget": budget,
             "times_ms": [t if math.isfinite(t) else None for t in run.times_ms.tolist()],
             "seconds": run.seconds.tolist(), "cpu_seconds": time.process_time() - started}
@@ -95,15 +95,34 @@ def contenders(designs: dict[str, dict], baselines: Sequence[str]) -> dict[str, 
     return found
 
 
+def batches(designs: dict[str, dict]) -> dict[str, int]:
+    """label -> configs asked for at a time, of the designs that name a ``"batch"`` (the others,
+    and the baselines, ask for one at a time). ``ValueError`` for a batch that is not an int of
+    at least 1, or one given to a Kernel Tuner strategy."""
+    found = {}
+    for label, design in designs.items():
+        if "batch" not in design:
+            continue
+        batch = design["batch"]
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"design {label!r}: batch {batch!r} is not an int of at least 1")
+        if is_kernel_tuner(design["strategy"]):
+            raise ValueError(f"design {label!r}: Kernel Tuner's strategies ask for one config at a time")
+        found[label] = batch
+    return found
+
+
 def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int, budget: int, jobs: int,
                stop_after: float | None, transfer: Sequence[str] = (), only: Sequence[str] = (),
-               families: Sequence[str] = ()) -> None:
+               families: Sequence[str] = (), batch: dict[str, int] | None = None) -> None:
     """Replay what ``out/runs.jsonl.gz`` lacks: every label on every space, and each label of
     ``transfer`` again, as "LABEL + store", on every space of a kernel recorded at other shapes
     with the store holding those shapes (leave one shape out). ``only``: these labels' runs
     alone (a share of the work for one machine; the runs files of several are concatenated).
     ``families``: the spaces of these families alone (runs for a question about them, such as
-    ``seed_bootstrap.py --by-family``'s; a report needs every space's)."""
+    ``seed_bootstrap.py --by-family``'s; a report needs every space's). ``batch``: label ->
+    configs asked for at a time, for the labels that ask for more than one (``batches``)."""
+    batch = batch or {}
     target = out / "runs.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
@@ -114,9 +133,10 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
         family_of = {entry.name: entry.family for entry in corpus.entries(manifest)}
         names = [name for name in names if family_of[name] in families]
     elsewhere = same_kernel_elsewhere(spaces)
-    tasks = [(str(manifest), name, label, strategy, options, seed, budget)
+    tasks = [(str(manifest), name, label, strategy, options, seed, budget, (), batch.get(label, 1))
              for name in names for label, (strategy, options) in labels.items() for seed in range(seeds)]
-    tasks += [(str(manifest), name, f"{label} + store", *labels[label], seed, budget, tuple(elsewhere[name]))
+    tasks += [(str(manifest), name, f"{label} + store", *labels[label], seed, budget, tuple(elsewhere[name]),
+               batch.get(label, 1))
               for name in names if elsewhere[name] for label in transfer for seed in range(seeds)]
     if only:
         tasks = [task for task in tasks if task[2] in only]
@@ -125,8 +145,8 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
 
 def replay_missing(tasks: Sequence[tuple], target: Path, done: set, jobs: int, stop_after: float | None) -> None:
     """Run the ``_tuning`` tasks (manifest, space, label, strategy, options, seed, budget[,
-    history]) that ``done`` lacks in ``jobs`` processes, appending each result to ``target`` as it
-    ends; ``stop_after``: seconds after which no more are started."""
+    history[, batch]]) that ``done`` lacks in ``jobs`` processes, appending each result to
+    ``target`` as it ends; ``stop_after``: seconds after which no more are started."""
     tasks = [task for task in tasks if (task[1], task[2], task[5], task[6]) not in done]
     print(f"{len(tasks)} tunings to replay ({len(done)} done)", file=sys.stderr, flush=True)
     started = time.perf_counter()
@@ -149,7 +169,8 @@ def replay_missing(tasks: Sequence[tuple], target: Path, done: set, jobs: int, s
     print(f"stopped after {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
-def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int) -> None:
+def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int,
+               batch: dict[str, int] | None = None) -> None:
     """Replay each tunekit label on the corpus's largest space, one tuning at a time in this
     process, and write the CPU time per proposed config to ``out/timing.json``: the cost the
     design limit (``MAX_MS_PER_CONFIG``) is judged by. In the protocol's parallel replays the
@@ -158,7 +179,8 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     them rather than on whichever label was timed then, after one untimed tuning that warms the
     process (its first tuning paid for more than the others: 17.0 ms against 13.1-14.4). The wall
     time per config is written beside it (``wall_seconds_per_config``): where a library's threads
-    ran, the CPU time would exceed it."""
+    ran, the CPU time would exceed it. ``batch``: as ``replay_all``'s."""
+    batch = batch or {}
     spaces = _spaces(str(manifest))
     largest = max(spaces, key=lambda name: len(spaces[name]))
     timing: dict[str, list[float]] = {}
@@ -170,7 +192,7 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     for seed in range(seeds):
         for label, (strategy, options) in timed.items():
             started = time.perf_counter()
-            line = _tuning(str(manifest), largest, label, strategy, options, seed, 200)
+            line = _tuning(str(manifest), largest, label, strategy, options, seed, 200, batch=batch.get(label, 1))
             configs = max(1, len(line["times_ms"]))
             wall.setdefault(label, []).append((time.perf_counter() - started) / configs)
             timing.setdefault(label, []).append(line["cpu_seconds"] / configs)
@@ -413,11 +435,15 @@ def main() -> None:
         for family in args.family:
             if family not in known:
                 parser.error(f"--family {family!r}: not a family of {args.corpus} ({', '.join(sorted(known))})")
+    try:
+        batch = batches(designs)
+    except ValueError as error:
+        parser.error(f"--designs {args.designs}: {error}")
     if args.time_alone:
-        time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone)
+        time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone, batch)
     if not args.report_only:
         replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
-                   args.stop_after, args.transfer, args.only, args.family)
+                   args.stop_after, args.transfer, args.only, args.family, batch)
     if args.replay_only:
         return
     text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)

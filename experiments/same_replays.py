@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learned_search import read_runs
-from leave_family_out import _spaces, _tuning, contenders
+from leave_family_out import _spaces, _tuning, batches, contenders
 from transfer_cv import WITHOUT, candidate_options
 
 from tunekit.compare import same_kernel_elsewhere
@@ -57,7 +57,9 @@ def main() -> None:
         run = recorded[space, label, seed]
         with_store = label.endswith(stored) or (label in transfer and label != WITHOUT)
         history = tuple(elsewhere[space]) if with_store else ()
-        again = _tuning(str(args.corpus), space, label, *labels[label.removesuffix(stored)], seed, run["budget"], history)
+        design = label.removesuffix(stored)
+        again = _tuning(str(args.corpus), space, label, *labels[design], seed, run["budget"], history,
+                        batches(designs).get(design, 1))
         match = again["times_ms"] == run["times_ms"]
         same += match
         print(f"{space} {label} seed {seed}: {'the same' if match else 'DIFFERENT'} "

@@ -287,3 +287,36 @@ def test_replay_search_gives_every_measured_trial_and_hands_the_stored_trials_to
     assert [step.trial.config.kwargs["x"] for step in result.steps] == [0, 1, 2, 3, 4]  # the file's order
     assert [step.trial.time_ms for step in result.steps] == list(replay(space, "exhaustive", seed=0, evals=5).times_ms)
     assert seen == [tuple(stored)]
+
+
+def test_replay_search_asks_in_batches_and_tells_each_batch_at_once(tmp_path):
+    """``replay_search(batch=B)`` asks the strategy for B configs at a time, as a live tuning asks
+    two per compile worker, and tells it their trials together; a batch of 1 is the replays'
+    one at a time. A batch under 1, or one given to Kernel Tuner's strategies, is refused."""
+    from tunekit.compare import replay_search
+    from tunekit.strategies import Exhaustive
+
+    space = read_space(hand_space(tmp_path / "hand.json", times=tuple(float(t) for t in range(9, 0, -1))))
+    asks, tells = [], []
+
+    class Recording(Exhaustive):
+        def ask(self, n):
+            asks.append(n)
+            return super().ask(n)
+
+        def tell(self, trials):
+            tells.append(len(trials))
+            super().tell(trials)
+
+    result = replay_search(space, Recording(), seed=0, evals=7, batch=3)
+    assert asks == [3, 3, 1]  # the last ask is cut to the budget left
+    assert tells == [3, 3, 1]
+    assert [step.trial.time_ms for step in result.steps] == list(replay(space, "exhaustive", seed=0, evals=7).times_ms)
+    asks.clear()
+    replay_search(space, Recording(), seed=0, evals=3)
+    assert asks == [1, 1, 1]
+    for batch in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="batch"):
+            replay_search(space, "random", seed=0, evals=3, batch=batch)
+    with pytest.raises(ValueError, match="one config at a time"):
+        replay(space, "kt:random_sample", seed=0, evals=3, batch=4)

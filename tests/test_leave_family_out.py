@@ -434,8 +434,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     transfer cross-validation (``transfer-designs-interleaved.json``; on by default since),
     ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` and the designs
     built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that
-    round), and ``warm_robust``, off in every file (on by default since the transfer screens'
-    ``worst3``). What ships is the last rounds' choices."""
+    round), and ``warm_robust``, off in every file but ``designs-batch.json``, which replays what
+    ships in batches (on by default since the transfer screens' ``worst3``). What ships is the
+    last rounds' choices."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -453,14 +454,17 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-random-start.json": {**steps, "alignment": True},
              "designs-local-order.json": {**steps, "alignment": True},
              "designs-local-best.json": {**steps, "alignment": True, "local_order": "forest"},
-             "designs-turns.json": {**steps, "alignment": True, "local_order": "forest"}}
+             "designs-turns.json": {**steps, "alignment": True, "local_order": "forest"},
+             "designs-batch.json": {**steps, "alignment": True, "local_order": "forest", "warm_interleaved": True,
+                                    "warm_robust": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
               "default-stalled-c512-random-start": 0.15, "default-gp15-stalled50-c512-local-forest": 0.15,
               "default-gp15-stalled50-c512-local-forest-best2": 0.15,
               "default-gp15-stalled50-c512-local-forest-best3": 0.15,
-              "default-gp15-stalled50-c512-local-forest-turns": 0.15}
+              "default-gp15-stalled50-c512-local-forest-turns": 0.15,
+              **{f"default-gp15-stalled50-c512-local-forest-batch{size}": 0.15 for size in (1, 4, 32)}}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
@@ -481,7 +485,8 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert strategy.gp_fraction == shares.get(label, 0.0), (path.name, label)
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
-                assert design["options"].get("warm_robust") is False, (path.name, label)
+                # off in every round before the batches' (what ships since the transfer screens)
+                assert design["options"].get("warm_robust") is (path.name == "designs-batch.json"), (path.name, label)
                 # "forest" in the local-order round's candidate and what follows it (the default since that round)
                 assert design["options"].get("local_order") == ("forest" if "-local-forest" in label
                                                                 else "random"), (path.name, label)
@@ -786,3 +791,48 @@ def test_measured_store_holds_only_what_the_other_shapes_tunings_measured(experi
                                     "times_ms": [1.0]}) + "\n")
     with pytest.raises(ValueError, match="another store"):
         measured.replay_all(tmp_path / "m.json", {"strategy": "random", "options": {}}, {}, out, 1, 8, 5, 1)
+
+
+def test_a_design_may_ask_in_batches(protocol, monkeypatch, tmp_path, capsys):
+    """A design's ``"batch"`` reaches its replays (``batches``); the baselines and the designs
+    without one ask for one config at a time. A batch that is not an int of at least 1, or one
+    given to a Kernel Tuner strategy, is refused before any replay, naming the design."""
+    import json
+
+    assert protocol.batches({"one": {"strategy": "default"}, "many": {"strategy": "default", "batch": 8}}) == {"many": 8}
+    replayed = []
+    monkeypatch.setattr(protocol, "replay_all", lambda *args: replayed.append(args[-1]))
+    designs = tmp_path / "designs.json"
+    designs.write_text(json.dumps({"d": {"strategy": "default", "batch": 8}, "e": {"strategy": "default"}}))
+    monkeypatch.setattr(sys, "argv", ["leave_family_out.py", "--designs", str(designs), "--out", str(tmp_path / "o"),
+                                      "--replay-only"])
+    protocol.main()
+    assert replayed == [{"d": 8}]
+    for bad in ({"d": {"strategy": "default", "batch": 0}}, {"d": {"strategy": "default", "batch": "8"}},
+                {"d": {"strategy": "kt:random_sample", "batch": 2}}):
+        designs.write_text(json.dumps(bad))
+        with pytest.raises(SystemExit):
+            protocol.main()
+        assert "design 'd'" in capsys.readouterr().err
+    assert len(replayed) == 1
+
+
+def test_a_batch_replay_is_the_tuning_asked_in_batches(protocol, tmp_path):
+    """``_tuning(batch=B)`` replays the design asking for B configs at a time: on a recorded gemv
+    space, where ``default`` refits between asks, a batch of 32 measures the same space-filling
+    start (one ask of 10 either way) and then other configs than one at a time."""
+    import json
+
+    from tunekit.compare import replay
+
+    manifest = tmp_path / "corpus.json"
+    manifest.write_text(json.dumps({"version": "t", "spaces": [
+        {"name": "gemv", "root": "heldout", "file": "gemv-lm_head_128k.json.gz", "family": "triton-gemv",
+         "digest": "bf1d40d0db1ef52ad8edb17031852f7892449224d451a86619155463632eaaa3"}]}))
+    one = protocol._tuning(str(manifest), "gemv", "d", "default", "{}", 0, 40)
+    batched = protocol._tuning(str(manifest), "gemv", "d", "default", "{}", 0, 40, batch=32)
+    recorded = protocol._spaces(str(manifest))["gemv"]
+    assert batched["times_ms"] == replay(recorded, "default", 0, 40, batch=32).times_ms.tolist()
+    assert one["times_ms"] == replay(recorded, "default", 0, 40).times_ms.tolist()
+    assert batched["times_ms"][:10] == one["times_ms"][:10]
+    assert batched["times_ms"] != one["times_ms"]

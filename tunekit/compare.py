@@ -49,33 +49,42 @@ logger = logging.getLogger(__name__)
 
 
 def replay(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: int, seconds: float | None = None,
-           history: Sequence[RecordedSpace] = ()) -> Run:
+           history: Sequence[RecordedSpace] = (), batch: int = 1) -> Run:
     """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
     of the same kernel at other shapes, given to the strategy as the store's earlier trials.
+    ``batch``: configs asked for at a time (``replay_search``).
     The strategy's seed comes from ``seed`` and the space's content (``RecordedSpace.digest``),
     not its name or path: a moved file replays the same.
     ``strategy``: as ``check_strategy`` takes it, resolved here (in a worker process too), or a
     Strategy instance (a design variant with its own options)."""
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):  # they get no history
+        if batch != 1:
+            raise ValueError(f"replay({strategy!r}, batch={batch!r}): Kernel Tuner's strategies are replayed "
+                             "one config at a time")
         return kerneltuner.replay_kernel_tuner(recorded, strategy, seed, evals, seconds)
     result = replay_search(recorded, strategy, seed, evals, seconds,
-                           [trial for other in history for trial in other.trials()])
+                           [trial for other in history for trial in other.trials()], batch)
     return Run(recorded.name, strategy if isinstance(strategy, str) else strategy.name, seed, evals,
                np.array([step.trial.time_ms for step in result.steps], dtype=float),
                np.array([step.seconds for step in result.steps], dtype=float))
 
 
 def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: int,
-                  seconds: float | None = None, stored: Sequence[Trial] = ()) -> SearchResult:
+                  seconds: float | None = None, stored: Sequence[Trial] = (), batch: int = 1) -> SearchResult:
     """``replay``'s tuning by a tunekit strategy, the store holding ``stored`` (any trials: whole
     recorded spaces, or what earlier tunings measured), with every step's trial: which configs it
-    measured, not only their times. Kernel Tuner's strategies (``kt:``) take no store: ``replay``."""
+    measured, not only their times. Kernel Tuner's strategies (``kt:``) take no store: ``replay``.
+    ``batch``: configs asked for at a time, the strategy told their trials together. 1 by
+    default, which the protocol's replays use; a live tuning on a GPU asks for two per compile
+    worker (``tunekit.session``), up to 32."""
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):
         raise ValueError(f"replay_search({strategy!r}): Kernel Tuner's strategies are replayed by replay(), "
                          "without a store")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"replay_search(batch={batch!r}): expected an int of at least 1 (configs asked for at a time)")
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
                             derive_seed(seed, recorded.digest), tuple(stored))
-    return run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock())
+    return run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock(), batch=batch)
 
 
 def check_strategy(spec: str) -> str:
