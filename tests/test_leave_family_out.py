@@ -435,8 +435,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``local_order``, ``"forest"`` in the candidate of ``designs-local-order.json`` and the designs
     built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that
     round), and ``warm_robust``, off in every file but ``designs-batch.json``, which replays what
-    ships in batches (on by default since the transfer screens' ``worst3``). What ships is the
-    last rounds' choices."""
+    ships in batches (on by default since the transfer screens' ``worst3``), and which names
+    ``believer`` (on in its candidate alone; it acts only in asks of several configs). What ships
+    is the last rounds' choices."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -465,7 +466,7 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp15-stalled50-c512-local-forest-best3": 0.15,
               "default-gp15-stalled50-c512-local-forest-turns": 0.15,
               **{f"default-gp15-stalled50-c512-local-forest-batch{size}": 0.15 for size in (1, 4, 32)},
-              "default-gp15-stalled50-c512-local-forest-believer-batch32": 0.15}
+              **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)}}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
@@ -491,6 +492,8 @@ def test_every_design_names_the_options_that_changed(protocol):
                 # "forest" in the local-order round's candidate and what follows it (the default since that round)
                 assert design["options"].get("local_order") == ("forest" if "-local-forest" in label
                                                                 else "random"), (path.name, label)
+                if path.name == "designs-batch.json":  # the one round that asked in batches
+                    assert design["options"]["believer"] is ("-believer-" in label), (path.name, label)
                 if path.name in before_interleaved:
                     assert design["options"]["warm_interleaved"] is False, (path.name, label)
                 assert strategy.stalled_gp_fraction == (0.5 if "stalled" in label else None), (path.name, label)
@@ -505,7 +508,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     with_store = dict(json.loads((EXPERIMENTS / "corpus" / "transfer-designs-worst.json").read_text())["worst3"])
     assert (with_store.pop("strategy"), with_store.pop("robust_by")) == ("warm_variants:WarmVariantsDefault", "worst")
     shipped = DefaultSearch()
-    options = {**chosen["options"], **with_store}
+    batched = json.loads((EXPERIMENTS / "corpus" / "designs-batch.json").read_text())[
+        "default-gp15-stalled50-c512-local-forest-believer-batch32"]["options"]
+    options = {**chosen["options"], **with_store, "believer": batched["believer"]}
     assert {name: getattr(shipped, name) for name in options} == options
 
 

@@ -332,6 +332,45 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
                          batch=1)) == 30
 
 
+class TestBeliever:
+    """``DefaultSearch(believer=True)``: in an ask of several configs the forest's picks are made
+    one at a time, each after a refit told the ask's earlier picks at their predicted times."""
+
+    @staticmethod
+    def forest_only(**options):
+        return dict(initial=5, min_evals=10**6, local_fraction=0.0, random_fraction=0.0, gp_fraction=0.0,
+                    stalled_gp_fraction=None, **options)
+
+    def test_asked_one_config_at_a_time_it_changes_nothing(self):
+        for seed in (0, 1):
+            assert drive(DefaultSearch(initial=5, believer=True), toy_space(), evals=40, seed=seed, batch=1) == \
+                drive(DefaultSearch(initial=5, believer=False), toy_space(), evals=40, seed=seed, batch=1)
+
+    @pytest.mark.parametrize("believer", [True, False])
+    def test_each_forest_pick_of_an_ask_refits_told_the_earlier_picks(self, believer):
+        fits = []  # per fit: this tuning's trials, and the pending picks it was told
+
+        class Recording(DefaultSearch):
+            def _fit(self):
+                fits.append((len(self._here), [(t.config, t.time_ms) for t in self._lies]))
+                super()._fit()
+
+        strategy = Recording(**self.forest_only(believer=believer))
+        found = drive(strategy, toy_space(), evals=5 + 8 + 3, batch=8)
+        assert len(found) == 16 and len(strategy._here) == 16  # the believed times never became trials
+        if not believer:
+            assert fits == [(5, []), (13, [])]  # one fit per ask: its 8 best-ranked configs
+            return
+        # the second ask (after the 5 of the start): 8 fits, each told the picks before it
+        assert [(here, len(lies)) for here, lies in fits] == [(5, n) for n in range(8)] + [(13, n) for n in range(3)]
+        assert [config for config, _ in fits[7][1]] == found[5:12]
+        assert all(0 < time < float("inf") for _, lies in fits for _, time in lies)
+
+    def test_a_believer_that_is_not_a_bool_is_refused(self):
+        with pytest.raises(ValueError, match="believer='yes'"):
+            drive(DefaultSearch(believer="yes"), toy_space(), evals=2)
+
+
 @pytest.mark.parametrize("refit_trees", [None, 8])
 def test_predictions_kept_per_tree_propose_what_predicting_afresh_proposes(refit_trees):
     """A forest search keeps each tree's predictions over the Space between refits; a search that
