@@ -38,17 +38,20 @@ from tunekit.metrics import SpaceStats, score_over_evaluations
 
 
 def per_run(table: Table, spaces: list[str], label: str, seeds: int) -> dict[str, np.ndarray]:
-    """Each (space, seed) run's figures of ``label``: within 2 % (0 or 1), its score (NaN where the
-    space's score range starts past the budget; a space's score is the mean of its runs') and log
-    best / optimum at each checkpoint (spaces x seeds, and spaces x seeds x checkpoints)."""
+    """Each (space, seed) run's figures of ``label``, seeds 0 to ``seeds`` - 1 (a label run on more
+    seeds is compared on these with one run on fewer): within 2 % (0 or 1), its score (NaN where
+    the space's score range starts past the budget; a space's score is the mean of its runs') and
+    log best / optimum at each checkpoint (spaces x seeds, and spaces x seeds x checkpoints)."""
     points = checkpoints(table)
     within = np.empty((len(spaces), seeds))
     scores = np.empty((len(spaces), seeds))
     logs = np.empty((len(spaces), seeds, len(points)))
     for row, space in enumerate(spaces):
         runs = {run.seed: run for run in table.runs.get((space, label), [])}
-        if sorted(runs) != list(range(seeds)):
-            raise ValueError(f"{label} on {space}: runs of seeds {sorted(runs)}, expected 0-{seeds - 1}")
+        missing = sorted(set(range(seeds)) - set(runs))
+        if missing:
+            raise ValueError(f"{label} on {space}: no runs of seeds {missing} (runs of seeds {sorted(runs)}, "
+                             f"expected 0-{seeds - 1})")
         single = Table([runs[seed] for seed in range(seeds)], table.stats, table.budget)
         within[row] = single.within(space, label)
         scores[row] = [score_over_evaluations(table.stats[space], [table.best(runs[seed])], table.budget)

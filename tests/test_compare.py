@@ -320,3 +320,26 @@ def test_replay_search_asks_in_batches_and_tells_each_batch_at_once(tmp_path):
             replay_search(space, "random", seed=0, evals=3, batch=batch)
     with pytest.raises(ValueError, match="one config at a time"):
         replay(space, "kt:random_sample", seed=0, evals=3, batch=4)
+
+
+def test_compare_batch_asks_each_strategy_in_batches_and_refuses_kernel_tuner_s(tmp_path, capsys):
+    """``tunekit compare --batch 3``: the tunings ask for 3 configs at a time (``exhaustive`` in
+    the file's order measures the same times either way; ``default``'s forest picks differ from
+    one config at a time); Kernel Tuner's strategies, which ask for one, and a batch of 0 are
+    refused with the reason."""
+    space = hand_space(tmp_path / "hand.json", times=tuple(float(t) for t in range(12, 0, -1)))
+    batched = run_comparison([space], ["exhaustive"], seeds=1, budget=7, batch=3)
+    assert list(batched.runs[0].times_ms) == list(run_comparison([space], ["exhaustive"], seeds=1, budget=7).runs[0]
+                                                  .times_ms)
+    out = tmp_path / "out"
+    assert main(["compare", "--space", str(space), "--strategy", "random", "--seeds", "2", "--budget", "6",
+                 "--batch", "3", "--out", str(out)]) == 0
+    assert "asked for 3 configs at a time" in (out / "report.md").read_text()
+    with pytest.raises(ValueError, match="one config at a time"):
+        run_comparison([space], ["kt:random_sample"], seeds=1, budget=4, batch=2)
+    assert main(["compare", "--space", str(space), "--strategy", "kt:random_sample", "--batch", "2",
+                 "--out", str(tmp_path / "o2")]) == 2
+    assert "Kernel Tuner's strategies are replayed one config at a time" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["compare", "--space", str(space), "--strategy", "random", "--batch", "0", "--out", str(tmp_path / "o3")])
+    assert "must be an int >= 1 (configs asked for at a time)" in capsys.readouterr().err

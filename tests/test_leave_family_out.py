@@ -114,10 +114,12 @@ def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(exper
     assert (bootstrap.figures(lucky, drawn)[:, 0] == [100.0, 0.0, 50.0]).all()
     differences = bootstrap.figures(lucky, drawn) - bootstrap.figures(sure, drawn)
     assert (differences[:, 0] == [0.0, -100.0, -50.0]).all()  # paired: the same seeds of both labels
-    with pytest.raises(ValueError, match="runs of seeds"):
+    with pytest.raises(ValueError, match=r"sure on a1: no runs of seeds \[4\]"):
         bootstrap.per_run(table, spaces, "sure", 5)
-    with pytest.raises(ValueError, match=r"absent on a1: runs of seeds \[\]"):
+    with pytest.raises(ValueError, match=r"absent on a1: no runs of seeds \[0, 1, 2, 3\]"):
         bootstrap.per_run(table, spaces, "absent", 4)
+    # fewer seeds than were run: the first ones ("lucky" on seeds 0 and 1 finds the optimum every time)
+    assert bootstrap.figures(bootstrap.per_run(table, spaces, "lucky", 2), np.arange(2)[None])[0][0] == 100.0
 
 
 def test_the_seed_bootstrap_by_family_gives_the_report_s_family_figures(experiment, protocol, tmp_path):

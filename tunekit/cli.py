@@ -354,7 +354,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     try:
         comparison = run_comparison(paths, args.strategy, args.seeds, args.budget, args.seconds, args.jobs,
-                                    args.progress, args.threshold or (), args.transfer)
+                                    args.progress, args.threshold or (), args.transfer, batch=args.batch)
         written = write_outputs(comparison, args.out, " ".join(["tunekit", *sys.argv[1:]]))
     except (RecordedSpaceError, ValueError, FileExistsError) as error:
         raise UsageError(str(error)) from error
@@ -671,6 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--transfer", action="store_true",
                          help="each tuning starts with the store holding the given spaces of the same kernel at "
                               "other shapes (leave one shape out)")
+    compare.add_argument("--batch", type=_at_least_one("configs asked for at a time"), default=1,
+                         help="configs each tunekit strategy is asked for at a time, its trials told together "
+                              "(default 1; a live tuning on a GPU asks for two per compile worker)")
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                          help="a progress bar on stderr (default: on a terminal)")

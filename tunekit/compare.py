@@ -110,8 +110,8 @@ def _load(path: str, name: str) -> RecordedSpace:
 
 
 def _replay_task(path: str, name: str, strategy: str, seed: int, evals: int, seconds: float | None,
-                 history: Sequence[tuple[str, str]] = ()) -> Run:
-    return replay(_load(path, name), strategy, seed, evals, seconds, [_load(p, n) for p, n in history])
+                 history: Sequence[tuple[str, str]] = (), batch: int = 1) -> Run:
+    return replay(_load(path, name), strategy, seed, evals, seconds, [_load(p, n) for p, n in history], batch)
 
 
 def same_kernel_elsewhere(spaces: Mapping[str, RecordedSpace]) -> dict[str, list[str]]:
@@ -135,17 +135,25 @@ def run_comparison(
     thresholds: Sequence[float] = (),
     transfer: bool = False,
     budget_cap: int | None = None,
+    batch: int = 1,
 ) -> Comparison:
     """Replay every (space, strategy, seed). ``budget=None`` gives each space the evaluations at
     which calculated random search reaches the end of the score range (its p = 0.96 cutoff),
     over evaluations and, at the mean cost, over seconds.
     ``transfer``: each tuning starts with the store holding the other given spaces of the same
     kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it.
+    ``batch``: configs each tunekit strategy is asked for at a time (``replay_search``; a live
+    tuning on a GPU asks for two per compile worker); Kernel Tuner's strategies ask for one.
     ``progress``: a progress bar on stderr (tqdm): True always, None where stderr is a terminal."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an int >= 1 (configs asked for at a time). Got {batch!r} instead.")
     for strategy in strategies:
         check_strategy(strategy)  # an unknown name fails here, before any work
+        if batch != 1 and kerneltuner.is_kernel_tuner(strategy):
+            raise ValueError(f"{strategy}: Kernel Tuner's strategies are replayed one config at a time; "
+                             f"leave them out of a comparison with batch={batch}")
     spaces: dict[str, RecordedSpace] = {}
     sources: dict[str, str] = {}
     for path in paths:
@@ -163,13 +171,13 @@ def run_comparison(
     if any(t < 1 for t in extra):
         raise ValueError(f"thresholds are ratios to the optimum, >= 1 (1.02 = within 2 %). Got {extra} instead.")
     comparison = Comparison(spaces, stats, budgets, list(strategies), seeds, thresholds=(*THRESHOLDS, *sorted(extra)),
-                            seconds=seconds)
+                            seconds=seconds, batch=batch)
     short = short_budgets(comparison)
     if short:
         logger.warning("%s", short_budget_warning(short))
     elsewhere = same_kernel_elsewhere(spaces) if transfer else {name: [] for name in spaces}
     tasks = [(sources[name], name, strategy, seed, budgets[name], seconds,
-              [(sources[other], other) for other in elsewhere[name]])
+              [(sources[other], other) for other in elsewhere[name]], batch)
              for name in spaces for strategy in strategies for seed in range(seeds)]
     with tqdm(total=len(tasks), desc="replaying", unit="tuning", file=sys.stderr,
               disable=None if progress is None else not progress) as bar:
@@ -471,6 +479,9 @@ def report(comparison: Comparison, command: str = "") -> str:
               "Willemsen et al.'s (0 = calculated random search, 1 = the optimum), averaged over each space's "
               "score range; intervals are 95 % percentile bootstraps over seeds (1,000 resamples of the seeds, "
               "the same for every row; `-` for a single seed).", ""]
+    if comparison.batch != 1:
+        lines += [f"Each strategy was asked for {comparison.batch} configs at a time and told their trials together, "
+                  "as a live tuning on a GPU asks for two per compile worker (without a batch, one at a time).", ""]
     short = short_budgets(comparison)
     if short:
         lines += [f"**Warning:** {short_budget_warning(short)}.", ""]

@@ -295,6 +295,7 @@ class Comparison:
     runs: list[Run] = field(default_factory=list)
     thresholds: tuple[float, ...] = THRESHOLDS
     seconds: float | None = None  # simulated seconds per tuning, besides the budgets (None: no limit)
+    batch: int = 1  # configs each tunekit strategy was asked for at a time
     _tables: dict = field(default_factory=dict, repr=False)
 
     def runs_of(self, space: str, strategy: str) -> list[Run]:
