@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
 from learned_search import REMEASURED, SELECTION, Table, as_run, fmt, geomean, markdown, read_runs  # noqa: E402
 
-from tunekit.compare import replay, same_kernel_elsewhere  # noqa: E402
+from tunekit.compare import check_replay_batch, replay, same_kernel_elsewhere  # noqa: E402
 from tunekit.kerneltuner import is_kernel_tuner  # noqa: E402
 from tunekit.metrics import SpaceStats  # noqa: E402
 from tunekit.recorded import RecordedSpace  # noqa: E402
@@ -103,12 +103,10 @@ def batches(designs: dict[str, dict]) -> dict[str, int]:
     for label, design in designs.items():
         if "batch" not in design:
             continue
-        batch = design["batch"]
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"design {label!r}: batch {batch!r} is not an int of at least 1")
-        if is_kernel_tuner(design["strategy"]):
-            raise ValueError(f"design {label!r}: Kernel Tuner's strategies ask for one config at a time")
-        found[label] = batch
+        try:
+            found[label] = check_replay_batch(design["strategy"], design["batch"])
+        except ValueError as error:
+            raise ValueError(f"design {label!r}: {error}") from None
     return found
 
 

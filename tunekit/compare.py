@@ -41,7 +41,7 @@ from .plots import plot_comparison, slug  # noqa: F401 - slug re-exported: tunek
 from .recorded import RecordedSpace, read_space
 from .replay import ReplayEvaluator
 from .deadline import SimulatedClock
-from .search import SearchResult, run_search
+from .search import SearchResult, check_batch, run_search
 from .strategy import SearchContext, Strategy, derive_seed, make_strategy
 from .trial import Trial
 
@@ -58,9 +58,7 @@ def replay(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: 
     ``strategy``: as ``check_strategy`` takes it, resolved here (in a worker process too), or a
     Strategy instance (a design variant with its own options)."""
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):  # they get no history
-        if batch != 1:
-            raise ValueError(f"replay({strategy!r}, batch={batch!r}): Kernel Tuner's strategies are replayed "
-                             "one config at a time")
+        check_replay_batch(strategy, batch)
         return kerneltuner.replay_kernel_tuner(recorded, strategy, seed, evals, seconds)
     result = replay_search(recorded, strategy, seed, evals, seconds,
                            [trial for other in history for trial in other.trials()], batch)
@@ -80,11 +78,20 @@ def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, 
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):
         raise ValueError(f"replay_search({strategy!r}): Kernel Tuner's strategies are replayed by replay(), "
                          "without a store")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"replay_search(batch={batch!r}): expected an int of at least 1 (configs asked for at a time)")
     context = SearchContext(recorded.space(), Budget(evals=evals, seconds=seconds), recorded.key(),
                             derive_seed(seed, recorded.digest), tuple(stored))
     return run_search(make_strategy(strategy), context, ReplayEvaluator(recorded), clock=SimulatedClock(), batch=batch)
+
+
+def check_replay_batch(strategy: str | Strategy, batch: object) -> int:
+    """``batch`` if ``strategy`` can be replayed asking for that many configs at a time, else
+    ``ValueError`` naming the problem: a batch that is not an int of at least 1, or one other than
+    1 for Kernel Tuner's strategies, which are replayed one config at a time."""
+    batch = check_batch(batch)
+    if batch != 1 and isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):
+        raise ValueError(f"{strategy}: Kernel Tuner's strategies are replayed one config at a time, not "
+                         f"batch={batch}")
+    return batch
 
 
 def check_strategy(spec: str) -> str:
@@ -147,13 +154,9 @@ def run_comparison(
     ``progress``: a progress bar on stderr (tqdm): True always, None where stderr is a terminal."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be an int >= 1 (configs asked for at a time). Got {batch!r} instead.")
-    for strategy in strategies:
-        check_strategy(strategy)  # an unknown name fails here, before any work
-        if batch != 1 and kerneltuner.is_kernel_tuner(strategy):
-            raise ValueError(f"{strategy}: Kernel Tuner's strategies are replayed one config at a time; "
-                             f"leave them out of a comparison with batch={batch}")
+    for strategy in strategies:  # an unknown name, or a batch it cannot take, fails here before any work
+        check_strategy(strategy)
+        check_replay_batch(strategy, batch)
     spaces: dict[str, RecordedSpace] = {}
     sources: dict[str, str] = {}
     for path in paths:

@@ -82,6 +82,14 @@ def run_search(
     return search.result
 
 
+def check_batch(batch: object) -> int:
+    """``batch`` if it is an int of at least 1 (configs asked for at a time), else ``ValueError``
+    naming it (a bool is refused, though Python counts it an int)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an int >= 1 (configs asked for at a time). Got {batch!r} instead.")
+    return batch
+
+
 class Search:
     """``run_search``'s loop, resumable: ``advance(evaluate, evaluations=k)`` measures at most k
     configs and returns, and the next ``advance`` goes on where it stopped (a tuning spread over
@@ -98,7 +106,7 @@ class Search:
         self.context = context
         self.deadline = deadline if deadline is not None else Deadline(clock or Clock(), context.budget.seconds)
         self.known = known or {}
-        self.batch = batch
+        self.batch = check_batch(batch)
         self.on_trial = on_trial
         self.result = SearchResult()
         self._seen: set[str] = set()
