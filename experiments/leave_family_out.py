@@ -186,7 +186,7 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     timed = {label: made for label, made in labels.items() if not is_kernel_tuner(made[0])}
     if timed:
         label, (strategy, options) = next(iter(timed.items()))
-        _tuning(str(manifest), largest, label, strategy, options, seeds, 200)
+        _tuning(str(manifest), largest, label, strategy, options, seeds, 200, batch=batch.get(label, 1))
     for seed in range(seeds):
         for label, (strategy, options) in timed.items():
             started = time.perf_counter()
@@ -441,7 +441,7 @@ def main() -> None:
         time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone, batch)
     if not args.report_only:
         replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
-                   args.stop_after, args.transfer, args.only, args.family, batch)
+                   args.stop_after, args.transfer, args.only, args.family, batch=batch)
     if args.replay_only:
         return
     text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)

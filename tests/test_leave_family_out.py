@@ -282,7 +282,7 @@ def test_family_replays_that_family_s_spaces_alone_and_only_without_a_report(pro
         assert message in capsys.readouterr().err
     assert not replayed
     passed = []
-    monkeypatch.setattr(protocol, "replay_all", lambda *args: passed.append(args[-1]))
+    monkeypatch.setattr(protocol, "replay_all", lambda *args, **options: passed.append(args[-1]))
     monkeypatch.setattr(sys, "argv", common + ["--family", "A", "--replay-only"])
     protocol.main()
     assert passed == [["A"]]  # the command hands its families to the replay
@@ -296,7 +296,7 @@ def test_no_baselines_replays_the_designs_alone(protocol, monkeypatch, tmp_path,
     designs = tmp_path / "designs.json"
     designs.write_text(json.dumps({"d": {"strategy": "default"}}))
     labels = []
-    monkeypatch.setattr(protocol, "replay_all", lambda manifest, contenders, *rest: labels.append(sorted(contenders)))
+    monkeypatch.setattr(protocol, "replay_all", lambda manifest, contenders, *rest, **options: labels.append(sorted(contenders)))
     common = ["leave_family_out.py", "--designs", str(designs), "--out", str(tmp_path / "o"), "--replay-only"]
     for extra in (["--no-baselines"], []):
         monkeypatch.setattr(sys, "argv", common + extra)
@@ -403,20 +403,21 @@ def test_time_alone_times_the_designs_in_turns_seed_by_seed(protocol, monkeypatc
     """A slow spell of a shared machine must fall on every design, not on whichever was being timed:
     after one untimed tuning that warms the process, each seed times every tunekit label once
     before the next seed begins, on the largest space; Kernel Tuner's strategies are not timed;
-    each label's times keep their seeds' order."""
+    each label's times keep their seeds' order; a design's batch is timed as it asks."""
     import json
 
     calls = []
 
-    def fake_tuning(manifest, space, label, strategy, options, seed, budget):
-        calls.append((space, label, seed))
+    def fake_tuning(manifest, space, label, strategy, options, seed, budget, history=(), batch=1):
+        calls.append((space, label, seed, batch))
         return {"times_ms": [1.0] * 10, "cpu_seconds": 0.01 * (seed + 1)}
 
     monkeypatch.setattr(protocol, "_tuning", fake_tuning)
     monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"small": [0] * 3, "large": [0] * 9})
     labels = {"a": ("default", "{}"), "b": ("random", "{}"), "kt": ("kt:genetic_algorithm", "{}")}
-    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3)
-    assert calls == [("large", "a", 3)] + [("large", label, seed) for seed in range(3) for label in ("a", "b")]
+    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3, batch={"a": 32})  # "a" asks for 32 at a time
+    assert calls == [("large", "a", 3, 32)] + [("large", label, seed, 32 if label == "a" else 1)
+                                               for seed in range(3) for label in ("a", "b")]
     timing = json.loads((tmp_path / "timing.json").read_text())
     assert timing["space"] == "large"
     assert timing["seconds_per_config"] == {label: pytest.approx([0.001, 0.002, 0.003]) for label in ("a", "b")}
@@ -809,7 +810,7 @@ def test_a_design_may_ask_in_batches(protocol, monkeypatch, tmp_path, capsys):
 
     assert protocol.batches({"one": {"strategy": "default"}, "many": {"strategy": "default", "batch": 8}}) == {"many": 8}
     replayed = []
-    monkeypatch.setattr(protocol, "replay_all", lambda *args: replayed.append(args[-1]))
+    monkeypatch.setattr(protocol, "replay_all", lambda *args, **kwargs: replayed.append(kwargs["batch"]))
     designs = tmp_path / "designs.json"
     designs.write_text(json.dumps({"d": {"strategy": "default", "batch": 8}, "e": {"strategy": "default"}}))
     monkeypatch.setattr(sys, "argv", ["leave_family_out.py", "--designs", str(designs), "--out", str(tmp_path / "o"),
