@@ -82,7 +82,7 @@ def _tuning(manifest: str, space: str, label: str, strategy: str, options: str, 
     spaces[space].space()  # the Space of a recorded file is built once per process: the replay's cost
     started = time.process_time()  # after the strategy's modules were imported: their import is not its time
     run = replay(spaces[space], made, seed, budget, history=[spaces[name] for name in history], batch=batch)
-    return {"space": space, "strategy": label, "seed": seed, "budget": budget,
+    return {"space": space, "strategy": label, "seed": seed, "budget": budget, "batch": batch,
             "times_ms": [t if math.isfinite(t) else None for t in run.times_ms.tolist()],
             "seconds": run.seconds.tolist(), "cpu_seconds": time.process_time() - started}
 
@@ -112,15 +112,15 @@ def batches(designs: dict[str, dict]) -> dict[str, int]:
 
 def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int, budget: int, jobs: int,
                stop_after: float | None, transfer: Sequence[str] = (), only: Sequence[str] = (),
-               families: Sequence[str] = (), batch: dict[str, int] | None = None) -> None:
+               families: Sequence[str] = (), batch_of: dict[str, int] | None = None) -> None:
     """Replay what ``out/runs.jsonl.gz`` lacks: every label on every space, and each label of
     ``transfer`` again, as "LABEL + store", on every space of a kernel recorded at other shapes
     with the store holding those shapes (leave one shape out). ``only``: these labels' runs
     alone (a share of the work for one machine; the runs files of several are concatenated).
     ``families``: the spaces of these families alone (runs for a question about them, such as
-    ``seed_bootstrap.py --by-family``'s; a report needs every space's). ``batch``: label ->
+    ``seed_bootstrap.py --by-family``'s; a report needs every space's). ``batch_of``: label ->
     configs asked for at a time, for the labels that ask for more than one (``batches``)."""
-    batch = batch or {}
+    batch_of = batch_of or {}
     target = out / "runs.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
@@ -131,10 +131,10 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
         family_of = {entry.name: entry.family for entry in corpus.entries(manifest)}
         names = [name for name in names if family_of[name] in families]
     elsewhere = same_kernel_elsewhere(spaces)
-    tasks = [(str(manifest), name, label, strategy, options, seed, budget, (), batch.get(label, 1))
+    tasks = [(str(manifest), name, label, strategy, options, seed, budget, (), batch_of.get(label, 1))
              for name in names for label, (strategy, options) in labels.items() for seed in range(seeds)]
     tasks += [(str(manifest), name, f"{label} + store", *labels[label], seed, budget, tuple(elsewhere[name]),
-               batch.get(label, 1))
+               batch_of.get(label, 1))
               for name in names if elsewhere[name] for label in transfer for seed in range(seeds)]
     if only:
         tasks = [task for task in tasks if task[2] in only]
@@ -168,7 +168,7 @@ def replay_missing(tasks: Sequence[tuple], target: Path, done: set, jobs: int, s
 
 
 def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, seeds: int,
-               batch: dict[str, int] | None = None) -> None:
+               batch_of: dict[str, int] | None = None) -> None:
     """Replay each tunekit label on the corpus's largest space, one tuning at a time in this
     process, and write the CPU time per proposed config to ``out/timing.json``: the cost the
     design limit (``MAX_MS_PER_CONFIG``) is judged by. In the protocol's parallel replays the
@@ -177,8 +177,8 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     them rather than on whichever label was timed then, after one untimed tuning that warms the
     process (its first tuning paid for more than the others: 17.0 ms against 13.1-14.4). The wall
     time per config is written beside it (``wall_seconds_per_config``): where a library's threads
-    ran, the CPU time would exceed it. ``batch``: as ``replay_all``'s."""
-    batch = batch or {}
+    ran, the CPU time would exceed it. ``batch_of``: as ``replay_all``'s."""
+    batch_of = batch_of or {}
     spaces = _spaces(str(manifest))
     largest = max(spaces, key=lambda name: len(spaces[name]))
     timing: dict[str, list[float]] = {}
@@ -186,11 +186,11 @@ def time_alone(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     timed = {label: made for label, made in labels.items() if not is_kernel_tuner(made[0])}
     if timed:
         label, (strategy, options) = next(iter(timed.items()))
-        _tuning(str(manifest), largest, label, strategy, options, seeds, 200, batch=batch.get(label, 1))
+        _tuning(str(manifest), largest, label, strategy, options, seeds, 200, batch=batch_of.get(label, 1))
     for seed in range(seeds):
         for label, (strategy, options) in timed.items():
             started = time.perf_counter()
-            line = _tuning(str(manifest), largest, label, strategy, options, seed, 200, batch=batch.get(label, 1))
+            line = _tuning(str(manifest), largest, label, strategy, options, seed, 200, batch=batch_of.get(label, 1))
             configs = max(1, len(line["times_ms"]))
             wall.setdefault(label, []).append((time.perf_counter() - started) / configs)
             timing.setdefault(label, []).append(line["cpu_seconds"] / configs)
@@ -434,14 +434,14 @@ def main() -> None:
             if family not in known:
                 parser.error(f"--family {family!r}: not a family of {args.corpus} ({', '.join(sorted(known))})")
     try:
-        batch = batches(designs)
+        batch_of = batches(designs)
     except ValueError as error:
         parser.error(f"--designs {args.designs}: {error}")
     if args.time_alone:
-        time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone, batch)
+        time_alone(args.corpus, contenders(designs, baselines), args.out, args.time_alone, batch_of)
     if not args.report_only:
         replay_all(args.corpus, contenders(designs, baselines), args.out, args.seeds, args.budget, args.jobs,
-                   args.stop_after, args.transfer, args.only, args.family, batch=batch)
+                   args.stop_after, args.transfer, args.only, args.family, batch_of=batch_of)
     if args.replay_only:
         return
     text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)

@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from leave_family_out import _spaces, contenders, replay_missing  # noqa: E402
+from leave_family_out import _spaces, batches, contenders, replay_missing  # noqa: E402
 from learned_search import Table, as_run, fmt, geomean, markdown, read_runs  # noqa: E402
 
 from tunekit.kerneltuner import is_kernel_tuner  # noqa: E402
@@ -93,10 +93,14 @@ def main() -> None:
         parser.error(f"--baseline {', '.join(unknown)}: not a strategy ({', '.join(sorted(strategies))})")
     args.space = list(dict.fromkeys(args.space))
     labels = contenders(designs, args.baseline)
+    try:
+        batch_of = batches(designs)
+    except ValueError as error:
+        parser.error(f"--designs {args.designs}: {error}")
     target = args.out / "runs.jsonl.gz"
     args.out.mkdir(parents=True, exist_ok=True)
     done = {(r["space"], r["strategy"], r["seed"], r["budget"]) for r in read_runs(target, repair=True)}
-    tasks = [(args.corpus, name, label, strategy, options, seed, args.budget)
+    tasks = [(args.corpus, name, label, strategy, options, seed, args.budget, (), batch_of.get(label, 1))
              for name in args.space for label, (strategy, options) in labels.items() for seed in range(args.seeds)]
     replay_missing(tasks, target, done, args.jobs, None)
     rows = [r for r in read_runs(target) if r["seed"] < args.seeds and r["strategy"] in labels]

@@ -1,8 +1,10 @@
 """A fingerprint of the proposals of every strategy, for changes that must only save work: the
 times 44 replayed tunings measure, in order, on four spaces of the corpus (its largest and three
 H200 GEMM and convolution spaces): `default`, `lfbo`, `optuna`, `optuna-gp` and `rf`, 2 seeds each
-(budget 120, `optuna-gp` 60), and `default` with the store on two of them. Run it with two
-tunekits (``PYTHONPATH=SITE`` puts another installed one first) and compare the digests; ``--out``
+(budget 120, `optuna-gp` 60), and `default` with the store on two of them. A second digest covers
+asks of several configs, which those replays never make: `default` asking for 32 at a time (as a
+live tuning on a 16-core host asks) on the three GEMM and convolution spaces, 2 seeds, and with the
+store on two of them. Run it with two tunekits (``PYTHONPATH=SITE`` puts another installed one first) and compare the digests; ``--out``
 keeps every tuning's times, and ``--against`` names the tunings whose times differ from another
 run's ``--out`` file.
 
@@ -49,14 +51,35 @@ def fingerprint() -> dict[str, list]:
     return times
 
 
+def batch_fingerprint(batch: int = 32) -> dict[str, list]:
+    """label -> the times one tuning of ``default`` measured asking for ``batch`` configs at a time."""
+    spaces = _spaces(CORPUS)
+    elsewhere = same_kernel_elsewhere(spaces)
+    times = {}
+    for space in SPACES:
+        for seed in (0, 1):
+            times[f"{space}|default at {batch}|{seed}"] = _tuning(CORPUS, space, "default", "default", "{}", seed, 120,
+                                                                  batch=batch)["times_ms"]
+    for space in SPACES[:2]:
+        for seed in (0, 1):
+            times[f"{space}|default at {batch} with the store|{seed}"] = _tuning(
+                CORPUS, space, "default", "default", "{}", seed, 120, tuple(elsewhere[space]), batch)["times_ms"]
+    return times
+
+
+def digest_of(times: dict[str, list]) -> str:
+    return hashlib.sha256(json.dumps(times, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--against", type=Path, help="another run's --out file: the tunings whose times differ")
     args = parser.parse_args()
-    times = fingerprint()
-    digest = hashlib.sha256(json.dumps(times, sort_keys=True).encode()).hexdigest()[:16]
-    print(f"{len(times)} tunings, tunekit {tunekit.__file__}: {digest}")
+    times, batched = fingerprint(), batch_fingerprint()
+    print(f"{len(times)} tunings, tunekit {tunekit.__file__}: {digest_of(times)}")
+    print(f"{len(batched)} tunings asking for 32 configs at a time: {digest_of(batched)}")
+    times.update(batched)
     if args.out:
         args.out.write_text(json.dumps(times, sort_keys=True) + "\n")
     if args.against:

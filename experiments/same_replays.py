@@ -48,6 +48,10 @@ def main() -> None:
         transfer[WITHOUT] = (designs[args.base]["strategy"], json.dumps(designs[args.base]["options"]))
     labels = {**contenders(designs, sorted({label.removesuffix(stored) for _, label, _ in picked
                                             if label not in transfer})), **transfer}
+    try:
+        batch_of = batches(designs)
+    except ValueError as error:
+        parser.error(f"--designs {args.designs}: {error}")
     elsewhere = same_kernel_elsewhere(_spaces(str(args.corpus)))
     same = 0
     for space, label, seed in sorted(picked):
@@ -59,7 +63,7 @@ def main() -> None:
         history = tuple(elsewhere[space]) if with_store else ()
         design = label.removesuffix(stored)
         again = _tuning(str(args.corpus), space, label, *labels[design], seed, run["budget"], history,
-                        batches(designs).get(design, 1))
+                        batch_of.get(design, 1))
         match = again["times_ms"] == run["times_ms"]
         same += match
         print(f"{space} {label} seed {seed}: {'the same' if match else 'DIFFERENT'} "

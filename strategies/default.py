@@ -131,7 +131,7 @@ fold chose what shipped before there (on 5 seeds every fold had chosen it, 3 of 
 such stores hold few configs measured at every shape (none for two of the GEMM kernels).
 
 Every choice above was judged on replays that ask for one config at a time. A live tuning on a
-GPU asks for two configs per compile worker (32 on a 16-core host), and took them from one
+GPU asks for two configs per compile worker (32 with 16 or more CPUs), and took them from one
 ranking of the forest: replayed so, what ships scored 92.0 % of runs within 2 % and 1.112 / 1.052
 / 1.008 after 20 / 50 / 200 evaluations, against 96.4 % and 1.093 / 1.027 / 1.004 one at a time
 (``experiments/results/batch-asks/``, corpus v2, 20 seeds). Refitting between the picks of an
@@ -343,7 +343,10 @@ class DefaultSearch(ForestSearch):
             near-duplicates of each other. Asked for one config at a time, as the protocol's
             replays ask, nothing is pending and it changes nothing. Replayed at batches of 32 on
             every space of corpus v2 (20 seeds), every fold leaving a family out chose it
-            (``experiments/results/batch-asks/``).
+            (``experiments/results/batch-asks/``). The made-up trials go at the next ask, but the
+            forest fit last, which saw them, serves that ask's early stop and the order of its
+            local proposals until it refits (and the trees ``refit_trees`` keeps learnt from
+            them); the failure forest takes them for configs that ran. So it was replayed.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -665,7 +668,8 @@ class DefaultSearch(ForestSearch):
     def _training_trials(self) -> list[Trial]:
         """With a prior, this key's trials (measured now or stored) alone: the other keys speak
         through the prior's feature, only as far as this key's trials agree. Until one of them
-        ran, every trial of the kernel."""
+        ran, every trial of the kernel. With ``believer``, this ask's pending picks too, at their
+        predicted times (``_lies``)."""
         if self._prior is None:
             return self._trials + self._lies
         here = self._stored_here + self._here

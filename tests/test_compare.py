@@ -323,14 +323,16 @@ def test_replay_search_asks_in_batches_and_tells_each_batch_at_once(tmp_path):
 
 
 def test_compare_batch_asks_each_strategy_in_batches_and_refuses_kernel_tuner_s(tmp_path, capsys):
-    """``tunekit compare --batch 3``: the tunings ask for 3 configs at a time (``exhaustive`` in
-    the file's order measures the same times either way; ``default``'s forest picks differ from
-    one config at a time); Kernel Tuner's strategies, which ask for one, and a batch of 0 are
-    refused with the reason."""
+    """``run_comparison(batch=8)`` replays ``default`` asking for 8 configs at a time, as
+    ``replay`` does (on a recorded gemv space its proposals differ from one at a time), and
+    ``tunekit compare --batch 3`` says so in its report; Kernel Tuner's strategies, which ask for
+    one, and a batch of 0 are refused with the reason."""
+    recorded = Path(__file__).resolve().parents[1] / "experiments" / "corpus" / "h200-heldout" / "gemv-lm_head_128k.json.gz"
+    one, batched = (run_comparison([recorded], ["default"], seeds=1, budget=40, batch=batch) for batch in (1, 8))
+    assert batched.batch == 8
+    assert list(batched.runs[0].times_ms) == list(replay(read_space(recorded), "default", 0, 40, batch=8).times_ms)
+    assert list(batched.runs[0].times_ms) != list(one.runs[0].times_ms)
     space = hand_space(tmp_path / "hand.json", times=tuple(float(t) for t in range(12, 0, -1)))
-    batched = run_comparison([space], ["exhaustive"], seeds=1, budget=7, batch=3)
-    assert list(batched.runs[0].times_ms) == list(run_comparison([space], ["exhaustive"], seeds=1, budget=7).runs[0]
-                                                  .times_ms)
     out = tmp_path / "out"
     assert main(["compare", "--space", str(space), "--strategy", "random", "--seeds", "2", "--budget", "6",
                  "--batch", "3", "--out", str(out)]) == 0

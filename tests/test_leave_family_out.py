@@ -415,7 +415,7 @@ def test_time_alone_times_the_designs_in_turns_seed_by_seed(protocol, monkeypatc
     monkeypatch.setattr(protocol, "_tuning", fake_tuning)
     monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"small": [0] * 3, "large": [0] * 9})
     labels = {"a": ("default", "{}"), "b": ("random", "{}"), "kt": ("kt:genetic_algorithm", "{}")}
-    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3, batch={"a": 32})  # "a" asks for 32 at a time
+    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3, batch_of={"a": 32})  # "a" asks for 32 at a time
     assert calls == [("large", "a", 3, 32)] + [("large", label, seed, 32 if label == "a" else 1)
                                                for seed in range(3) for label in ("a", "b")]
     timing = json.loads((tmp_path / "timing.json").read_text())
@@ -803,14 +803,24 @@ def test_measured_store_holds_only_what_the_other_shapes_tunings_measured(experi
 
 
 def test_a_design_may_ask_in_batches(protocol, monkeypatch, tmp_path, capsys):
-    """A design's ``"batch"`` reaches its replays (``batches``); the baselines and the designs
-    without one ask for one config at a time. A batch that is not an int of at least 1, or one
+    """A design's ``"batch"`` reaches its replays (``batches``, then each of ``replay_all``'s
+    tasks, with the store too); the baselines and the designs without one ask for one config at a
+    time. A batch that is not an int of at least 1, or one
     given to a Kernel Tuner strategy, is refused before any replay, naming the design."""
     import json
 
     assert protocol.batches({"one": {"strategy": "default"}, "many": {"strategy": "default", "batch": 8}}) == {"many": 8}
+    # replay_all gives each task its label's batch, with the store too
+    manifest = write_manifest(tmp_path, {"a1": "A", "a2": "A"})
+    monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"a1": [0] * 3, "a2": [0] * 4})
+    monkeypatch.setattr(protocol, "same_kernel_elsewhere", lambda spaces: {"a1": ["a2"], "a2": ["a1"]})
+    tasks = []
+    monkeypatch.setattr(protocol, "replay_missing", lambda found, *rest: tasks.extend(found))
+    protocol.replay_all(manifest, {"d": ("default", "{}"), "e": ("default", "{}")}, tmp_path / "out", 1, 5, 1, None,
+                        transfer=["d"], batch_of={"d": 8})
+    assert sorted((task[2], task[-1]) for task in tasks) == [("d", 8)] * 2 + [("d + store", 8)] * 2 + [("e", 1)] * 2
     replayed = []
-    monkeypatch.setattr(protocol, "replay_all", lambda *args, **kwargs: replayed.append(kwargs["batch"]))
+    monkeypatch.setattr(protocol, "replay_all", lambda *args, **kwargs: replayed.append(kwargs["batch_of"]))
     designs = tmp_path / "designs.json"
     designs.write_text(json.dumps({"d": {"strategy": "default", "batch": 8}, "e": {"strategy": "default"}}))
     monkeypatch.setattr(sys, "argv", ["leave_family_out.py", "--designs", str(designs), "--out", str(tmp_path / "o"),

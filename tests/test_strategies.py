@@ -366,6 +366,42 @@ class TestBeliever:
         assert [config for config, _ in fits[7][1]] == found[5:12]
         assert all(0 < time < float("inf") for _, lies in fits for _, time in lies)
 
+    @pytest.mark.parametrize("with_store", [False, True])
+    def test_every_pending_pick_is_told_at_the_forest_s_predicted_time(self, with_store):
+        """With local, random and GP turns on, and with the store (the prior's branch of the
+        training trials) or without: each refit trains on every config its ask picked before it
+        (its own, the neighbours', the GP's), each at the time the forest predicted for it then,
+        but the tuning's first fit, before which no forest predicts (its ask's neighbours are not
+        told to it)."""
+        from tunekit.testing.strategies import toy_trial
+
+        told, predicted = [], []
+
+        class Recording(DefaultSearch):
+            def _believe_pending(self):
+                before = len(self._lies)
+                super()._believe_pending()
+                for lie in self._lies[before:]:
+                    index = self.context.space.index(lie.config)
+                    features = self._model.features_of_encoded(self._encoded[[index]], self.context.key)
+                    predicted.append((lie.time_ms, float(np.exp(self._model.per_tree_log(features).mean()))))
+
+            def _fit(self):
+                picked = [self._configs[i] for i in np.flatnonzero(self._tried & ~self._tried_before_ask)]
+                training = [t.config for t in self._training_trials()]
+                told.append((len(picked), self._model is None, all(config in training for config in picked)))
+                super()._fit()
+
+        history = history_at_another_key(toy_space().configs()[:12]) if with_store else ()
+        strategy = Recording(initial=5, min_evals=10**6, gp_fraction=0.5)
+        found = run_at_a_new_key(strategy, history, toy_trial, 5 + 16 + 16, batch=16)
+        assert len(found) == 37
+        assert predicted and all(time == pytest.approx(expected) for time, expected in predicted)
+        assert told[0][:2] == (3, True)  # the first fit: 3 neighbours picked, no forest to predict them
+        assert all(seen for _, first, seen in told[1:]) and not any(first for _, first, _ in told[1:])
+        assert max(pending for pending, _, _ in told) >= 10
+        assert strategy._gp is not None  # the GP had turns, whose picks were told too
+
     def test_a_believer_that_is_not_a_bool_is_refused(self):
         with pytest.raises(ValueError, match="believer='yes'"):
             drive(DefaultSearch(believer="yes"), toy_space(), evals=2)

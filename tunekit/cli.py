@@ -673,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "other shapes (leave one shape out)")
     compare.add_argument("--batch", type=_at_least_one("configs asked for at a time"), default=1,
                          help="configs each tunekit strategy is asked for at a time, its trials told together "
-                              "(default 1; a live tuning on a GPU asks for two per compile worker)")
+                              "(default 1; a live tuning on a GPU asks a learning strategy for two per compile worker)")
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                          help="a progress bar on stderr (default: on a terminal)")

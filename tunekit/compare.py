@@ -73,8 +73,9 @@ def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, 
     recorded spaces, or what earlier tunings measured), with every step's trial: which configs it
     measured, not only their times. Kernel Tuner's strategies (``kt:``) take no store: ``replay``.
     ``batch``: configs asked for at a time, the strategy told their trials together. 1 by
-    default, which the protocol's replays use; a live tuning on a GPU asks for two per compile
-    worker (``tunekit.session``), up to 32."""
+    default, which the protocol's replays use; a live tuning on a GPU asks a strategy that learns
+    from its trials for two per compile worker (``tunekit.session``: 32 where 16 or more CPUs are
+    usable, unless ``compile_workers`` is set), one that does not for 16 per worker."""
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):
         raise ValueError(f"replay_search({strategy!r}): Kernel Tuner's strategies are replayed by replay(), "
                          "without a store")
@@ -150,7 +151,8 @@ def run_comparison(
     ``transfer``: each tuning starts with the store holding the other given spaces of the same
     kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it.
     ``batch``: configs each tunekit strategy is asked for at a time (``replay_search``; a live
-    tuning on a GPU asks for two per compile worker); Kernel Tuner's strategies ask for one.
+    tuning on a GPU asks a learning strategy for two per compile worker); Kernel Tuner's
+    strategies ask for one.
     ``progress``: a progress bar on stderr (tqdm): True always, None where stderr is a terminal."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
@@ -484,7 +486,8 @@ def report(comparison: Comparison, command: str = "") -> str:
               "the same for every row; `-` for a single seed).", ""]
     if comparison.batch != 1:
         lines += [f"Each strategy was asked for {comparison.batch} configs at a time and told their trials together, "
-                  "as a live tuning on a GPU asks for two per compile worker (without a batch, one at a time).", ""]
+                  "as a live tuning on a GPU asks a learning strategy for two per compile worker (without a batch, "
+                  "one at a time).", ""]
     short = short_budgets(comparison)
     if short:
         lines += [f"**Warning:** {short_budget_warning(short)}.", ""]
