@@ -50,7 +50,8 @@ STORED = "stored configs"
 
 
 def _line(space: str, label: str, seed: int, budget: int, store: str, steps: list, cpu_seconds: float) -> dict:
-    """A runs.jsonl.gz line, as ``leave_family_out._tuning`` writes it, and which store it had."""
+    """A runs.jsonl.gz line, as ``leave_family_out._tuning`` writes it (one config asked at a
+    time: no ``"batch"``, which readers take as 1), and which store it had."""
     times = [step.trial.time_ms for step in steps]
     return {"space": space, "strategy": label, "seed": seed, "budget": budget, "store": store,
             "times_ms": [t if math.isfinite(t) else None for t in times],

@@ -3,14 +3,15 @@ times 44 replayed tunings measure, in order, on four spaces of the corpus (its l
 H200 GEMM and convolution spaces): `default`, `lfbo`, `optuna`, `optuna-gp` and `rf`, 2 seeds each
 (budget 120, `optuna-gp` 60), and `default` with the store on two of them. A second digest covers
 asks of several configs, which those replays never make: `default` asking for 32 at a time (as a
-live tuning on a 16-core host asks) on the three GEMM and convolution spaces, 2 seeds, and with the
-store on two of them. Run it with two tunekits (``PYTHONPATH=SITE`` puts another installed one first) and compare the digests; ``--out``
-keeps every tuning's times, and ``--against`` names the tunings whose times differ from another
-run's ``--out`` file.
+live tuning with 16 or more CPUs asks) on the three GEMM and convolution spaces, 2 seeds, and with
+the store on two of them. Run it with two tunekits (``PYTHONPATH=SITE`` puts another installed one
+first) and compare the digests; ``--out`` keeps every tuning's times, and ``--against`` names the
+tunings whose times differ from another run's ``--out`` file (one written before the second
+digest existed lacks its 10 tunings: "in one file only").
 
     python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json]
 
-About a minute on one core alone.
+A minute or two on one core alone.
 """
 
 from __future__ import annotations

@@ -62,8 +62,11 @@ def main() -> None:
         with_store = label.endswith(stored) or (label in transfer and label != WITHOUT)
         history = tuple(elsewhere[space]) if with_store else ()
         design = label.removesuffix(stored)
-        again = _tuning(str(args.corpus), space, label, *labels[design], seed, run["budget"], history,
-                        batch_of.get(design, 1))
+        batch = batch_of.get(design, 1)
+        if run.get("batch", batch) != batch:  # lines written before runs recorded their batch have none
+            print(f"{space} {label} seed {seed}: recorded asking for {run['batch']} at a time, replayed as "
+                  f"{args.designs} says, {batch}")
+        again = _tuning(str(args.corpus), space, label, *labels[design], seed, run["budget"], history, batch)
         match = again["times_ms"] == run["times_ms"]
         same += match
         print(f"{space} {label} seed {seed}: {'the same' if match else 'DIFFERENT'} "

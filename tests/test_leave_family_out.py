@@ -855,3 +855,4 @@ def test_a_batch_replay_is_the_tuning_asked_in_batches(protocol, tmp_path):
     assert one["times_ms"] == replay(recorded, "default", 0, 40).times_ms.tolist()
     assert batched["times_ms"][:10] == one["times_ms"][:10]
     assert batched["times_ms"] != one["times_ms"]
+    assert (batched["batch"], one["batch"]) == (32, 1)  # each runs line says how it asked
