@@ -417,9 +417,9 @@ class DefaultSearch(ForestSearch):
         self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
         self._prior_ranking = np.empty(0, dtype=int)  # every config, by the prior's prediction, best first
         self._prior_failing = np.zeros(len(self._configs), dtype=bool)
-        self._lies: list[Trial] = []  # this ask's earlier picks, at the forest's predicted time (believer)
+        self._lies: list[Trial] = []  # the pending configs, at the forest's predicted time (believer)
         self._lied: set[int] = set()  # the configs of _lies, and those the forest gave no finite time
-        self._tried_before_ask = self._tried.copy()
+        self._told = np.zeros(len(self._configs), dtype=bool)  # configs whose trials were told
         here = context.key
         self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
         if self._learned_elsewhere:
@@ -520,16 +520,18 @@ class DefaultSearch(ForestSearch):
 
     def ask(self, n: int) -> list[Config]:
         n = n if self.top_k is None else min(n, self.top_k)
-        self._lies, self._lied = [], set()  # the last ask's configs were measured (or cut off) since
-        self._tried_before_ask = self._tried.copy()
+        self._lies, self._lied = [], set()  # made up again for what is pending now, with the latest fit
+        turn = self._turns_taken()
         if not self._learned_elsewhere and len(self._here) < self.initial:
-            count = min(n, self.initial - len(self._here))
+            # the initial design; asked for more while it is pending (a tuning that keeps several
+            # configs in flight), nothing can be learned yet: the design spreads further
+            count = min(n, self.initial - turn) if turn < self.initial else n
             if self.initial_design == "random":
                 return self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
             return self._spread(count)
         warm_order = self._warm_order() if self._prior is not None else []
-        if len(self._here) < len(warm_order):
-            order = warm_order[len(self._here):]
+        if turn < len(warm_order):
+            order = warm_order[turn:]
             if not self.warm_interleaved:  # an ask stops where the warm start ends
                 order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
             suggested = self._prior_ranking[:self.warm_start]
@@ -550,13 +552,18 @@ class DefaultSearch(ForestSearch):
         rest = n - len(local) - len(drawn)
         return local + drawn + (self._ranked(rest) if rest > 0 else [])
 
+    def _turns_taken(self) -> int:
+        """Configs proposed so far: those told (this tuning's trials) and those pending."""
+        return len(self._here) + int((self._tried & ~self._told).sum())
+
     def _local_and_random(self, n: int) -> tuple[list[Config], list[Config]]:
         """The local proposals and the random configs among the next ``n`` turns: each share's
         turns by ``due_turns``. A turn both come due on is local; where the local proposals leave
         turns unfilled (nothing open near the best), random configs take them, at most as many as
         the turns both came due on. ``ask`` gives the turns left to the forest's ranking."""
-        local_due = due_turns(len(self._here), n, self.local_fraction)
-        random_due = due_turns(len(self._here), n, self.random_fraction)
+        turn = self._turns_taken()
+        local_due = due_turns(turn, n, self.local_fraction)
+        random_due = due_turns(turn, n, self.random_fraction)
         local = self._neighbours_of_best(int(local_due.sum()))
         unfilled = int(local_due.sum()) - len(local)
         drawn = self._random_untried(int((random_due & ~local_due).sum())
@@ -605,7 +612,7 @@ class DefaultSearch(ForestSearch):
         propose their near-duplicates. Nothing before the forest's first fit."""
         if self._model is None or not any(t.ok for t in self._here):
             return
-        new = [int(i) for i in np.flatnonzero(self._tried & ~self._tried_before_ask) if int(i) not in self._lied]
+        new = [int(i) for i in np.flatnonzero(self._tried & ~self._told) if int(i) not in self._lied]
         if not new:
             return
         features = self._model.features_of_encoded(self._encoded[new], self.context.key)
@@ -653,6 +660,10 @@ class DefaultSearch(ForestSearch):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)
+        for trial in trials:
+            index = self.context.space.index(trial.config)
+            if index is not None:
+                self._told[index] = True
         if self._gp is not None:
             self._gp.tell(trials)
 

@@ -289,10 +289,11 @@ def test_replay_search_gives_every_measured_trial_and_hands_the_stored_trials_to
     assert seen == [tuple(stored)]
 
 
-def test_replay_search_asks_in_batches_and_tells_each_batch_at_once(tmp_path):
-    """``replay_search(batch=B)`` asks the strategy for B configs at a time, as a live tuning asks
-    two per compile worker, and tells it their trials together; a batch of 1 is the replays'
-    one at a time. A batch under 1, or one given to Kernel Tuner's strategies, is refused."""
+def test_replay_search_keeps_a_batch_in_flight_and_tells_each_trial_as_it_comes(tmp_path):
+    """``replay_search(batch=B)`` asks the strategy for B configs, then tells it each trial as it
+    comes and asks for one more, so that B - 1 are pending at every later ask, as a live tuning
+    keeps its compile workers busy; the asks stop where the budget is spent. A batch of 1 is the
+    replays' one at a time. A batch under 1, or one given to Kernel Tuner's strategies, is refused."""
     from tunekit.compare import replay_search
     from tunekit.strategies import Exhaustive
 
@@ -301,7 +302,7 @@ def test_replay_search_asks_in_batches_and_tells_each_batch_at_once(tmp_path):
 
     class Recording(Exhaustive):
         def ask(self, n):
-            asks.append(n)
+            asks.append((n, sum(tells)))  # configs asked for, trials told before
             return super().ask(n)
 
         def tell(self, trials):
@@ -309,12 +310,12 @@ def test_replay_search_asks_in_batches_and_tells_each_batch_at_once(tmp_path):
             super().tell(trials)
 
     result = replay_search(space, Recording(), seed=0, evals=7, batch=3)
-    assert asks == [3, 3, 1]  # the last ask is cut to the budget left
-    assert tells == [3, 3, 1]
+    assert asks == [(3, 0), (1, 1), (1, 2), (1, 3), (1, 4)]  # 2 pending at each; 7 asked: the budget
+    assert tells == [1] * 7
     assert [step.trial.time_ms for step in result.steps] == list(replay(space, "exhaustive", seed=0, evals=7).times_ms)
     asks.clear()
     replay_search(space, Recording(), seed=0, evals=3)
-    assert asks == [1, 1, 1]
+    assert [n for n, _ in asks] == [1, 1, 1]
     for batch in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match="batch"):
             replay_search(space, "random", seed=0, evals=3, batch=batch)

@@ -170,3 +170,35 @@ def test_a_fork_that_fails_leaves_the_compiles_to_threads(monkeypatch):
         pool.close()
     assert sorted(results) == [0, 1, 2] and {r.status for r in results.values()} == {Status.OK}
     assert pool.started == 0
+
+
+def test_jobs_given_as_results_are_taken_join_the_round(monkeypatch):
+    """``as_completed(more=...)``, as a tuning that asks for a config as each trial comes: a job
+    given after each of the first 3 results is compiled in the same round, indexed after the
+    others, and each was asked for only once a result was taken before it (compiled here in
+    threads: ``os.fork`` fails, as in the test above)."""
+    from tunekit.compiler import CompileResult, kernel_token
+
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    token = kernel_token(no_fork)
+    taken, given_after = [], []
+
+    def more():
+        if len(given_after) < 3 and len(given_after) < len(taken):
+            given_after.append(len(taken))
+            return [CompileJob(token, None, (), {"BLOCK": 10 + len(given_after)})]
+        return []
+
+    pool = CompilePool(workers=2)
+    try:
+        for index, result in pool.as_completed([CompileJob(token, None, (), {"BLOCK": b}) for b in (1, 2)],
+                                               local=lambda index: CompileResult(Status.OK, 0.0), more=more):
+            taken.append(index)
+    finally:
+        pool.close()
+    assert sorted(taken) == [0, 1, 2, 3, 4]
+    assert len(given_after) == 3 and all(after >= k + 1 for k, after in enumerate(given_after))
+    assert taken.index(2) >= given_after[0] and taken.index(4) >= given_after[2]

@@ -293,13 +293,16 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
         assert len(found) == 45 and len(drawn) == 40 // 4  # a quarter of the 40 proposals after the start
         assert len({config_json(c) for c in found}) == 45  # never one tried before
 
-    @pytest.mark.parametrize("batch", [1, 8])
+    @pytest.mark.parametrize("batch, local, random", [(1, 8, 4), (8, 7, 3)])
     @pytest.mark.parametrize("neighbours_open", [True, False])
-    def test_a_turn_due_to_both_shares_is_local_at_any_batch_size(self, batch, neighbours_open):
+    def test_a_turn_due_to_both_shares_is_local_at_any_batch_size(self, batch, local, random, neighbours_open):
         """At the default shares every random turn (a tenth) is a local turn (a fifth); it goes to
         the local proposals, and to a random config only where no neighbour is open. GPU
-        tunings, which ask in batches, drew their tenth at random besides the local fifth, which
-        no replay (asking one at a time) measured."""
+        tunings, which keep several configs in flight, drew their tenth at random besides the
+        local fifth, which no replay (asking one at a time) measured. One at a time the start is
+        5 configs, so local turns are 9, 14, ..., 44 and random ones 9, 19, 29 and 39; with 8 in
+        flight the start spreads on while its configs are pending (turns 0 to 11): local turns
+        are 14, ..., 44 and random ones 19, 29 and 39."""
         asked = {"local": 0, "random": 0}
 
         class Counting(DefaultSearch):
@@ -314,8 +317,8 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
         found = drive(Counting(initial=5, min_evals=10**6, local_fraction=0.2, random_fraction=0.1), toy_space(),
                       evals=45, seed=1, batch=batch)
         assert len(found) == 45
-        assert asked["local"] == 9 - 1  # due on turns 4, 9, ..., 44: those after the start (5 configs)
-        assert asked["random"] == (0 if neighbours_open else 4)  # turns 9, 19, 29 and 39
+        assert asked["local"] == local
+        assert asked["random"] == (0 if neighbours_open else random)
 
     @pytest.mark.parametrize("option", ["local_fraction", "random_fraction"])
     def test_a_share_outside_0_to_1_is_refused(self, option):
@@ -333,8 +336,9 @@ class TestDefaultSearchInterleavingRandomConfigs(StrategyConformance):
 
 
 class TestBeliever:
-    """``DefaultSearch(believer=True)``: in an ask of several configs the forest's picks are made
-    one at a time, each after a refit told the ask's earlier picks at their predicted times."""
+    """``DefaultSearch(believer=True)``: each forest pick is made after a refit told the configs
+    pending (asked for, not told yet: those in flight, and the ask's earlier picks) at their
+    predicted times."""
 
     @staticmethod
     def forest_only(**options):
@@ -347,7 +351,11 @@ class TestBeliever:
                 drive(DefaultSearch(initial=5, believer=False), toy_space(), evals=40, seed=seed, batch=1)
 
     @pytest.mark.parametrize("believer", [True, False])
-    def test_each_forest_pick_of_an_ask_refits_told_the_earlier_picks(self, believer):
+    def test_each_forest_pick_refits_told_the_configs_in_flight(self, believer):
+        """8 in flight, 5 to start: the start spreads on while its configs are pending (12
+        configs); each of the forest picks after it refits with the 7 configs pending, those
+        asked after the last trial told, at their predicted times, but the first, before which no
+        forest predicts; without the believer, with none."""
         fits = []  # per fit: this tuning's trials, and the pending picks it was told
 
         class Recording(DefaultSearch):
@@ -356,23 +364,24 @@ class TestBeliever:
                 super()._fit()
 
         strategy = Recording(**self.forest_only(believer=believer))
-        found = drive(strategy, toy_space(), evals=5 + 8 + 3, batch=8)
+        found = drive(strategy, toy_space(), evals=16, batch=8)
         assert len(found) == 16 and len(strategy._here) == 16  # the believed times never became trials
+        assert [here for here, _ in fits] == [5, 6, 7, 8]
         if not believer:
-            assert fits == [(5, []), (13, [])]  # one fit per ask: its 8 best-ranked configs
+            assert all(lies == [] for _, lies in fits)
             return
-        # the second ask (after the 5 of the start): 8 fits, each told the picks before it
-        assert [(here, len(lies)) for here, lies in fits] == [(5, n) for n in range(8)] + [(13, n) for n in range(3)]
-        assert [config for config, _ in fits[7][1]] == found[5:12]
+        assert fits[0][1] == []
+        for here, lies in fits[1:]:
+            assert sorted(config_json(c) for c, _ in lies) == sorted(config_json(c) for c in found[here:here + 7])
         assert all(0 < time < float("inf") for _, lies in fits for _, time in lies)
 
     @pytest.mark.parametrize("with_store", [False, True])
     def test_every_pending_pick_is_told_at_the_forest_s_predicted_time(self, with_store):
         """With local, random and GP turns on, and with the store (the prior's branch of the
-        training trials) or without: each refit trains on every config its ask picked before it
-        (its own, the neighbours', the GP's), each at the time the forest predicted for it then,
-        but the tuning's first fit, before which no forest predicts (its ask's neighbours are not
-        told to it)."""
+        training trials) or without, 16 in flight: each refit trains on every config pending (in
+        flight, and its ask's earlier picks: the forest's, the neighbours', the GP's), each at the
+        time the forest predicted for it then, but the tuning's first fit, before which no forest
+        predicts (the configs pending then are not told to it)."""
         from tunekit.testing.strategies import toy_trial
 
         told, predicted = [], []
@@ -387,7 +396,7 @@ class TestBeliever:
                     predicted.append((lie.time_ms, float(np.exp(self._model.per_tree_log(features).mean()))))
 
             def _fit(self):
-                picked = [self._configs[i] for i in np.flatnonzero(self._tried & ~self._tried_before_ask)]
+                picked = [self._configs[i] for i in np.flatnonzero(self._tried & ~self._told)]
                 training = [t.config for t in self._training_trials()]
                 told.append((len(picked), self._model is None, all(config in training for config in picked)))
                 super()._fit()
@@ -397,7 +406,7 @@ class TestBeliever:
         found = run_at_a_new_key(strategy, history, toy_trial, 5 + 16 + 16, batch=16)
         assert len(found) == 37
         assert predicted and all(time == pytest.approx(expected) for time, expected in predicted)
-        assert told[0][:2] == (3, True)  # the first fit: 3 neighbours picked, no forest to predict them
+        assert told[0][0] > 0 and told[0][1]  # the first fit: configs pending, no forest to predict them
         assert all(seen for _, first, seen in told[1:]) and not any(first for _, first, _ in told[1:])
         assert max(pending for pending, _, _ in told) >= 10
         assert strategy._gp is not None  # the GP had turns, whose picks were told too

@@ -298,8 +298,12 @@ class CompilePool:
 
     def as_completed(self, jobs: Sequence[CompileJob | None], timeout: Timeout = None,
                      deadline: float | None = None, local: LocalCompile | None = None,
-                     start_workers: bool = True) -> Iterator[tuple[int, CompileResult]]:
+                     start_workers: bool = True,
+                     more: Callable[[], Sequence[CompileJob | None]] | None = None) -> Iterator[tuple[int, CompileResult]]:
         """Compile ``jobs`` in parallel, yielding ``(index, result)`` as each one finishes.
+        ``more()`` (if given) is asked for jobs to add before jobs are handed to workers, and so
+        after every result taken: a caller that asks for its next configs as results arrive keeps
+        the workers busy (their indices follow the earlier jobs').
 
         Workers are forked as needed, never more than the jobs waiting, and each job goes to the
         first one free. ``local`` (if given) compiles in threads of this process the jobs that are
@@ -320,7 +324,7 @@ class CompilePool:
         round_ = _CompileRound(self, jobs, local)
         closes = self._closes
         try:
-            while round_.busy():
+            while round_.add(more() if more is not None else ()) or round_.busy():
                 check_stopped()  # the tuning waiting on this round was stopped (the process exits)
                 if self._closes != closes:  # closed under it (the process exits): the jobs left are left out
                     return
@@ -358,7 +362,7 @@ class _CompileRound:
     and those compiling in threads here (started at, by job index)."""
 
     def __init__(self, pool: CompilePool, jobs: Sequence[CompileJob | None], local: LocalCompile | None) -> None:
-        self.pool, self.jobs, self.local = pool, jobs, local
+        self.pool, self.jobs, self.local = pool, list(jobs), local
         self.pending = deque(range(len(jobs)))
         self.running: dict[Worker, tuple[int, float]] = {}
         self.threads: dict[int, tuple[Future[None], float]] = {}
@@ -366,6 +370,12 @@ class _CompileRound:
 
     def busy(self) -> bool:
         return bool(self.pending or self.running or self.threads)
+
+    def add(self, jobs: Sequence[CompileJob | None]) -> bool:
+        """Queue more jobs, indexed after those before; whether there were any."""
+        self.pending.extend(range(len(self.jobs), len(self.jobs) + len(jobs)))
+        self.jobs.extend(jobs)
+        return bool(jobs)
 
     def left(self) -> int:
         return len(self.pending) + len(self.running) + len(self.threads)

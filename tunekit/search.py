@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -24,8 +25,9 @@ from .trial import Source, Trial
 
 logger = logging.getLogger(__name__)
 
-#: evaluate(configs, deadline) yields (config, trial), trial None when the deadline came first.
-Evaluate = Callable[[list[Config], Deadline], Iterable[tuple[Config, "Trial | None"]]]
+#: evaluate(feed, deadline) takes configs from ``feed`` (a ``Feed``) and yields (config, trial) for
+#: each, trial None when the deadline came first.
+Evaluate = Callable[["Feed", Deadline], Iterable[tuple[Config, "Trial | None"]]]
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,11 @@ def run_search(
     """Drive ``strategy`` over ``context.space`` until the budget, the strategy or the space ends.
 
     ``known`` maps config ids to trials measured earlier (the store): such configs are told to
-    the strategy without an evaluation. ``on_trial`` sees every new trial as soon as it exists
-    (the tuning session commits it to the store there). The search stops at ``deadline``
-    (default: the budget's seconds on ``clock``), which a live tuning sets earlier than the
-    budget's end to leave time for re-timing the finalists.
+    the strategy without an evaluation. ``batch``: configs asked for and not yet told at any time
+    (``Search``). ``on_trial`` sees every new trial as soon as it exists (the tuning session
+    commits it to the store there). The search stops at ``deadline`` (default: the budget's
+    seconds on ``clock``), which a live tuning sets earlier than the budget's end to leave time
+    for re-timing the finalists.
     """
     search = Search(strategy, context, known=known, clock=clock, deadline=deadline, batch=batch, on_trial=on_trial)
     search.advance(evaluate)
@@ -83,21 +86,60 @@ def run_search(
 
 
 def check_batch(batch: object) -> int:
-    """``batch`` if it is an int of at least 1 (configs asked for at a time), else ``ValueError``
-    naming it (a bool is refused, though Python counts it an int)."""
+    """``batch`` if it is an int of at least 1 (configs asked for and not yet told at a time), else
+    ``ValueError`` naming it (a bool is refused, though Python counts it an int)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an int >= 1 (configs asked for at a time). Got {batch!r} instead.")
     return batch
 
 
+class Feed:
+    """The configs a search hands its evaluator, in the order asked: iterating takes them one at a
+    time, ``take()`` every one queued now. An evaluator yields each config's trial as soon as it
+    has it; the search tells the strategy and asks for the next config meanwhile, so a config
+    asked for while the evaluator works is in the feed when it takes again. The feed ends when
+    nothing is queued, or once the configs taken reach this ``advance``'s limit."""
+
+    def __init__(self, search: "Search", limit: int | None) -> None:
+        self._search = search
+        self._limit = limit  # configs this feed may hand out at most (a per-call limit left)
+
+    def take(self) -> list[Config]:
+        """Every config queued now, within the limit (none: nothing is queued now)."""
+        taken = []
+        while (config := self._next()) is not None:
+            taken.append(config)
+        return taken
+
+    def __iter__(self) -> Iterator[Config]:
+        while (config := self._next()) is not None:
+            yield config
+
+    def _next(self) -> Config | None:
+        search = self._search
+        if not search._queued or (self._limit is not None and self._limit <= 0):
+            return None
+        if self._limit is not None:
+            self._limit -= 1
+        search._in_flight += 1
+        return search._queued.popleft()
+
+
 class Search:
     """``run_search``'s loop, resumable: ``advance(evaluate, evaluations=k)`` measures at most k
     configs and returns, and the next ``advance`` goes on where it stopped (a tuning spread over
-    the calls of a kernel, ``Budget(per_call=k)``). The strategy is asked for the same batches as
-    in one uninterrupted search: what a batch holds beyond k waits for the next ``advance``, and
-    the strategy is told of a batch's configs as they are measured. ``first``: configs measured
-    before the strategy's, told to it like its own (as Optuna's ``enqueue_trial``): a tuning that
-    starts from a fallback config measures it, so its winner is never one it knew to be slower."""
+    the calls of a kernel, ``Budget(per_call=k)``).
+
+    ``batch`` configs are asked for and not yet told at any time: the first ask is for ``batch``;
+    then, as each trial comes, the strategy is told it and asked for one more. So a live tuning
+    keeps its compile workers busy while no config waits on a batch's slowest compile, and the
+    strategy learns from each trial as soon as it exists; a strategy that learns from pending
+    configs (``DefaultSearch``'s believer) is asked with ``batch - 1`` of them. A replay's
+    evaluator answers the configs in the order asked. A spread tuning asks and tells as one
+    uninterrupted search with a replay's evaluator does: what is queued beyond k waits for the
+    next ``advance``. ``first``: configs measured before the strategy's, told to it like its own
+    (as Optuna's ``enqueue_trial``): a tuning that starts from a fallback config measures it, so
+    its winner is never one it knew to be slower."""
 
     def __init__(self, strategy: Strategy, context: SearchContext, *, known: Mapping[str, Trial] | None = None,
                  clock: Clock | None = None, deadline: Deadline | None = None, batch: int = 1,
@@ -112,7 +154,9 @@ class Search:
         self._seen: set[str] = set()
         self._best = math.inf
         self._fruitless = 0
-        self._queued: list[Config] = []  # asked for, not measured yet
+        self._queued: deque[Config] = deque()  # asked for, not handed to the evaluator yet
+        self._in_flight = 0  # handed to the evaluator, not answered yet
+        self._strategy_ended: StopReason | None = None  # the strategy stopped; what it asked for is measured first
         self._first = list(first)
         self._started = False
 
@@ -141,12 +185,15 @@ class Search:
                 break
             if evaluations is not None and measured_now >= evaluations:
                 break
-            if not self._queued and not self._ask():
+            if not self._queued:
+                if self._strategy_ended is not None:
+                    result.stopped_because = self._strategy_ended
+                    break
+                self._ask()
                 continue
-            take = len(self._queued) if evaluations is None else evaluations - measured_now
-            configs, self._queued = self._queued[:take], self._queued[take:]
-            measured = []
-            for config, trial in evaluate(configs, deadline):
+            feed = Feed(self, None if evaluations is None else evaluations - measured_now)
+            for config, trial in evaluate(feed, deadline):
+                self._in_flight -= 1
                 if trial is None:  # the deadline came before this config
                     self._seen.discard(config_json(config))
                     continue
@@ -155,32 +202,40 @@ class Search:
                 self._best = min(self._best, trial.time_ms)
                 result.trials.append(trial)
                 result.steps.append(Step(result.evaluations, deadline.clock.seconds(), trial, self._best))
-                measured.append(trial)
                 if self.on_trial is not None:
                     self.on_trial(trial)
-            if measured:
-                self._timed(self.strategy.tell, measured)
+                self._timed(self.strategy.tell, [trial])
+                if not deadline.expired():
+                    self._ask()
+            self._in_flight = 0  # an evaluator that ended early (a stop) answers nothing more
         result.seconds = deadline.clock.seconds()
         return self.done
 
-    def _ask(self) -> bool:
-        """Ask the strategy for a batch; queue what is new, tell it what the store holds. False when
-        nothing new came (the search may have ended: ``stopped_because`` is then set)."""
+    def _ask(self) -> None:
+        """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told (no more
+        than the budget has evaluations left for); queue what is new, tell it what the store holds.
+        A strategy that proposes nothing has ended: what it asked for before is still measured."""
+        if self._strategy_ended is not None:
+            return
         budget, result = self.context.budget, self.result
+        waiting = len(self._queued) + self._in_flight
         left = budget.evals_left(result.evaluations)
-        proposals = self._timed(self.strategy.ask, self.batch if left is None else min(self.batch, left))
+        count = self.batch - waiting if left is None else min(self.batch, left) - waiting
+        if count < 1:
+            return
+        proposals = self._timed(self.strategy.ask, count)
         if not proposals:
-            result.stopped_because = StopReason.STRATEGY
-            return False
+            self._strategy_ended = StopReason.STRATEGY
+            return
+        queued = len(self._queued)
         self._enqueue(proposals)
-        if not self._queued:
-            self._fruitless += len(proposals)
-            if self._fruitless >= settings.DEFAULTS.max_fruitless_proposals:
-                logger.info("the strategy proposed nothing new %d times; stopping", self._fruitless)
-                result.stopped_because = StopReason.NO_NEW_PROPOSALS
-            return False
-        self._fruitless = 0
-        return True
+        if len(self._queued) > queued:
+            self._fruitless = 0
+            return
+        self._fruitless += len(proposals)
+        if self._fruitless >= settings.DEFAULTS.max_fruitless_proposals:
+            logger.info("the strategy proposed nothing new %d times; stopping", self._fruitless)
+            self._strategy_ended = StopReason.NO_NEW_PROPOSALS
 
     def _enqueue(self, proposals: Sequence[Config | Mapping]) -> None:
         """Queue the proposals that are new; tell the strategy at once of those the store holds."""

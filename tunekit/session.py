@@ -29,14 +29,14 @@ from .budget import Budget
 from .caller import warn_at_caller
 from .check import CheckCounts
 from .compat import active_target, aten_replaced
-from .compiler import CompileResult, compile_config, compile_job_for, unwrap_jit
+from .compiler import CompileJob, CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json, config_source, readable_repr
 from .deadline import Clock, Deadline, Stopwatch
 from .isolation import IsolatedRunner, IsolationError, kernel_address
 from .keys import TuningKey
 from .launch import Launch
 from .runner import LocalRunner
-from .search import Search, SearchResult, StopReason
+from .search import Feed, Search, SearchResult, StopReason
 from .service import service
 from .space import Space
 from .store import KernelIdentity, ResultsStore, new_run_id
@@ -181,8 +181,8 @@ class TuningSession:
             self.clock.start()
         runner, winner, ended = None, None, False
 
-        def evaluate(configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
-            return self._evaluate(configs, args, kwargs, deadline)
+        def evaluate(feed: Feed, deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
+            return self._evaluate(feed, args, kwargs, deadline)
 
         try:
             runner = self._runner = self._make_runner(args, kwargs, self._history)
@@ -444,20 +444,21 @@ class TuningSession:
             settings.DEFAULTS.run_timeout_factor, settings.DEFAULTS.run_timeout_floor)
         return self._active_deadline.cap(limit, floor=1.0)
 
-    def _evaluate(self, configs: list[Config], args: tuple, kwargs: dict,
+    def _evaluate(self, feed: Feed, args: tuple, kwargs: dict,
                   deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
-        """Compile ``configs`` in parallel (on a GPU) and time each one as soon as it is compiled,
-        while the others compile. Yields (config, trial), trial None for configs the deadline left
-        unmeasured."""
+        """Compile the configs of ``feed`` in parallel (on a GPU) and time each one as soon as it is
+        compiled, while the others compile; those the search asks for meanwhile join the compiles.
+        Yields (config, trial), trial None for configs the deadline left unmeasured."""
         assert self._runner is not None
-        compiled = self.compile(configs, args, kwargs, deadline)
+        configs: list[Config] = []  # taken from the feed so far, by compile index
+        compiled = self.compile(configs, feed.take, args, kwargs, deadline)
         try:
-            unanswered = set(range(len(configs)))
+            answered: set[int] = set()
             key = self.key
             for index, result in compiled:
                 check_stopped()  # a background tuning stopped (the process exits) ends here, between evaluations
                 config = configs[index]
-                unanswered.discard(index)
+                answered.add(index)
                 logger.debug("%s: compiled %s: %s in %.3f s", self.launch.kernel_name, config, result.status.value,
                              result.seconds)
                 if result.output:
@@ -469,9 +470,8 @@ class TuningSession:
                 if deadline.expired():
                     self._compiled_not_launched = self._compiled_not_launched or config
                     compiled.close()  # drops the compiles still queued: nothing will time them
-                    for left in sorted(unanswered | {index}):
-                        yield configs[left], None
-                    return
+                    answered.discard(index)
+                    break
                 trial = self._measure(config)
                 if trial.status is Status.TIMEOUT and deadline.expired():
                     yield config, None  # cut off by the deadline, not failed: a later tuning tries it again
@@ -479,8 +479,9 @@ class TuningSession:
                 if trial.ok and trial.bench_seconds:
                     self._bench_seconds_seen.append(trial.bench_seconds)
                 yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
-            for left in sorted(unanswered):  # the deadline stopped their compiles
-                yield configs[left], None
+            for left in range(len(configs)):  # the deadline stopped their compiles
+                if left not in answered:
+                    yield configs[left], None
         finally:  # a stop or an error: the compiles in flight are abandoned and the pool returned now
             compiled.close()
 
@@ -512,31 +513,48 @@ class TuningSession:
 
     # -- compiling ----------------------------------------------------------------------------
 
-    def compile(self, configs: list[Config], args: tuple, kwargs: dict,
-                 deadline: Deadline) -> Generator[tuple[int, CompileResult], None, None]:
-        """Yields (index, result) per config as each is compiled: in this process's threads at
-        once, and in the worker service's compile workers as they become ready; under the
-        interpreter nothing is compiled."""
+    def compile(self, configs: list[Config], more: Callable[[], list[Config]], args: tuple, kwargs: dict,
+                deadline: Deadline) -> Generator[tuple[int, CompileResult], None, None]:
+        """Yields (index into ``configs``, result) per config as each is compiled: in this
+        process's threads at once, and in the worker service's compile workers as they become
+        ready; under the interpreter nothing is compiled. ``more()`` gives the configs to compile
+        next, asked again whenever a result was taken; each is appended to ``configs``."""
+
+        def taken() -> list[Config]:
+            new = more()
+            configs.extend(new)
+            return new
+
         if settings.interpreting():
-            yield from ((i, CompileResult(Status.OK, 0.0)) for i in range(len(configs)))
+            while new := taken():
+                first = len(configs) - len(new)
+                for index in range(first, first + len(new)):
+                    yield index, CompileResult(Status.OK, 0.0)
             return
         target = active_target()
         jit = unwrap_jit(self.launch.fn)
-        calls = [self.launch.jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in configs]
         workers = self._workers()
-        jobs = [compile_job_for(jit, target, args, call) for call in calls] if workers > 1 else [None] * len(calls)
+        calls: list[dict] = []
+
+        def jobs_of(new: list[Config]) -> list[CompileJob | None]:
+            new_calls = [self.launch.jit_kwargs(args, dict(kwargs, **c.all_kwargs())) for c in new]
+            calls.extend(new_calls)
+            return [compile_job_for(jit, target, args, call) for call in new_calls] if workers > 1 else \
+                [None] * len(new_calls)
 
         def compile_here(index: int) -> CompileResult:
             return compile_config(jit, args, calls[index])
 
         timeout = self.options.compile_timeout if self.options.compile_timeout is not None else \
             self._adaptive_compile_timeout
+        jobs = jobs_of(taken())
         with service().compile_pool(workers) as pool:
             started = pool.started
             try:
                 # a single config compiles in a thread here: forking a worker for it buys nothing
                 for index, result in pool.as_completed(jobs, timeout, deadline.wall_time(), local=compile_here,
-                                                       start_workers=len(configs) > 1):
+                                                       start_workers=len(jobs) > 1,
+                                                       more=lambda: jobs_of(taken())):
                     if result.status is Status.OK:
                         self._compile_seconds_seen.append(result.seconds)
                     yield index, result
@@ -555,12 +573,15 @@ class TuningSession:
         return self.options.compile_workers if self.options.compile_workers is not None else settings.compile_workers()
 
     def _batch_size(self, strategy: Strategy) -> int:
-        """Configs asked for at a time: one under the interpreter (nothing to compile), else
-        enough to keep every compile worker busy while the slowest compile of the batch runs;
-        more for a strategy that learns nothing from the answers."""
+        """Configs in flight (asked for, not told yet): one under the interpreter (nothing to
+        compile); else one per compile worker and two more, ready for the first worker free while
+        this process times a config and asks for the next one. A learning strategy then picks
+        each config knowing every trial but those in flight; one that learns nothing is asked for
+        more at a time."""
         if settings.interpreting():
             return 1
-        return (2 if strategy.adaptive else 16) * self._workers()
+        workers = self._workers()
+        return workers + 2 if strategy.adaptive else 16 * workers
 
     def _progress_bar(self) -> Any:
         show = self.options.progress if self.options.progress is not None else sys.stderr.isatty()

@@ -7,6 +7,11 @@ benchmarks or writes the store. The Autotuner drives it in Optuna's ask-and-tell
     configs = strategy.ask(n)        # up to n proposals; [] means "nothing more to try"
     strategy.tell(trials)            # what became of them (and of anything else measured)
 
+A live tuning keeps several configs in flight: it asks for as many as it compiles at once, then
+tells each trial as it is timed and asks for one more. So at an ask, configs asked for earlier
+may not be told yet (pending); a strategy that models them (``DefaultSearch``'s believer) knows
+them as the configs it proposed and was not told of.
+
 The Autotuner tunes every key with a fresh copy of the strategy the user gave, so state kept
 on ``self`` after ``start`` belongs to one tuning. Proposals that the Space rejects, that were
 already measured, or that the store already holds cost no budget; the store's answer is told
@@ -81,8 +86,7 @@ class Strategy(abc.ABC):
     #: The registry name; set by subclasses.
     name: str = ""
     #: Whether what is told changes what is asked next. A strategy that does not learn
-    #: (exhaustive, random) is asked for large batches, so that the compile workers never
-    #: wait on one batch's slowest compile before the next batch starts.
+    #: (exhaustive, random) is asked for more configs in flight: pending ones cost it nothing.
     adaptive: bool = True
 
     def start(self, context: SearchContext) -> None:
@@ -92,8 +96,9 @@ class Strategy(abc.ABC):
 
     @abc.abstractmethod
     def ask(self, n: int) -> list[Config]:
-        """Propose up to ``n`` configs to evaluate next (a batch, compiled in parallel).
-        An empty list means the strategy has nothing more to propose."""
+        """Propose up to ``n`` configs to evaluate next (compiled in parallel with those in flight).
+        An empty list means the strategy has nothing more to propose: the search ends once the
+        configs in flight are measured."""
 
     def tell(self, trials: Sequence[Trial]) -> None:  # noqa: B027 - a no-op hook by design
         """Learn from trials: those of the last ask, and any answered from the store."""
