@@ -76,7 +76,8 @@ def _tuning(manifest: str, space: str, label: str, strategy: str, options: str, 
     nearly all of it the strategy's: the replay answers from the records; imports and building
     the Space from the file are left out, which the first tuning of a space in each worker process
     would otherwise pay). ``history``: the spaces the store holds when it starts. ``batch``:
-    configs asked for at a time (a design's ``"batch"``; 1, one at a time, unless it names one)."""
+    configs in flight (a design's ``"batch"``; 1, one at a time, unless it names one; before the
+    search kept configs in flight, asks of that many told together)."""
     spaces = _spaces(manifest)
     made = strategy if is_kernel_tuner(strategy) else make_strategy(strategy, **json.loads(options))
     spaces[space].space()  # the Space of a recorded file is built once per process: the replay's cost
@@ -96,8 +97,8 @@ def contenders(designs: dict[str, dict], baselines: Sequence[str]) -> dict[str, 
 
 
 def batches(designs: dict[str, dict]) -> dict[str, int]:
-    """label -> configs asked for at a time, of the designs that name a ``"batch"`` (the others,
-    and the baselines, ask for one at a time). ``ValueError`` for a batch that is not an int of
+    """label -> configs in flight, of the designs that name a ``"batch"`` (the others, and the
+    baselines, ask for one at a time). ``ValueError`` for a batch that is not an int of
     at least 1, or one given to a Kernel Tuner strategy."""
     found = {}
     for label, design in designs.items():
@@ -119,7 +120,7 @@ def replay_all(manifest: Path, labels: dict[str, tuple[str, str]], out: Path, se
     alone (a share of the work for one machine; the runs files of several are concatenated).
     ``families``: the spaces of these families alone (runs for a question about them, such as
     ``seed_bootstrap.py --by-family``'s; a report needs every space's). ``batch_of``: label ->
-    configs asked for at a time, for the labels that ask for more than one (``batches``)."""
+    configs in flight, for the labels that keep more than one (``batches``)."""
     batch_of = batch_of or {}
     target = out / "runs.jsonl.gz"
     out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ worst slowdown there, and the best predictions of a forest fit on the kernel's t
 configs of the space-filling design, a hedge for a shape unlike those stored. From then on it
 proposes what ``rf`` proposes, the untried configs with the lowest lower confidence bound of predicted time,
 from a forest refit before every ask (after every trial where configs are asked one at a time, as
-in replays) on this key's trials with the prior's prediction as one more feature: it follows the
+in replays; before every pick while configs are pending, with the believer) on this key's trials with the prior's prediction as one more feature: it follows the
 other shapes' ranking as far as this shape's trials agree with it, so a shape unlike the others
 is not steered by them (fitting one forest on every key's trials, as ``rf`` does, let the many
 trials of other shapes outvote the few of this one). Each split of this forest's trees considers
@@ -131,7 +131,7 @@ fold chose what shipped before there (on 5 seeds every fold had chosen it, 3 of 
 such stores hold few configs measured at every shape (none for two of the GEMM kernels).
 
 Every choice above was judged on replays that ask for one config at a time. A live tuning on a
-GPU asks for two configs per compile worker (32 with 16 or more CPUs), and took them from one
+GPU asked for two configs per compile worker (32 with 16 or more CPUs), and took them from one
 ranking of the forest: replayed so, what shipped before scored 91.99 % of runs within 2 % and
 1.112 / 1.052 / 1.008 after 20 / 50 / 200 evaluations, against 96.4 % and 1.093 / 1.027 / 1.004
 one at a time (``experiments/results/batch-asks/``, corpus v2, 20 seeds). Refitting between the picks of an
@@ -213,7 +213,7 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
 def due_turns(start: int, count: int, share: float) -> np.ndarray:
     """A mask over the turns from ``start`` to ``start + count``: True where a ``share`` of the
     turns comes due, that is where ``floor(turns so far x share)`` grows. The same turns whether
-    they are asked for one at a time, as replays ask, or in batches, as a GPU tuning does. The
+    they are asked for one at a time, as replays ask, or several at once, as a GPU tuning does. The
     1e-9 keeps a product that should be whole (0.7 x 90) from falling just under it; for the
     shares ``DefaultSearch`` has used, the turns are those of the plain floor."""
     turns = np.arange(start, start + count)
@@ -334,18 +334,19 @@ class DefaultSearch(ForestSearch):
             shipped before there (``experiments/results/transfer-screens/``, sections 3 and 5).
             The corpus records 4 shapes of a kernel at most, so it was judged with 3 stored
             shapes at most; with more, fewer configs are measured at every one.
-        believer: in an ask of several configs (a live tuning on a GPU asks for two per compile
-            worker), the forest's picks are made one at a time, each after a refit that is told
-            the ask's earlier picks (local, random, the GP's and its own) at the time the forest
-            predicts for them: a "believer", as batch Bayesian optimisation does (Ginsbourger, Le
-            Riche and Carraro, 2010). Without it the ask takes the best-ranked configs of one fit,
-            near-duplicates of each other. Asked for one config at a time, as the protocol's
-            replays ask, nothing is pending and it changes nothing. Replayed at batches of 32 on
-            every space of corpus v2 (20 seeds), every fold leaving a family out chose it
-            (``experiments/results/batch-asks/``). The made-up trials go at the next ask, but the
-            forest fit last, which saw them, serves that ask's early stop and the order of its
-            local proposals until it refits (and the trees ``refit_trees`` keeps learnt from
-            them); the failure forest takes them for configs that ran. So it was replayed.
+        believer: each forest pick is made after a refit that is told the configs pending (asked
+            for and not told yet: those a live tuning has in flight, and the ask's earlier picks,
+            local, random, the GP's and its own) at the time the forest's last fit predicts for
+            them: a "believer", as batch Bayesian optimisation does (Ginsbourger, Le Riche and
+            Carraro, 2010). Without it the forest's picks ignore the pending configs and take
+            near-duplicates of them. Asked for one config at a time, as the protocol's replays
+            ask, nothing is pending and it changes nothing. Replayed asking in batches of 32 (what
+            a live tuning did before it kept configs in flight), every fold leaving a family out
+            of corpus v2 chose it (``experiments/results/batch-asks/``). The made-up trials are
+            made anew at each ask, but the forest fit last, which saw them, serves that ask's
+            early stop and the order of its local proposals until it refits (and the trees
+            ``refit_trees`` keeps learnt from them); the failure forest takes them for configs
+            that ran. So it was replayed.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -523,9 +524,10 @@ class DefaultSearch(ForestSearch):
         self._lies, self._lied = [], set()  # made up again for what is pending now, with the latest fit
         turn = self._turns_taken()
         if not self._learned_elsewhere and len(self._here) < self.initial:
-            # the initial design; asked for more while it is pending (a tuning that keeps several
-            # configs in flight), nothing can be learned yet: the design spreads further
-            count = min(n, self.initial - turn) if turn < self.initial else n
+            # the initial design; once all of it is asked for, nothing until its trials are told
+            count = min(n, self.initial - turn)
+            if count < 1:
+                return []
             if self.initial_design == "random":
                 return self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
             return self._spread(count)
@@ -593,7 +595,7 @@ class DefaultSearch(ForestSearch):
 
     def _ranked(self, count: int) -> list[Config]:
         """``count`` proposals of the forest's ranking (``_ranked_turns``); with ``believer``, one
-        at a time, each after a refit told this ask's earlier picks at their predicted times."""
+        at a time, each after a refit told the pending configs at their predicted times."""
         if not self.believer:
             return self._ranked_turns(count)
         picks: list[Config] = []
@@ -606,10 +608,10 @@ class DefaultSearch(ForestSearch):
         return picks
 
     def _believe_pending(self) -> None:
-        """Add this ask's picks not yet believed to ``_lies``, each at the time the forest's last
-        fit predicts for it (the mean over its trees), and have the next ranking refit: the configs
-        picked in an ask of several are pending, and a ranking that knew nothing of them would
-        propose their near-duplicates. Nothing before the forest's first fit."""
+        """Add the pending configs (proposed, not told) not yet believed to ``_lies``, each at the
+        time the forest's last fit predicts for it (the mean over its trees), and have the next
+        ranking refit: a ranking that knew nothing of the configs in flight or picked earlier in
+        this ask would propose their near-duplicates. Nothing before the forest's first fit."""
         if self._model is None or not any(t.ok for t in self._here):
             return
         new = [int(i) for i in np.flatnonzero(self._tried & ~self._told) if int(i) not in self._lied]
@@ -678,7 +680,7 @@ class DefaultSearch(ForestSearch):
     def _training_trials(self) -> list[Trial]:
         """With a prior, this key's trials (measured now or stored) alone: the other keys speak
         through the prior's feature, only as far as this key's trials agree. Until one of them
-        ran, every trial of the kernel. With ``believer``, this ask's pending picks too, at their
+        ran, every trial of the kernel. With ``believer``, the pending configs too, at their
         predicted times (``_lies``)."""
         if self._prior is None:
             return self._trials + self._lies

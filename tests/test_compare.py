@@ -324,7 +324,7 @@ def test_replay_search_keeps_a_batch_in_flight_and_tells_each_trial_as_it_comes(
 
 
 def test_compare_batch_asks_each_strategy_in_batches_and_refuses_kernel_tuner_s(tmp_path, capsys):
-    """``run_comparison(batch=8)`` replays ``default`` asking for 8 configs at a time, as
+    """``run_comparison(batch=8)`` replays ``default`` with 8 configs in flight, as
     ``replay`` does (on a recorded gemv space its proposals differ from one at a time), and
     ``tunekit compare --batch 3`` says so in its report; Kernel Tuner's strategies, which ask for
     one, and a batch of 0 are refused with the reason."""
@@ -337,7 +337,7 @@ def test_compare_batch_asks_each_strategy_in_batches_and_refuses_kernel_tuner_s(
     out = tmp_path / "out"
     assert main(["compare", "--space", str(space), "--strategy", "random", "--seeds", "2", "--budget", "6",
                  "--batch", "3", "--out", str(out)]) == 0
-    assert "asked for 3 configs at a time" in (out / "report.md").read_text()
+    assert "had 3 configs in flight" in (out / "report.md").read_text()
     with pytest.raises(ValueError, match="one config at a time"):
         run_comparison([space], ["kt:random_sample"], seeds=1, budget=4, batch=2)
     assert main(["compare", "--space", str(space), "--strategy", "kt:random_sample", "--batch", "2",
@@ -345,4 +345,4 @@ def test_compare_batch_asks_each_strategy_in_batches_and_refuses_kernel_tuner_s(
     assert "Kernel Tuner's strategies are replayed one config at a time" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["compare", "--space", str(space), "--strategy", "random", "--batch", "0", "--out", str(tmp_path / "o3")])
-    assert "must be an int >= 1 (configs asked for at a time)" in capsys.readouterr().err
+    assert "must be an int >= 1 (configs in flight)" in capsys.readouterr().err

@@ -439,8 +439,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that
     round), and ``warm_robust``, off in every file but ``designs-batch.json``, which replays what
     ships in batches (on by default since the transfer screens' ``worst3``), and which names
-    ``believer`` (on in its candidate alone; it acts only in asks of several configs). What ships
-    is the last rounds' choices."""
+    ``believer`` (on in its candidate alone; it acts only in asks of several configs), and
+    ``designs-inflight.json``, what ships with configs in flight. What ships is the last rounds'
+    choices."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -460,7 +461,9 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-local-best.json": {**steps, "alignment": True, "local_order": "forest"},
              "designs-turns.json": {**steps, "alignment": True, "local_order": "forest"},
              "designs-batch.json": {**steps, "alignment": True, "local_order": "forest", "warm_interleaved": True,
-                                    "warm_robust": True}}
+                                    "warm_robust": True},
+             "designs-inflight.json": {**steps, "alignment": True, "local_order": "forest", "warm_interleaved": True,
+                                       "warm_robust": True, "believer": True}}
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
@@ -469,7 +472,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp15-stalled50-c512-local-forest-best3": 0.15,
               "default-gp15-stalled50-c512-local-forest-turns": 0.15,
               **{f"default-gp15-stalled50-c512-local-forest-batch{size}": 0.15 for size in (1, 4, 32)},
-              **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)}}
+              **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)},
+              "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
@@ -491,7 +495,8 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
                 # off in every round before the batches' (what ships since the transfer screens)
-                assert design["options"].get("warm_robust") is (path.name == "designs-batch.json"), (path.name, label)
+                assert design["options"].get("warm_robust") is (path.name in ("designs-batch.json",
+                                                                              "designs-inflight.json")), (path.name, label)
                 # "forest" in the local-order round's candidate and what follows it (the default since that round)
                 assert design["options"].get("local_order") == ("forest" if "-local-forest" in label
                                                                 else "random"), (path.name, label)
@@ -837,9 +842,9 @@ def test_a_design_may_ask_in_batches(protocol, monkeypatch, tmp_path, capsys):
 
 
 def test_a_batch_replay_is_the_tuning_asked_in_batches(protocol, tmp_path):
-    """``_tuning(batch=B)`` replays the design asking for B configs at a time: on a recorded gemv
-    space, where ``default`` refits between asks, a batch of 32 measures the same space-filling
-    start (one ask of 10 either way) and then other configs than one at a time."""
+    """``_tuning(batch=B)`` replays the design with B configs in flight: on a recorded gemv
+    space, where ``default`` refits between asks, 32 in flight measure the same space-filling
+    start (its first 10 configs either way) and then other configs than one at a time."""
     import json
 
     from tunekit.compare import replay

@@ -137,3 +137,40 @@ def test_a_wrong_first_config_that_became_the_reference_is_doubted_once_over_the
         vector_add.launch(kernel, x, y, out)
     doubts = [r.getMessage() for r in caplog.records if "differ from the reference config" in r.getMessage()]
     assert len(doubts) == 1 and "BLOCK: 512" in doubts[0], doubts
+
+
+@pytest.mark.parametrize("per_call", [None, 3])
+def test_a_live_tuning_with_configs_in_flight_asks_as_each_trial_is_told(tmp_path, monkeypatch, per_call):
+    """Live under the interpreter, which keeps one config in flight: given 4 in flight (as a GPU's
+    compile workers are kept busy; injected by patching the session's size), the strategy is asked
+    for 4, then for one more as each trial is told, so 3 are pending at every later ask; 9
+    configs are measured, each once, correct, and the store holds them. Spread over calls (3 per
+    call) every call measures 3 at most and the tuning the same 9."""
+    from tunekit.session import TuningSession
+    from tunekit.strategies import RandomSearch
+
+    monkeypatch.setattr(TuningSession, "_batch_size", lambda self, strategy: 4)
+    asks, told = [], []
+
+    class Recording(RandomSearch):
+        def ask(self, n):
+            asks.append((n, len(told)))
+            return super().ask(n)
+
+        def tell(self, trials):
+            told.extend(trials)
+
+    store = tmp_path / "s.db"
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], strategy=Recording(),
+                              budget=Budget(evals=9, per_call=per_call), store=str(store))(vector_add.add_kernel)
+    measured_after = []
+    for _ in range(4 if per_call else 1):
+        x, y, out = vector_add.inputs(5000)
+        vector_add.launch(kernel, x, y, out)
+        assert torch.equal(out, x + y)
+        measured_after.append(len([t for t in kernel.trials if t.source == "measured"]))
+    assert asks == [(4, 0)] + [(1, k) for k in range(1, 6)]  # 9 asked: the budget
+    assert [len(told)] == [9] and len({config_json(t.config) for t in told}) == 9
+    assert measured_after == ([3, 6, 9, 9] if per_call else [9])
+    rows = [r for r in ResultsStore(store, read_only=True).rows() if r["source"] == "measured"]
+    assert sorted(r["config"] for r in rows) == sorted(config_json(t.config) for t in told)

@@ -671,9 +671,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--transfer", action="store_true",
                          help="each tuning starts with the store holding the given spaces of the same kernel at "
                               "other shapes (leave one shape out)")
-    compare.add_argument("--batch", type=_at_least_one("configs asked for at a time"), default=1,
-                         help="configs each tunekit strategy is asked for at a time, its trials told together "
-                              "(default 1; a live tuning on a GPU asks a learning strategy for two per compile worker)")
+    compare.add_argument("--batch", type=_at_least_one("configs in flight"), default=1,
+                         help="configs each tunekit strategy has in flight: asked for that many, then told each "
+                              "trial and asked for one more (default 1; a live tuning on a GPU keeps a learning "
+                              "strategy's compile workers busy and two more: 18 with 16 or more CPUs)")
     compare.add_argument("--out", required=True, help="output directory (new, or one tunekit wrote before)")
     compare.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                          help="a progress bar on stderr (default: on a terminal)")

@@ -52,7 +52,7 @@ def replay(recorded: RecordedSpace, strategy: str | Strategy, seed: int, evals: 
            history: Sequence[RecordedSpace] = (), batch: int = 1) -> Run:
     """One tuning of ``recorded`` by ``strategy``, answered from the records; ``history``: spaces
     of the same kernel at other shapes, given to the strategy as the store's earlier trials.
-    ``batch``: configs asked for at a time (``replay_search``).
+    ``batch``: configs in flight, asked for and not yet told (``replay_search``).
     The strategy's seed comes from ``seed`` and the space's content (``RecordedSpace.digest``),
     not its name or path: a moved file replays the same.
     ``strategy``: as ``check_strategy`` takes it, resolved here (in a worker process too), or a
@@ -72,10 +72,12 @@ def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, 
     """``replay``'s tuning by a tunekit strategy, the store holding ``stored`` (any trials: whole
     recorded spaces, or what earlier tunings measured), with every step's trial: which configs it
     measured, not only their times. Kernel Tuner's strategies (``kt:``) take no store: ``replay``.
-    ``batch``: configs asked for at a time, the strategy told their trials together. 1 by
-    default, which the protocol's replays use; a live tuning on a GPU asks a strategy that learns
-    from its trials for two per compile worker (``tunekit.session``: 32 where 16 or more CPUs are
-    usable, unless ``compile_workers`` is set), one that does not for 16 per worker."""
+    ``batch``: configs in flight: the strategy is asked for ``batch``, then told each trial in the
+    order asked and asked for one more (``Search``), so ``batch - 1`` are pending at each later
+    ask. 1 by default, which the protocol's replays use; a live tuning on a GPU keeps one per
+    compile worker and two more in flight for a strategy that learns from its trials
+    (``tunekit.session``: 18 where 16 or more CPUs are usable, unless ``compile_workers`` is set),
+    16 per worker for one that does not."""
     if isinstance(strategy, str) and kerneltuner.is_kernel_tuner(strategy):
         raise ValueError(f"replay_search({strategy!r}): Kernel Tuner's strategies are replayed by replay(), "
                          "without a store")
@@ -85,7 +87,7 @@ def replay_search(recorded: RecordedSpace, strategy: str | Strategy, seed: int, 
 
 
 def check_replay_batch(strategy: str | Strategy, batch: object) -> int:
-    """``batch`` if ``strategy`` can be replayed asking for that many configs at a time, else
+    """``batch`` if ``strategy`` can be replayed with that many configs in flight, else
     ``ValueError`` naming the problem: a batch that is not an int of at least 1, or one other than
     1 for Kernel Tuner's strategies, which are replayed one config at a time."""
     batch = check_batch(batch)
@@ -150,9 +152,9 @@ def run_comparison(
     over evaluations and, at the mean cost, over seconds.
     ``transfer``: each tuning starts with the store holding the other given spaces of the same
     kernel (``same_kernel_elsewhere``), as a new shape would. ``budget_cap``: no budget above it.
-    ``batch``: configs each tunekit strategy is asked for at a time (``replay_search``; a live
-    tuning on a GPU asks a learning strategy for two per compile worker); Kernel Tuner's
-    strategies ask for one.
+    ``batch``: configs each tunekit strategy has in flight (``replay_search``; a live tuning on a
+    GPU keeps a learning strategy's compile workers busy and two more); Kernel Tuner's strategies
+    ask for one at a time.
     ``progress``: a progress bar on stderr (tqdm): True always, None where stderr is a terminal."""
     if seeds < 1:
         raise ValueError(f"seeds must be an int >= 1. Got {seeds} instead.")
@@ -485,9 +487,9 @@ def report(comparison: Comparison, command: str = "") -> str:
               "score range; intervals are 95 % percentile bootstraps over seeds (1,000 resamples of the seeds, "
               "the same for every row; `-` for a single seed).", ""]
     if comparison.batch != 1:
-        lines += [f"Each strategy was asked for {comparison.batch} configs at a time and told their trials together, "
-                  "as a live tuning on a GPU asks a learning strategy for two per compile worker (without a batch, "
-                  "one at a time).", ""]
+        lines += [f"Each strategy had {comparison.batch} configs in flight: asked for {comparison.batch}, then told "
+                  "each trial in the order asked and asked for one more, as a live tuning on a GPU keeps its compile "
+                  "workers busy (without a batch, one at a time).", ""]
     short = short_budgets(comparison)
     if short:
         lines += [f"**Warning:** {short_budget_warning(short)}.", ""]

@@ -89,7 +89,7 @@ def check_batch(batch: object) -> int:
     """``batch`` if it is an int of at least 1 (configs asked for and not yet told at a time), else
     ``ValueError`` naming it (a bool is refused, though Python counts it an int)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be an int >= 1 (configs asked for at a time). Got {batch!r} instead.")
+        raise ValueError(f"batch must be an int >= 1 (configs in flight). Got {batch!r} instead.")
     return batch
 
 
@@ -134,7 +134,9 @@ class Search:
     then, as each trial comes, the strategy is told it and asked for one more. So a live tuning
     keeps its compile workers busy while no config waits on a batch's slowest compile, and the
     strategy learns from each trial as soon as it exists; a strategy that learns from pending
-    configs (``DefaultSearch``'s believer) is asked with ``batch - 1`` of them. A replay's
+    configs (``DefaultSearch``'s believer) is asked with ``batch - 1`` of them, and one that
+    has nothing to propose until pending configs are told (a start that waits for its first
+    configs' trials) proposes nothing meanwhile. A replay's
     evaluator answers the configs in the order asked. A spread tuning asks and tells as one
     uninterrupted search with a replay's evaluator does: what is queued beyond k waits for the
     next ``advance``. ``first``: configs measured before the strategy's, told to it like its own
@@ -214,7 +216,8 @@ class Search:
     def _ask(self) -> None:
         """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told (no more
         than the budget has evaluations left for); queue what is new, tell it what the store holds.
-        A strategy that proposes nothing has ended: what it asked for before is still measured."""
+        A strategy that proposes nothing while configs are pending is asked again as the next
+        trial is told; with none pending, it has ended."""
         if self._strategy_ended is not None:
             return
         budget, result = self.context.budget, self.result
@@ -225,7 +228,8 @@ class Search:
             return
         proposals = self._timed(self.strategy.ask, count)
         if not proposals:
-            self._strategy_ended = StopReason.STRATEGY
+            if not waiting:
+                self._strategy_ended = StopReason.STRATEGY
             return
         queued = len(self._queued)
         self._enqueue(proposals)

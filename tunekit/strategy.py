@@ -10,7 +10,8 @@ benchmarks or writes the store. The Autotuner drives it in Optuna's ask-and-tell
 A live tuning keeps several configs in flight: it asks for as many as it compiles at once, then
 tells each trial as it is timed and asks for one more. So at an ask, configs asked for earlier
 may not be told yet (pending); a strategy that models them (``DefaultSearch``'s believer) knows
-them as the configs it proposed and was not told of.
+them as the configs it proposed and was not told of, and one that needs their trials first may
+propose nothing until they come.
 
 The Autotuner tunes every key with a fresh copy of the strategy the user gave, so state kept
 on ``self`` after ``start`` belongs to one tuning. Proposals that the Space rejects, that were
@@ -97,8 +98,9 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def ask(self, n: int) -> list[Config]:
         """Propose up to ``n`` configs to evaluate next (compiled in parallel with those in flight).
-        An empty list means the strategy has nothing more to propose: the search ends once the
-        configs in flight are measured."""
+        An empty list means nothing to propose: while configs are in flight, until the next of
+        them is told (the strategy is asked again then); with none in flight, nothing more, and
+        the search ends."""
 
     def tell(self, trials: Sequence[Trial]) -> None:  # noqa: B027 - a no-op hook by design
         """Learn from trials: those of the last ask, and any answered from the store."""

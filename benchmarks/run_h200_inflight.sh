@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device call: live GEMM tunings of `default` (benchmarks/inflight_live.py) by the carried
+# tunekit (.whl/, tag "new") and an earlier one (.whl-old/: its tunekit wheel and COMMIT, tag
+# "old"), in turns seed by seed, each from a cold cache; then the comparison. SHAPES ("square
+# decode"), SEEDS ("0 1 2"), EVALS (150). Writes the stores, $OUT/inflight.log and $OUT/compare.txt.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT/tunings"
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader; nproc
+rm -rf /tmp/site-old && cp -r /tmp/site /tmp/site-old && python3 -m pip install -q --no-index --no-deps \
+    --no-compile --no-cache-dir --upgrade --target /tmp/site-old .whl-old/tunekit-*.whl || exit 1
+echo "new: $(cat .whl/COMMIT), old: $(cat .whl-old/COMMIT)"
+for shape in ${SHAPES:-square decode}; do
+    for seed in ${SEEDS:-0 1 2}; do
+        for tag in new old; do
+            site=/tmp/site; [ "$tag" = old ] && site=/tmp/site-old
+            PYTHONPATH=$site timeout 240 python3 benchmarks/inflight_live.py tune --tag "$tag" --seed "$seed" \
+                --shape "$shape" --evals "${EVALS:-150}" --out "$OUT/tunings" || echo "$tag $shape $seed: exit $?"
+        done
+    done
+done 2>&1 | grep -v "^WARNING\|warn(" | tee "$OUT/inflight.log"
+python3 benchmarks/inflight_live.py compare "$OUT/tunings" | tee "$OUT/compare.txt"
+gzip -q "$OUT"/tunings/*.db
