@@ -421,6 +421,7 @@ class DefaultSearch(ForestSearch):
         self._lies: list[Trial] = []  # the pending configs, at the forest's predicted time (believer)
         self._lied: set[int] = set()  # the configs of _lies, and those the forest gave no finite time
         self._told = np.zeros(len(self._configs), dtype=bool)  # configs whose trials were told
+        self._canonical = context.space.canonical_positions()  # a repeated config's copies share one position
         here = context.key
         self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
         if self._learned_elsewhere:
@@ -554,9 +555,14 @@ class DefaultSearch(ForestSearch):
         rest = n - len(local) - len(drawn)
         return local + drawn + (self._ranked(rest) if rest > 0 else [])
 
+    def _pending(self) -> np.ndarray:
+        """A mask of the configs proposed and not told yet (the copy proposed of a repeated config
+        is pending until its config is told)."""
+        return self._tried & ~self._told[self._canonical]
+
     def _turns_taken(self) -> int:
         """Configs proposed so far: those told (this tuning's trials) and those pending."""
-        return len(self._here) + int((self._tried & ~self._told).sum())
+        return len(self._here) + int(self._pending().sum())
 
     def _local_and_random(self, n: int) -> tuple[list[Config], list[Config]]:
         """The local proposals and the random configs among the next ``n`` turns: each share's
@@ -614,7 +620,7 @@ class DefaultSearch(ForestSearch):
         this ask would propose their near-duplicates. Nothing before the forest's first fit."""
         if self._model is None or not any(t.ok for t in self._here):
             return
-        new = [int(i) for i in np.flatnonzero(self._tried & ~self._told) if int(i) not in self._lied]
+        new = [int(i) for i in np.flatnonzero(self._pending()) if int(i) not in self._lied]
         if not new:
             return
         features = self._model.features_of_encoded(self._encoded[new], self.context.key)

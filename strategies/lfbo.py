@@ -143,6 +143,7 @@ class LFBOSearch(Strategy):
         self._warps = [j for j, (n, _) in enumerate(domains) if n == "num_warps"]
         self._random = random.Random(int(self.rng.integers(2**63)))  # for the neighbours, as Helion's
         self._time = np.full(len(self._configs), np.nan)  # measured ms (inf: failed); nan: not measured
+        self._canonical = context.space.canonical_positions()
         self._proposed = np.zeros(len(self._configs), dtype=bool)  # or told: never proposed (again)
         self._visited = self._proposed.copy()  # Helion's: every neighbour made in this round
         self._queue: list[int] = []
@@ -158,7 +159,7 @@ class LFBOSearch(Strategy):
         while len(batch) < n:
             self._queue = [i for i in self._queue if not self._proposed[i]]
             if not self._queue:
-                if batch:
+                if batch or self._waiting():
                     break  # a generation's results come before the next one is made
                 self._queue = self._next_batch()
                 if not self._queue:
@@ -166,6 +167,11 @@ class LFBOSearch(Strategy):
             batch.append(self._queue.pop(0))
             self._proposed[batch[-1]] = self._visited[batch[-1]] = True
         return [self._configs[i] for i in batch]
+
+    def _waiting(self) -> bool:
+        """Whether configs proposed are not told yet (in flight in a live tuning; a repeated
+        config's copy is told under its config's position)."""
+        return bool((self._proposed & np.isnan(self._time[self._canonical])).any())
 
     def tell(self, trials: Sequence[Trial]) -> None:
         for trial in trials:

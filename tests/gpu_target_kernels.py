@@ -45,7 +45,9 @@ def run_compile_rounds(rounds: list[dict[str, Any]], workers: int, cache: Path, 
     """Compile ``rounds`` in one pool of ``workers`` in a child process with the interpreter off;
     per round: results (status, seconds, error, shared bytes, output) in job order (None: left
     out at the deadline), its wall seconds, and the workers started so far. A round is
-    ``{"jobs": [[module, kernel, args, kwargs], ...], "timeout": s, "deadline": s}``; a tensor
+    ``{"jobs": [[module, kernel, args, kwargs], ...], "timeout": s, "deadline": s, "more": [...]}``,
+    ``"more"``'s jobs given to the round one per result taken (as a tuning that asks for a config
+    as each trial comes), their results after the jobs'; a tensor
     argument is ``{"tensor": "float16"}`` (``"misaligned": true`` for one 8 bytes off)."""
     env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(cache)}
     call = f"import gpu_target_kernels as g; g.compile_rounds({json.dumps(rounds)!r}, {workers})"
@@ -75,16 +77,30 @@ def compile_rounds(rounds_json: str, workers: int) -> None:
 
     pool = CompilePool(workers)
     report = []
+
+    def job_of(module: str, name: str, args: list, kwargs: dict) -> Any:
+        return compile_job_for(getattr(importlib.import_module(module), name), GPUTarget("cuda", 90, 32),
+                               tuple(argument(a) for a in args), kwargs)
+
     try:
         for round_ in json.loads(rounds_json):
-            jobs = [compile_job_for(getattr(importlib.import_module(module), name), GPUTarget("cuda", 90, 32),
-                                    tuple(argument(a) for a in args), kwargs)
-                    for module, name, args, kwargs in round_["jobs"]]
-            results: list[Any] = [None] * len(jobs)
+            jobs = [job_of(*job) for job in round_["jobs"]]
+            later = [job_of(*job) for job in round_.get("more", [])]
+            results: list[Any] = [None] * (len(jobs) + len(later))
             start = time.time()
             deadline = start + round_["deadline"] if "deadline" in round_ else None
             timeout = round_.get("timeout")
-            for index, result in pool.as_completed(jobs, (lambda: timeout) if timeout else None, deadline):
+            taken, given = [0], [0]
+
+            def more() -> list[Any]:
+                if given[0] < min(taken[0], len(later)):
+                    given[0] += 1
+                    return [later[given[0] - 1]]
+                return []
+
+            for index, result in pool.as_completed(jobs, (lambda: timeout) if timeout else None, deadline,
+                                                   more=more if later else None):
+                taken[0] += 1
                 results[index] = [result.status.value, result.seconds, result.error, result.shared_bytes,
                                   result.output]
             report.append({"results": results, "seconds": time.time() - start, "started": pool.started})

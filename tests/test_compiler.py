@@ -56,6 +56,16 @@ def test_parallel_compiles_report_status_and_shared_memory(compile_rounds):
     assert any(name.endswith(".cubin") for name in cache_files(compile_rounds.cache))
 
 
+def test_jobs_given_as_results_come_are_compiled_by_the_same_workers(compile_rounds):
+    """A round of 2 jobs on 2 workers that is given a job after each of its first 3 results (as a
+    tuning keeps configs in flight): all 5 are compiled in the round, by the 2 workers started
+    for it, the given ones indexed after the first 2."""
+    [round_] = compile_rounds([{"jobs": [add(256), add(512)], "more": [add(128), add(1024, 8), add(100)]}])
+    assert [r[0] for r in round_["results"]] == ["ok", "ok", "ok", "ok", "compile_error"], round_["results"]
+    assert "power of 2" in round_["results"][4][2]
+    assert round_["started"] == 2
+
+
 def test_a_compile_past_its_timeout_is_cut_off_and_its_worker_replaced(compile_rounds):
     """Injected: a compile that takes minutes, timeout 15 s (a first compile takes seconds on a
     loaded machine), one compile at a time. Survives: the timeout is reported, only that worker

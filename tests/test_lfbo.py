@@ -170,3 +170,19 @@ def test_a_parameters_steps_are_positions_in_its_sorted_domain(radius, expected)
     block = space.domains["BLOCK"]
     assert sorted(block[p] for p in strategy._steps[0, block.index(64), radius]) == expected
     assert strategy._steps[1, 0, radius] == [1, 2]
+
+
+@pytest.mark.parametrize("batch", [4, 18])
+def test_a_generation_is_made_only_once_the_configs_in_flight_are_told(batch):
+    """With configs in flight (a live tuning's), an ask on an empty queue proposes nothing while
+    earlier proposals are untold: the next generation (or the initial configs' first one) is made
+    from every trial of the last, as Helion's search makes it; the tuning still spends its budget."""
+    made_while_waiting = []
+
+    class Recording(LFBOSearch):
+        def _next_batch(self):
+            made_while_waiting.append(self._waiting())
+            return super()._next_batch()
+
+    assert len(drive(Recording(), toy_space(), evals=60, seed=0, batch=batch)) == 60
+    assert made_while_waiting and not any(made_while_waiting)

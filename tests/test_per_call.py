@@ -18,6 +18,7 @@ from tunekit.replay import ReplayEvaluator
 from tunekit.search import Search, run_search
 from tunekit.store import ResultsStore
 from tunekit.strategy import SearchContext, derive_seed, make_strategy
+from tunekit.testing.strategies import TOY_KEY, drive, toy_space, toy_trial
 from tunekit.kernels import vector_add
 
 SHIPPED = Path(tunekit.__file__).resolve().parent / "kernels" / "h200"
@@ -174,3 +175,67 @@ def test_a_live_tuning_with_configs_in_flight_asks_as_each_trial_is_told(tmp_pat
     assert measured_after == ([3, 6, 9, 9] if per_call else [9])
     rows = [r for r in ResultsStore(store, read_only=True).rows() if r["source"] == "measured"]
     assert sorted(r["config"] for r in rows) == sorted(config_json(t.config) for t in told)
+
+
+def test_with_configs_in_flight_the_deadline_cuts_off_the_rest_and_nothing_more_is_asked():
+    """4 in flight, each evaluation 1 s on a simulated clock, a 10 s budget: 10 configs are
+    measured; those taken after the deadline are answered None, not counted, and may be measured
+    by a later tuning (they leave the search's seen set); no ask comes after the deadline."""
+    from tunekit.search import StopReason
+    from tunekit.strategies import Exhaustive
+
+    asked_at = []
+
+    class Recording(Exhaustive):
+        def ask(self, n):
+            asked_at.append(search.deadline.clock.seconds())
+            return super().ask(n)
+
+    def evaluate(feed, deadline):
+        for config in feed:
+            if deadline.expired():
+                yield config, None
+                continue
+            deadline.clock.advance(1.0)
+            yield config, toy_trial(config)
+
+    context = SearchContext(toy_space(), Budget(seconds=10), TOY_KEY, 0, ())
+    search = Search(Recording(), context, clock=SimulatedClock(), batch=4)
+    search.advance(evaluate)
+    assert search.result.evaluations == 10 and search.result.stopped_because is StopReason.BUDGET
+    assert max(asked_at) < 10 and len(search._seen) == 10 + len(search._queued)
+
+
+def test_with_configs_in_flight_a_strategy_that_repeats_itself_is_stopped():
+    """Injected: a strategy that proposes its first config again at every ask. Survives: with 4 in
+    flight the search measures it once and stops, saying the strategy proposed nothing new."""
+    from tunekit.search import StopReason
+    from tunekit.strategy import Strategy
+
+    class Repeating(Strategy):
+        def ask(self, n):
+            return [self.context.space.configs()[0]] * n
+
+    strategy = Repeating()
+    assert len(drive(strategy, toy_space(), evals=50, batch=4)) == 1
+    search = Search(Repeating(), SearchContext(toy_space(), Budget(evals=50), TOY_KEY, 0, ()),
+                    clock=SimulatedClock(), batch=4)
+    search.advance(lambda feed, deadline: ((c, toy_trial(c)) for c in feed))
+    assert search.result.stopped_because is StopReason.NO_NEW_PROPOSALS
+
+
+def test_a_live_tuning_keeps_a_learning_strategy_s_compile_workers_busy_and_two_more(monkeypatch):
+    """On a GPU (the interpreter off) with 16 compile workers, a strategy that learns has 18
+    configs in flight; one that learns nothing 256; under the interpreter, one."""
+    from types import SimpleNamespace
+
+    from tunekit import settings
+    from tunekit.session import TuningSession
+    from tunekit.strategies import DefaultSearch, RandomSearch
+
+    session = SimpleNamespace(_workers=lambda: 16)
+    monkeypatch.setattr(settings, "interpreting", lambda: False)
+    assert TuningSession._batch_size(session, DefaultSearch()) == 18
+    assert TuningSession._batch_size(session, RandomSearch()) == 256
+    monkeypatch.setattr(settings, "interpreting", lambda: True)
+    assert TuningSession._batch_size(session, DefaultSearch()) == 1

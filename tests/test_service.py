@@ -172,7 +172,12 @@ kernel = tunekit.autotune(space=tunekit.Space(STEPS=[1, 2, 3, 4, 5, 6, 7, 8, 100
 driver.set_active(_StubDriver(GPUTarget("cuda", 90, 32)))
 session = TuningSession(kernel.launch, kernel.space, kernel.options, kernel.store, kernel.identity,
                         TuningKey((), (), ("torch.float32",)), kernel.space_hash)
-results = dict(session.compile(kernel.space.configs(), (torch.zeros(4),), {{}}, Deadline(Clock(), None)))
+given = []  # the first config alone, then one more per call: as a tuning measures its fallback first
+def more():
+    left = kernel.space.configs()[len(given):len(given) + 1]
+    given.extend(left)
+    return left
+results = dict(session.compile([], more, (torch.zeros(4),), {{}}, Deadline(Clock(), None)))
 print(json.dumps({{"results": {{i: [r.status.value, r.seconds, r.shared_bytes] for i, r in results.items()}},
                   "workers_started": session._compile_workers_started}}))
 """
@@ -182,8 +187,10 @@ print(json.dumps({{"results": {{i: [r.status.value, r.seconds, r.shared_bytes] f
 def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(tmp_path):
     """The tuning session's compile step, as the Autotuner runs it on a GPU, for a Hopper target on
     this CPU-only machine (a fresh process: Triton imported for real compiles): nine configs, one
-    of which compiles for minutes; they compile in threads of the process at once and in compile
-    workers once those are ready; shared memory is reported; the slow one is cut off at the
+    of which compiles for minutes, given the first alone and then one more each time the round
+    asks (as a tuning that measures its fallback first, then keeps configs in flight); they
+    compile in threads of the process at once and in compile workers once those are ready (forked
+    once a second config comes); shared memory is reported; the slow one is cut off at the
     compile timeout (20 s) alone."""
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(HOPPER_COMPILE_CHILD.format(tests=str(TESTS))))

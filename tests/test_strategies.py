@@ -408,6 +408,23 @@ class TestBeliever:
         assert max(pending for pending, _, _ in told) >= 10
         assert strategy._gp is not None  # the GP had turns, whose picks were told too
 
+    @pytest.mark.parametrize("design", ["maximin", "random"])
+    @pytest.mark.parametrize("batch", [1, 4])
+    def test_a_config_listed_twice_is_pending_only_until_told(self, design, batch):
+        """A config list with 12 configs listed twice (``Space.from_configs`` keeps repeats): a
+        copy proposed is told under its config's position, and is no longer pending then; before,
+        it stayed pending, the start counted it as a turn and proposed nothing more, and the
+        tuning ended after 8 or 9 evaluations of 40."""
+        import triton
+
+        base = toy_space().configs()
+        space = Space.from_configs(list(base) + [triton.Config(dict(c.kwargs), num_warps=c.num_warps,
+                                                               num_stages=c.num_stages) for c in base[:12]])
+        for seed in range(4):
+            strategy = DefaultSearch(initial_design=design)
+            assert len(drive(strategy, space, evals=40, seed=seed, batch=batch)) == 40
+            assert not strategy._pending().any()
+
     def test_a_believer_that_is_not_a_bool_is_refused(self):
         with pytest.raises(ValueError, match="believer='yes'"):
             drive(DefaultSearch(believer="yes"), toy_space(), evals=2)

@@ -308,7 +308,8 @@ class CompilePool:
         Workers are forked as needed, never more than the jobs waiting, and each job goes to the
         first one free. ``local`` (if given) compiles in threads of this process the jobs that are
         None (a kernel a worker cannot find), and every job when no worker can be forked;
-        ``start_workers=False`` uses only the workers already running and ``local``. A job still
+        ``start_workers=False`` forks no worker while the round has had one job alone (one
+        compiles as soon in a thread here), only once a second one comes. A job still
         compiling ``timeout`` seconds after it started is a ``timeout`` result: its worker (and the
         compiler it runs) is killed, or its thread stopped (``TaskThreads.stop``). ``timeout`` may
         be a callable, asked again as compiles finish (an adaptive timeout). At ``deadline``
@@ -328,7 +329,7 @@ class CompilePool:
                 check_stopped()  # the tuning waiting on this round was stopped (the process exits)
                 if self._closes != closes:  # closed under it (the process exits): the jobs left are left out
                     return
-                round_.start_workers(start_workers)
+                round_.start_workers(start_workers or len(round_.jobs) > 1)
                 round_.send_to_idle_workers()
                 round_.start_threads()
                 yield from round_.uncompilable()

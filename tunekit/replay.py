@@ -7,7 +7,7 @@ trial carries the shared memory its compile reported where the recording kept it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from .config import Config
 from .recorded import RecordedSpace, RecordedSpaceError
@@ -16,7 +16,8 @@ from .trial import Timing, Trial
 
 
 class ReplayEvaluator:
-    """``evaluate(configs, deadline)`` for ``run_search``, from a recorded space. A config that
+    """``evaluate(feed, deadline)`` for ``run_search``, from a recorded space: the configs in the
+    order the feed hands them (asked for), each answered before the next is taken. A config that
     starts after the deadline is not answered, as a live tuning would cut it off.
 
     Args:
@@ -26,7 +27,7 @@ class ReplayEvaluator:
     def __init__(self, recorded: RecordedSpace) -> None:
         self.recorded = recorded
 
-    def __call__(self, configs: list[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
+    def __call__(self, configs: Iterable[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
         for config in configs:
             record = self.recorded.lookup(config)
             if record is None:

@@ -521,7 +521,7 @@ class TuningSession:
         next, asked again whenever a result was taken; each is appended to ``configs``."""
 
         def taken() -> list[Config]:
-            new = more()
+            new = more() if not deadline.expired() else []  # queued ones are not started past the deadline
             configs.extend(new)
             return new
 
@@ -551,10 +551,10 @@ class TuningSession:
         with service().compile_pool(workers) as pool:
             started = pool.started
             try:
-                # a single config compiles in a thread here: forking a worker for it buys nothing
+                # a single config compiles in a thread here: forking a worker for it buys nothing, until
+                # more come (a tuning's first config alone: its fallback, measured first)
                 for index, result in pool.as_completed(jobs, timeout, deadline.wall_time(), local=compile_here,
-                                                       start_workers=len(jobs) > 1,
-                                                       more=lambda: jobs_of(taken())):
+                                                       start_workers=False, more=lambda: jobs_of(taken())):
                     if result.status is Status.OK:
                         self._compile_seconds_seen.append(result.seconds)
                     yield index, result
