@@ -548,6 +548,8 @@ class DefaultSearch(ForestSearch):
                 picks += taken
             if picks:
                 return picks
+        if len(self._here) < len(warm_order) and self._pending().any():
+            return []  # the warm start's trials come before the forest's picks, as its start's do
         if self._nothing_to_gain():
             self.stopped_early = True
             return []

@@ -408,6 +408,29 @@ class TestBeliever:
         assert max(pending for pending, _, _ in told) >= 10
         assert strategy._gp is not None  # the GP had turns, whose picks were told too
 
+    @pytest.mark.parametrize("with_store", [False, True])
+    def test_with_configs_in_flight_the_start_s_trials_come_before_any_other_pick(self, with_store):
+        """8 in flight: nothing but the start is proposed until the start's trials are all told,
+        the space-filling design's (5 configs) or, with the store, the warm start's (3 of the
+        prior's best and 3 of the design, in turn); then the ask of 8 that follows is made knowing
+        them, as one at a time. Before, the picks after the start were made while it was pending."""
+        from tunekit.testing.strategies import toy_trial
+
+        start = 6 if with_store else 5
+        asked = []  # (trials told, configs proposed) per ask that proposed something
+
+        class Recording(DefaultSearch):
+            def ask(self, n):
+                picks = super().ask(n)
+                if picks:
+                    asked.append((len(self._here), len(picks)))
+                return picks
+
+        history = history_at_another_key(toy_space().configs()[:12]) if with_store else ()
+        found = run_at_a_new_key(Recording(initial=5, min_evals=10**6), history, toy_trial, 30, batch=8)
+        assert len(found) == 30
+        assert asked[0] == (0, start) and asked[1] == (start, 8)
+
     @pytest.mark.parametrize("design", ["maximin", "random"])
     @pytest.mark.parametrize("batch", [1, 4])
     def test_a_config_listed_twice_is_pending_only_until_told(self, design, batch):
