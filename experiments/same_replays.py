@@ -64,8 +64,8 @@ def main() -> None:
         design = label.removesuffix(stored)
         batch = batch_of.get(design, 1)
         if run.get("batch", batch) != batch:  # lines written before runs recorded their batch have none
-            print(f"{space} {label} seed {seed}: recorded asking for {run['batch']} at a time, replayed as "
-                  f"{args.designs} says, {batch}")
+            print(f"{space} {label} seed {seed}: recorded with {run['batch']} in flight (asks told together "
+                  f"before 36757e4), replayed as {args.designs} says, {batch}")
         again = _tuning(str(args.corpus), space, label, *labels[design], seed, run["budget"], history, batch)
         match = again["times_ms"] == run["times_ms"]
         same += match

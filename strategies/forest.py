@@ -28,7 +28,7 @@ class ForestSearch(Strategy):
 
     Args:
         top_k: configs proposed per ask at most (as ``prune_configs_by``'s ``top_k``); None: as
-            many as the tuning asks for (a batch for the compile workers).
+            many as the tuning asks for (the first ask of a tuning that keeps configs in flight).
         initial: random configs measured first when the store holds nothing of this kernel.
         kappa: exploration: standard deviations over the trees subtracted from the mean.
         candidates: configs scored per fit at most (a random subset of larger Spaces).

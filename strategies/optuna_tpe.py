@@ -10,7 +10,7 @@ to compile or run is told as a completed trial twice as slow as the slowest time
 TPE learns nothing from failed trials; before any config ran, as ``FAILURE_PENALTY`` ms (its log,
 about 28, where times of 1 us to 1 s give -7 to 7: an outlier the GP's fit has to absorb until
 configs run).
-Batches use TPE's constant liar, so that the configs of one batch differ. When the store holds
+Configs in flight use TPE's constant liar, so that the configs pending at once differ. When the store holds
 the kernel's trials on other keys, their best configs are enqueued first (cross-shape warm start).
 
 The GP sampler's acquisition (log expected improvement) is maximised over the Space's valid,

@@ -439,7 +439,7 @@ def test_every_design_names_the_options_that_changed(protocol):
     built on it (``designs-local-best.json``, ``designs-turns.json``; the default since that
     round), and ``warm_robust``, off in every file but ``designs-batch.json``, which replays what
     ships in batches (on by default since the transfer screens' ``worst3``), and which names
-    ``believer`` (on in its candidate alone; it acts only in asks of several configs), and
+    ``believer`` (on in its candidate alone; it acts only with configs pending), and
     ``designs-inflight.json``, what ships with configs in flight. What ships is the last rounds'
     choices."""
     import json

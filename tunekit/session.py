@@ -574,10 +574,10 @@ class TuningSession:
 
     def _batch_size(self, strategy: Strategy) -> int:
         """Configs in flight (asked for, not told yet): one under the interpreter (nothing to
-        compile); else one per compile worker and two more, ready for the first worker free while
-        this process times a config and asks for the next one. A learning strategy then picks
-        each config knowing every trial but those in flight; one that learns nothing is asked for
-        more at a time."""
+        compile); else one per compile worker and two more, queued for the first workers free
+        (jobs go to free workers between the configs this process times, not while it times one).
+        A learning strategy then picks each config knowing every trial but those in flight; one
+        that learns nothing is asked for more at a time."""
         if settings.interpreting():
             return 1
         workers = self._workers()

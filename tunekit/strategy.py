@@ -103,7 +103,7 @@ class Strategy(abc.ABC):
         the search ends."""
 
     def tell(self, trials: Sequence[Trial]) -> None:  # noqa: B027 - a no-op hook by design
-        """Learn from trials: those of the last ask, and any answered from the store."""
+        """Learn from trials: each of those asked for as it is measured, and any answered from the store."""
 
     def clone(self) -> "Strategy":
         """A fresh copy with the same options, for one tuning."""
