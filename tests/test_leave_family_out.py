@@ -415,7 +415,7 @@ def test_time_alone_times_the_designs_in_turns_seed_by_seed(protocol, monkeypatc
     monkeypatch.setattr(protocol, "_tuning", fake_tuning)
     monkeypatch.setattr(protocol, "_spaces", lambda manifest: {"small": [0] * 3, "large": [0] * 9})
     labels = {"a": ("default", "{}"), "b": ("random", "{}"), "kt": ("kt:genetic_algorithm", "{}")}
-    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3, batch_of={"a": 32})  # "a" asks for 32 at a time
+    protocol.time_alone(Path("corpus.json"), labels, tmp_path, seeds=3, batch_of={"a": 32})  # "a" has 32 in flight
     assert calls == [("large", "a", 3, 32)] + [("large", label, seed, 32 if label == "a" else 1)
                                                for seed in range(3) for label in ("a", "b")]
     timing = json.loads((tmp_path / "timing.json").read_text())
