@@ -9,10 +9,11 @@ keys' log2 sizes), with two or more such keys the configs measured at every one 
 worst slowdown there, and the best predictions of a forest fit on the kernel's trials in the store
 (the prior, which splits on every feature), ``warm_start`` in all, in turn with ``warm_spread``
 configs of the space-filling design, a hedge for a shape unlike those stored. From then on it
-proposes what ``rf`` proposes, the untried configs with the lowest lower confidence bound of predicted time,
-from a forest refit before every ask (after every trial where configs are asked one at a time, as
-in replays; before every pick while configs are pending, with the believer) on this key's trials with the prior's prediction as one more feature: it follows the
-other shapes' ranking as far as this shape's trials agree with it, so a shape unlike the others
+proposes what ``rf`` proposes, the untried configs with the lowest lower confidence bound of
+predicted time, from a forest refit before every ask (after every trial where configs are asked
+one at a time, as in replays; before every pick while configs are pending, with the believer) on
+this key's trials with the prior's prediction as one more feature: it follows the other shapes'
+ranking as far as this shape's trials agree with it, so a shape unlike the others
 is not steered by them (fitting one forest on every key's trials, as ``rf`` does, let the many
 trials of other shapes outvote the few of this one). Each split of this forest's trees considers
 half the features, so that their spread says where the forest does not know. Beside the Space's
