@@ -393,7 +393,7 @@ class TestBeliever:
                     predicted.append((lie.time_ms, float(np.exp(self._model.per_tree_log(features).mean()))))
 
             def _fit(self):
-                picked = [self._configs[i] for i in np.flatnonzero(self._tried & ~self._told)]
+                picked = [self._configs[i] for i in np.flatnonzero(self._pending())]
                 training = [t.config for t in self._training_trials()]
                 told.append((len(picked), self._model is None, all(config in training for config in picked)))
                 super()._fit()
