@@ -12,6 +12,13 @@ tuning is the target, and each tuning's seconds and evaluations to come within 2
 from its store (seconds from the run's start). Times measured in different processes differ by
 about 1 % on this GEMM (design.md: drift), so the 2 % is that of the call's best, not an optimum.
 ``benchmarks/run_h200_inflight.sh`` runs it in one device call.
+
+    python benchmarks/inflight_live.py tune ... --log FILE   # tunekit's debug log, timestamped
+    python benchmarks/inflight_live.py timeline FILE
+
+``timeline`` reads such a log: where the process that times configs spent the tuning's wall time
+(timing configs, the strategy's asks and tells, waiting for compiles, the rest), and the longest
+waits between two timed configs with what happened in them.
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ from pathlib import Path
 
 def tune(args: argparse.Namespace) -> None:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="inflight-cache-")  # cold, before triton compiles
+    if args.log:
+        import logging
+
+        handler = logging.FileHandler(args.log, mode="w")
+        handler.setFormatter(logging.Formatter("%(created).4f|%(name)s|%(message)s"))
+        logging.getLogger("tunekit").addHandler(handler)
+        logging.getLogger("tunekit").setLevel(logging.DEBUG)
     import torch
     import triton
 
@@ -107,6 +121,64 @@ def compare(args: argparse.Namespace) -> None:
                   f"{', '.join(f'{r:.2f}' for r in rates)} (median {statistics.median(rates):.2f})")
 
 
+def _events(log: Path) -> list[tuple[float, str, str]]:
+    """(seconds, kind, message) per line of a ``tune --log`` file: kind "compiled" (a compile's
+    result taken: its timing starts), "trial" (a config's trial), "ask"/"tell"/"start" (the
+    strategy's calls, the line written as each ends, its milliseconds in the message), "other"."""
+    events = []
+    for line in log.read_text().splitlines():
+        stamp, _, rest = line.partition("|")
+        name, _, message = rest.partition("|")
+        try:
+            seconds = float(stamp)
+        except ValueError:  # a message's second line
+            continue
+        if name == "tunekit.search" and message.startswith("strategy "):
+            kind = message.split()[1].rstrip(":")
+        elif ": compiled " in message:
+            kind = "compiled"
+        elif name == "tunekit.session" and "}: [" in message:  # "KERNEL {KEY}: [CONFIG] ..."
+            kind = "trial"
+        else:
+            kind = "other"
+        events.append((seconds, kind, message))
+    return events
+
+
+def timeline(args: argparse.Namespace) -> None:
+    events = _events(Path(args.log))
+    compiled = [i for i, e in enumerate(events) if e[1] == "compiled"]
+    if not compiled:
+        raise SystemExit(f"{args.log}: no compile results logged (was it a tune --log on a GPU?)")
+    start, end = events[0][0], events[-1][0]
+    strategy_ms = {kind: [float(m.split(": ")[-1].split()[0]) for _, k, m in events if k == kind]
+                   for kind in ("start", "ask", "tell")}
+    timing = waits = 0.0
+    gaps = []
+    for before, after in zip(compiled, compiled[1:] + [None]):
+        trial = next((i for i in range(before, after or len(events)) if events[i][1] == "trial"), None)
+        if trial is None:
+            continue
+        timing += events[trial][0] - events[before][0]
+        if after is None:
+            continue
+        between = events[trial + 1:after]
+        strategy = sum(float(m.split(": ")[-1].split()[0]) for _, k, m in between if k in ("ask", "tell")) / 1e3
+        wait = events[after][0] - events[trial][0] - strategy
+        waits += wait
+        gaps.append((wait, events[trial][0] - start, strategy, [m for _, k, m in between if k == "other"]))
+    print(f"{args.log}: {end - start:.2f} s from the first line to the last; {len(compiled)} compile results taken")
+    print(f"  timing configs (compile result taken to trial logged): {timing:.2f} s")
+    for kind, values in strategy_ms.items():
+        if values:
+            print(f"  strategy {kind}: {len(values)} calls, {sum(values) / 1e3:.2f} s, median "
+                  f"{statistics.median(values):.1f} ms, largest {max(values):.1f} ms")
+    print(f"  between a trial and the next compile result, less the strategy's calls: {waits:.2f} s")
+    for wait, at, strategy, others in sorted(gaps, reverse=True)[:args.longest]:
+        print(f"  at {at:7.2f} s: {wait:.3f} s waiting (strategy {1e3 * strategy:.1f} ms)"
+              + "".join(f"\n      {m[:160]}" for m in others[:4]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -116,11 +188,15 @@ def main() -> None:
     one.add_argument("--evals", type=int, default=150)
     one.add_argument("--shape", default="square", help="a matmul shape of the shipped H200 recording")
     one.add_argument("--out", required=True)
+    one.add_argument("--log", help="write tunekit's debug log here, timestamped (for timeline)")
     table = commands.add_parser("compare", help="the table of every tuning in a folder")
     table.add_argument("folder")
     table.add_argument("--within", type=float, default=1.02)
+    lines = commands.add_parser("timeline", help="where a tuning's wall time went, from its --log")
+    lines.add_argument("log")
+    lines.add_argument("--longest", type=int, default=8, help="waits to list")
     args = parser.parse_args()
-    tune(args) if args.command == "tune" else compare(args)
+    {"tune": tune, "compare": compare, "timeline": timeline}[args.command](args)
 
 
 if __name__ == "__main__":

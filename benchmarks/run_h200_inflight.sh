@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One device call: live GEMM tunings of `default` (benchmarks/inflight_live.py) by the carried
 # tunekit (.whl/, tag "new") and an earlier one (.whl-old/: its tunekit wheel and COMMIT, tag
-# "old"), in turns seed by seed, each from a cold cache; then the comparison. SHAPES ("square
-# decode"), SEEDS ("0 1 2"), EVALS (150). Writes the stores, $OUT/inflight.log and $OUT/compare.txt.
+# "old"), in turns seed by seed, each from a cold cache; then the comparison and each tuning's
+# timeline (where its wall time went, from its debug log). SHAPES ("square decode"), SEEDS ("0 1 2"),
+# EVALS (150), TAGS ("new old"). Writes $OUT/inflight.log, compare.txt, timeline.txt and
+# tunings.tar.gz (the stores and logs).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT/tunings"
@@ -12,12 +14,14 @@ rm -rf /tmp/site-old && cp -r /tmp/site /tmp/site-old && python3 -m pip install 
 echo "new: $(cat .whl/COMMIT), old: $(cat .whl-old/COMMIT)"
 for shape in ${SHAPES:-square decode}; do
     for seed in ${SEEDS:-0 1 2}; do
-        for tag in new old; do
+        for tag in ${TAGS:-new old}; do
             site=/tmp/site; [ "$tag" = old ] && site=/tmp/site-old
             PYTHONPATH=$site timeout 240 python3 benchmarks/inflight_live.py tune --tag "$tag" --seed "$seed" \
-                --shape "$shape" --evals "${EVALS:-150}" --out "$OUT/tunings" || echo "$tag $shape $seed: exit $?"
+                --shape "$shape" --evals "${EVALS:-150}" --out "$OUT/tunings" \
+                --log "$OUT/tunings/$tag-$shape-$seed.log" || echo "$tag $shape $seed: exit $?"
         done
     done
 done 2>&1 | grep -v "^WARNING\|warn(" | tee "$OUT/inflight.log"
 python3 benchmarks/inflight_live.py compare "$OUT/tunings" | tee "$OUT/compare.txt"
-gzip -q "$OUT"/tunings/*.db
+for log in "$OUT"/tunings/*.log; do python3 benchmarks/inflight_live.py timeline "$log"; done > "$OUT/timeline.txt" 2>&1
+tar czf "$OUT/tunings.tar.gz" -C "$OUT" tunings && rm -r "$OUT/tunings"

@@ -168,7 +168,9 @@ class Search:
     def _timed(self, call: Callable, *args):
         begin = time.perf_counter()
         value = call(*args)
-        self.deadline.clock.advance(time.perf_counter() - begin)  # strategy time counts in a simulated tuning too
+        elapsed = time.perf_counter() - begin
+        self.deadline.clock.advance(elapsed)  # strategy time counts in a simulated tuning too
+        logger.debug("strategy %s: %.1f ms", call.__name__, 1e3 * elapsed)
         return value
 
     def advance(self, evaluate: Evaluate, evaluations: int | None = None) -> bool:
