@@ -206,6 +206,34 @@ def test_with_configs_in_flight_the_deadline_cuts_off_the_rest_and_nothing_more_
     assert max(asked_at) < 10 and len(search._seen) == 10 + len(search._queued)
 
 
+@pytest.mark.parametrize("paces, asks", [([0, 0, 1, 2], [4, 1, 2, 2, 1]), ([0] * 8, [4, 4])])
+def test_an_evaluators_pace_limits_each_ask_and_the_batch_is_filled_again_outside_its_round(paces, asks):
+    """4 in flight, 10 evaluations. An evaluator that wants no more configs after its first two
+    trials (its compiled configs wait), then one, then two, then sets no limit: the strategy is
+    asked for 4, then for 1 and 2 (the pace), then for 2 (4 in flight again) and 1 (the budget's
+    last). One that never wants more drains its 4, and the search, outside the evaluator's round,
+    asks for 4 again."""
+    from tunekit.strategies import Exhaustive
+
+    asked = []
+
+    class Recording(Exhaustive):
+        def ask(self, n):
+            asked.append(n)
+            return super().ask(n)
+
+    def evaluate(feed, deadline):
+        wanted = iter(paces)
+        feed.pace = lambda: next(wanted, None)
+        for config in feed:
+            yield config, toy_trial(config)
+
+    search = Search(Recording(), SearchContext(toy_space(), Budget(evals=10 if len(paces) < 8 else 8), TOY_KEY, 0,
+                                               ()), clock=SimulatedClock(), batch=4)
+    search.advance(evaluate)
+    assert asked == asks and search.result.evaluations == (10 if len(paces) < 8 else 8)
+
+
 def test_with_configs_in_flight_a_strategy_that_repeats_itself_is_stopped():
     """Injected: a strategy that proposes its first config again at every ask. Survives: with 4 in
     flight the search measures it once and stops, saying the strategy proposed nothing new."""
@@ -220,6 +248,76 @@ def test_with_configs_in_flight_a_strategy_that_repeats_itself_is_stopped():
                     clock=SimulatedClock(), batch=4)
     search.advance(lambda feed, deadline: ((c, toy_trial(c)) for c in feed))
     assert search.result.evaluations == 1 and search.result.stopped_because is StopReason.NO_NEW_PROPOSALS
+
+
+def in_flight_when_asked(compile_seconds: float, bench_seconds: float, workers: int = 4, batch: int = 6) -> list[int]:
+    """Configs in flight at each ask of a 40-evaluation search paced by the session's rule
+    (``TuningSession._configs_wanted``), its evaluator a simulated live tuning: ``workers``
+    compile the configs taken, each in ``compile_seconds``, and one process times them one at a
+    time, each in ``bench_seconds``, the first compiled first."""
+    import heapq
+    import itertools
+    from types import SimpleNamespace
+
+    from tunekit.session import TuningSession
+    from tunekit.strategies import Exhaustive
+
+    clock = SimulatedClock()
+    finishing: list[tuple[float, int, object]] = []  # (compile done at, order, config) not taken yet
+    workers_free = [0.0] * workers
+    order = itertools.count()
+    at_asks = []
+
+    class Recording(Exhaustive):
+        def ask(self, n):
+            at_asks.append(len(search._queued) + search._in_flight)
+            return super().ask(n)
+
+    pool = SimpleNamespace(results_waiting=lambda: sum(done <= clock.seconds() for done, _, _ in finishing))
+    session = SimpleNamespace(_pool=pool)
+
+    def evaluate(feed, deadline):
+        feed.pace = lambda: TuningSession._configs_wanted(session)
+        while True:
+            for config in feed.take():
+                start = max(clock.seconds(), heapq.heappop(workers_free))
+                heapq.heappush(workers_free, start + compile_seconds)
+                heapq.heappush(finishing, (start + compile_seconds, next(order), config))
+            if not finishing:
+                return
+            done, _, config = heapq.heappop(finishing)
+            clock.advance(max(0.0, done - clock.seconds()) + bench_seconds)
+            yield config, toy_trial(config)
+
+    search = Search(Recording(), SearchContext(toy_space(), Budget(evals=40), TOY_KEY, 0, ()), clock=clock,
+                    batch=batch)
+    search.advance(evaluate)
+    assert search.result.evaluations == 40
+    return at_asks
+
+
+def test_a_live_tuning_keeps_fewer_configs_in_flight_where_compiles_outpace_the_timing():
+    """Simulated (4 compile workers, 6 in flight at most): where a config compiles in half the
+    time its timing takes, the compiled configs pile up and the session's pace lets the configs
+    in flight fall: in the second half the strategy is asked with 3 or fewer in flight, so each
+    pick knows more trials; where compiles take 20 times as long as timing (the workers cannot
+    keep up), with 5 or more."""
+    fast = in_flight_when_asked(compile_seconds=0.5, bench_seconds=1.0)
+    slow = in_flight_when_asked(compile_seconds=20.0, bench_seconds=1.0)
+    assert max(fast[len(fast) // 2:]) <= 3, fast
+    assert min(slow[len(slow) // 2:]) >= 5, slow
+
+
+def test_the_session_s_pace_keeps_two_compiled_configs_ahead():
+    """The session's pace: two more configs when none compiled waits, one when one does, none
+    when two or more do; no limit outside a compile round."""
+    from types import SimpleNamespace
+
+    from tunekit.session import TuningSession
+
+    paces = [TuningSession._configs_wanted(SimpleNamespace(_pool=SimpleNamespace(results_waiting=lambda: k)))
+             for k in range(4)]
+    assert paces == [2, 1, 0, 0] and TuningSession._configs_wanted(SimpleNamespace(_pool=None)) is None
 
 
 def test_a_live_tuning_keeps_a_learning_strategy_s_compile_workers_busy_and_two_more(monkeypatch):

@@ -98,11 +98,17 @@ class Feed:
     time, ``take()`` every one queued now. An evaluator yields each config's trial as soon as it
     has it; the search tells the strategy and asks for the next config meanwhile, so a config
     asked for while the evaluator works is in the feed when it takes again. The feed ends when
-    nothing is queued, or once the configs taken reach this ``advance``'s limit."""
+    nothing is queued, or once the configs taken reach this ``advance``'s limit.
+
+    An evaluator that gains nothing from more configs in flight at some moment (a live tuning
+    whose compiled configs wait to be timed) sets ``pace``: asked after each trial it yields, it
+    says how many more configs to ask for at most (None: as many as keep the search's ``batch``
+    in flight). Each config asked for later is picked knowing more trials."""
 
     def __init__(self, search: "Search", limit: int | None) -> None:
         self._search = search
         self._limit = limit  # configs this feed may hand out at most (a per-call limit left)
+        self.pace: Callable[[], int | None] | None = None
 
     def take(self) -> list[Config]:
         """Every config queued now, within the limit (none: nothing is queued now)."""
@@ -160,6 +166,7 @@ class Search:
         self._strategy_ended: StopReason | None = None  # the strategy stopped; what it asked for is measured first
         self._first = list(first)
         self._started = False
+        self._feed: Feed | None = None  # the evaluator's, while it runs
 
     @property
     def done(self) -> bool:
@@ -194,7 +201,7 @@ class Search:
                     break
                 self._ask()
                 continue
-            feed = Feed(self, None if evaluations is None else evaluations - measured_now)
+            feed = self._feed = Feed(self, None if evaluations is None else evaluations - measured_now)
             for config, trial in evaluate(feed, deadline):
                 self._in_flight -= 1
                 if trial is None:  # the deadline came before this config
@@ -211,20 +218,26 @@ class Search:
                 if not deadline.expired():
                     self._ask()
             self._in_flight = 0  # an evaluator that ended early (a stop) answers nothing more
+            self._feed = None  # asked outside an evaluator's round, the search fills its batch
         result.seconds = deadline.clock.seconds()
         return self.done
 
     def _ask(self) -> None:
         """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told (no more
-        than the budget has evaluations left for); queue what is new, tell it what the store holds.
-        A strategy that proposes nothing while configs are pending is asked again as the next
-        trial is told; with none pending, it has ended."""
+        than the budget has evaluations left for, nor than the evaluator's ``Feed.pace`` wants);
+        queue what is new, tell it what the store holds. A strategy that proposes nothing while
+        configs are pending is asked again as the next trial is told; with none pending, it has
+        ended."""
         if self._strategy_ended is not None:
             return
         budget, result = self.context.budget, self.result
         waiting = len(self._queued) + self._in_flight
         left = budget.evals_left(result.evaluations)
         count = self.batch - waiting if left is None else min(self.batch, left) - waiting
+        wanted = self._feed.pace() if self._feed is not None and self._feed.pace is not None else None
+        if wanted is not None:
+            count = min(count, wanted)
+        logger.debug("in flight %d; asking for %d", waiting, max(count, 0))
         if count < 1:
             return
         proposals = self._timed(self.strategy.ask, count)

@@ -29,7 +29,7 @@ from .budget import Budget
 from .caller import warn_at_caller
 from .check import CheckCounts
 from .compat import active_target, aten_replaced
-from .compiler import CompileJob, CompileResult, compile_config, compile_job_for, unwrap_jit
+from .compiler import CompileJob, CompilePool, CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json, config_source, readable_repr
 from .deadline import Clock, Deadline, Stopwatch
 from .isolation import IsolatedRunner, IsolationError, kernel_address
@@ -45,6 +45,10 @@ from .threads import check_stopped
 from .trial import Source, Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
+
+#: Compiled configs a live tuning keeps waiting to be timed (``TuningSession._configs_wanted``):
+#: one to time as soon as the last is, one for a compile that comes late.
+COMPILED_AHEAD = 2
 
 
 class TuningError(RuntimeError):
@@ -143,6 +147,7 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
+        self._pool: CompilePool | None = None  # while a compile round is under way
         #: Failures at run time (errors, wrong outputs) not stored yet: while no config has run
         #: correctly they may be the call's (a wrong argument, an output too short), and stored
         #: failures would be reused by the corrected call. Stored as soon as a config runs correctly
@@ -451,6 +456,7 @@ class TuningSession:
         Yields (config, trial), trial None for configs the deadline left unmeasured."""
         assert self._runner is not None
         configs: list[Config] = []  # taken from the feed so far, by compile index
+        feed.pace = self._configs_wanted
         compiled = self.compile(configs, feed.take, args, kwargs, deadline)
         try:
             answered: set[int] = set()
@@ -550,6 +556,7 @@ class TuningSession:
         jobs = jobs_of(taken())
         with service().compile_pool(workers) as pool:
             started = pool.started
+            self._pool = pool
             try:
                 # a single config compiles in a thread here: forking a worker for it buys nothing, until
                 # more come (a tuning's first config alone: its fallback, measured first)
@@ -560,6 +567,17 @@ class TuningSession:
                     yield index, result
             finally:
                 self._compile_workers_started += pool.started - started
+                self._pool = None
+
+    def _configs_wanted(self) -> int | None:
+        """Configs to ask for after a trial (``Feed.pace``): enough that ``COMPILED_AHEAD`` compiled
+        configs wait to be timed. None waiting, two (the compiles fall behind: one more in
+        flight); one, one (as many as before); more, none (one fewer in flight). Where compiles
+        are fast beside timing, fewer configs are in flight and each is picked knowing more
+        trials; where they are slow, as many as ``_batch_size``. No limit outside a compile round."""
+        if self._pool is None:
+            return None
+        return max(0, COMPILED_AHEAD - self._pool.results_waiting())
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen
@@ -573,11 +591,12 @@ class TuningSession:
         return self.options.compile_workers if self.options.compile_workers is not None else settings.compile_workers()
 
     def _batch_size(self, strategy: Strategy) -> int:
-        """Configs in flight (asked for, not told yet): one under the interpreter (nothing to
-        compile); else one per compile worker and two more, queued for the first workers free
+        """Configs in flight at most (asked for, not told yet): one under the interpreter (nothing
+        to compile); else one per compile worker and two more, queued for the first workers free
         (jobs go to free workers between the configs this process times, not while it times one).
         A learning strategy then picks each config knowing every trial but those in flight; one
-        that learns nothing is asked for more at a time."""
+        that learns nothing is asked for more at a time. Fewer are in flight while compiled
+        configs wait to be timed (``_configs_wanted``)."""
         if settings.interpreting():
             return 1
         workers = self._workers()
