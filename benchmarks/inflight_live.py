@@ -124,7 +124,8 @@ def compare(args: argparse.Namespace) -> None:
 def _events(log: Path) -> list[tuple[float, str, str]]:
     """(seconds, kind, message) per line of a ``tune --log`` file: kind "compiled" (a compile's
     result taken: its timing starts), "trial" (a config's trial), "ask"/"tell"/"start" (the
-    strategy's calls, the line written as each ends, its milliseconds in the message), "other"."""
+    strategy's calls, the line written as each ends, its milliseconds in the message), "pace"
+    (the configs in flight at an ask, and how many it asks for), "other"."""
     events = []
     for line in log.read_text().splitlines():
         stamp, _, rest = line.partition("|")
@@ -135,6 +136,8 @@ def _events(log: Path) -> list[tuple[float, str, str]]:
             continue
         if name == "tunekit.search" and message.startswith("strategy "):
             kind = message.split()[1].rstrip(":")
+        elif name == "tunekit.search" and message.startswith("in flight "):
+            kind = "pace"
         elif ": compiled " in message:
             kind = "compiled"
         elif name == "tunekit.session" and "}: [" in message:  # "KERNEL {KEY}: [CONFIG] ..."
@@ -174,6 +177,12 @@ def timeline(args: argparse.Namespace) -> None:
             print(f"  strategy {kind}: {len(values)} calls, {sum(values) / 1e3:.2f} s, median "
                   f"{statistics.median(values):.1f} ms, largest {max(values):.1f} ms")
     print(f"  between a trial and the next compile result, less the strategy's calls: {waits:.2f} s")
+    paced = [(int(m.split()[2].rstrip(";")), int(m.split()[-1])) for _, k, m in events if k == "pace"]
+    if paced:
+        flight = [n for n, _ in paced[1:]]  # after the first ask
+        print(f"  configs in flight at the asks after the first: median {statistics.median(flight):g}, "
+              f"{min(flight)} to {max(flight)}; asked for 0 at {sum(1 for _, m in paced if m == 0)} of "
+              f"{len(paced)} asks")
     for wait, at, strategy, others in sorted(gaps, reverse=True)[:args.longest]:
         print(f"  at {at:7.2f} s: {wait:.3f} s waiting (strategy {1e3 * strategy:.1f} ms)"
               + "".join(f"\n      {m[:160]}" for m in others[:4]))
