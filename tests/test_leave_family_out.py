@@ -473,7 +473,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp15-stalled50-c512-local-forest-turns": 0.15,
               **{f"default-gp15-stalled50-c512-local-forest-batch{size}": 0.15 for size in (1, 4, 32)},
               **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)},
-              "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15}
+              "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15,
+              "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
