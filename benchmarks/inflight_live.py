@@ -17,8 +17,9 @@ about 1 % on this GEMM (design.md: drift), so the 2 % is that of the call's best
     python benchmarks/inflight_live.py timeline FILE
 
 ``timeline`` reads such a log: where the process that times configs spent the tuning's wall time
-(timing configs, the strategy's asks and tells, waiting for compiles, the rest), and the longest
-waits between two timed configs with what happened in them.
+(timing configs; the strategy's asks and tells; the rest between a trial and the next compile
+result, mostly waiting for compiles), the configs in flight and wanted in flight at the asks, and
+the longest waits between two timed configs with what happened in them.
 """
 
 from __future__ import annotations
@@ -177,12 +178,13 @@ def timeline(args: argparse.Namespace) -> None:
             print(f"  strategy {kind}: {len(values)} calls, {sum(values) / 1e3:.2f} s, median "
                   f"{statistics.median(values):.1f} ms, largest {max(values):.1f} ms")
     print(f"  between a trial and the next compile result, less the strategy's calls: {waits:.2f} s")
-    paced = [(int(m.split()[2].rstrip(";")), int(m.split()[-1])) for _, k, m in events if k == "pace"]
-    if paced:
-        flight = [n for n, _ in paced[1:]]  # after the first ask
-        print(f"  configs in flight at the asks after the first: median {statistics.median(flight):g}, "
-              f"{min(flight)} to {max(flight)}; asked for 0 at {sum(1 for _, m in paced if m == 0)} of "
-              f"{len(paced)} asks")
+    # "in flight N, wanted W; asking for M", at every ask after the first
+    paced = [(int(m.split()[2].rstrip(",")), int(m.split()[4].rstrip(";"))) for _, k, m in events if k == "pace"]
+    if len(paced) > 1:
+        flight, wanted = [n for n, _ in paced[1:]], [w for _, w in paced[1:]]
+        print(f"  at the {len(flight)} asks after the first: configs in flight median {statistics.median(flight):g} "
+              f"({min(flight)} to {max(flight)}), wanted median {statistics.median(wanted):g} "
+              f"({min(wanted)} to {max(wanted)})")
     for wait, at, strategy, others in sorted(gaps, reverse=True)[:args.longest]:
         print(f"  at {at:7.2f} s: {wait:.3f} s waiting (strategy {1e3 * strategy:.1f} ms)"
               + "".join(f"\n      {m[:160]}" for m in others[:4]))

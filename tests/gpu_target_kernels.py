@@ -47,8 +47,7 @@ def run_compile_rounds(rounds: list[dict[str, Any]], workers: int, cache: Path, 
     out at the deadline), its wall seconds, and the workers started so far. A round is
     ``{"jobs": [[module, kernel, args, kwargs], ...], "timeout": s, "deadline": s, "more": [...]}``,
     ``"more"``'s jobs given to the round one per result taken (as a tuning that asks for a config
-    as each trial comes), their results after the jobs'; ``"settle": true``: after each result, wait
-    for the compiles left to finish and report how many the pool says wait (``"waiting"``); a tensor
+    as each trial comes), their results after the jobs'; a tensor
     argument is ``{"tensor": "float16"}`` (``"misaligned": true`` for one 8 bytes off)."""
     env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(cache)}
     call = f"import gpu_target_kernels as g; g.compile_rounds({json.dumps(rounds)!r}, {workers})"
@@ -92,7 +91,6 @@ def compile_rounds(rounds_json: str, workers: int) -> None:
             deadline = start + round_["deadline"] if "deadline" in round_ else None
             timeout = round_.get("timeout")
             taken, given = [0], [0]
-            waiting: list[int] = []  # with "settle": compiles finished and not taken, after each result
 
             def more() -> list[Any]:
                 if given[0] < min(taken[0], len(later)):
@@ -105,13 +103,7 @@ def compile_rounds(rounds_json: str, workers: int) -> None:
                 taken[0] += 1
                 results[index] = [result.status.value, result.seconds, result.error, result.shared_bytes,
                                   result.output]
-                if round_.get("settle"):  # wait for every compile left to finish, then count them
-                    settled = time.time() + 120
-                    while pool.results_waiting() < len(jobs) - taken[0] and time.time() < settled:
-                        time.sleep(0.05)
-                    waiting.append(pool.results_waiting())
-            report.append({"results": results, "seconds": time.time() - start, "started": pool.started,
-                           "waiting": waiting})
+            report.append({"results": results, "seconds": time.time() - start, "started": pool.started})
     finally:
         pool.close()
     print(json.dumps(report))

@@ -66,13 +66,6 @@ def test_jobs_given_as_results_come_are_compiled_by_the_same_workers(compile_rou
     assert round_["started"] == 2
 
 
-def test_a_pool_counts_the_compiles_finished_in_workers_and_not_yet_taken(compile_rounds):
-    """Three jobs on three forked workers: once the first result is taken and the other two
-    compiles have finished, the pool says 2 wait to be taken, then 1, then 0."""
-    [round_] = compile_rounds([{"jobs": [add(256), add(512), add(128)], "settle": True}], workers=3)
-    assert [r[0] for r in round_["results"]] == ["ok", "ok", "ok"] and round_["waiting"] == [2, 1, 0]
-
-
 def test_a_compile_past_its_timeout_is_cut_off_and_its_worker_replaced(compile_rounds):
     """Injected: a compile that takes minutes, timeout 15 s (a first compile takes seconds on a
     loaded machine), one compile at a time. Survives: the timeout is reported, only that worker

@@ -162,22 +162,6 @@ def test_a_compile_in_this_process_past_its_timeout_is_stopped_not_left_running(
     pool.close()
 
 
-def test_a_pool_counts_the_compiles_finished_in_threads_and_not_yet_taken():
-    """Three compiles in threads of this process, each done at once: once the round has yielded
-    the first and the other two have finished, the pool says 2 wait to be taken, then 1, then 0
-    (what a live tuning paces its asks by); outside a round, 0."""
-    pool = CompilePool(workers=3, threads=TaskThreads())
-    waiting = []
-    for taken, (index, result) in enumerate(pool.as_completed([None, None, None],
-                                                               local=lambda i: CompileResult(Status.OK, 0.0)), 1):
-        deadline = time.monotonic() + 10.0
-        while pool.results_waiting() < 3 - taken and time.monotonic() < deadline:
-            time.sleep(0.01)  # the first compile in a process runs alone; the others start after it
-        waiting.append(pool.results_waiting())
-    assert waiting == [2, 1, 0] and pool.results_waiting() == 0
-    pool.close()
-
-
 def test_closing_a_pool_stops_its_compiles_in_threads_and_the_round_waiting_on_them_ends():
     """Injected: the pool is closed (the process exits) while a caller waits on a round of two
     one-minute compiles in threads. Survives: the caller, whose round ends with the stopped

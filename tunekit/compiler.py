@@ -255,7 +255,6 @@ class CompilePool:
         self._closes = 0  # close() calls so far: a round under way when the pool closes ends
         self._threads = threads if threads is not None else TaskThreads()
         self._compiling: set[Future[None]] = set()  # this pool's compiles in threads here, not yet ended
-        self._round: _CompileRound | None = None  # the as_completed call under way
 
     def _start(self) -> None:
         known = tokens_issued()  # before the fork: a kernel named meanwhile is not in the copy
@@ -290,11 +289,6 @@ class CompilePool:
         self._failed_starts = 0
         self._idle.append(worker)
 
-    def results_waiting(self) -> int:
-        """Compiles of the ``as_completed`` call under way that have finished and whose results it
-        has not yielded yet (0 with none under way): compiled configs waiting to be taken."""
-        return 0 if self._round is None else self._round.results_waiting()
-
     def compile(self, jobs: Sequence[CompileJob], timeout: Timeout = None) -> list[CompileResult]:
         """Compile ``jobs`` in parallel; results in order (see :meth:`as_completed`)."""
         results: list[CompileResult | None] = [None] * len(jobs)
@@ -328,7 +322,7 @@ class CompilePool:
         needed = max((job.kernel for job in jobs if job is not None), default=-1)
         for worker in [w for w in [*self._idle, *self._starting] if self._knows.get(w, 0) <= needed]:
             self._forget(worker)  # forked before this kernel was named: it cannot find it
-        round_ = self._round = _CompileRound(self, jobs, local)
+        round_ = _CompileRound(self, jobs, local)
         closes = self._closes
         try:
             while round_.add(more() if more is not None else ()) or round_.busy():
@@ -348,7 +342,6 @@ class CompilePool:
                     yield from round_.past(limit)
         finally:  # the deadline, or a caller that stopped early: the compiles in flight are abandoned
             round_.abandon()
-            self._round = None
 
     def close(self, wait: bool = False) -> None:
         """Stop every worker, and this pool's compile threads (``TaskThreads.stop``); ``wait``
@@ -387,10 +380,6 @@ class _CompileRound:
 
     def left(self) -> int:
         return len(self.pending) + len(self.running) + len(self.threads)
-
-    def results_waiting(self) -> int:
-        """Compiles finished whose results are not yielded yet: in threads here, or in workers."""
-        return self.results.qsize() + sum(1 for worker in self.running if worker.poll(0))
 
     def start_workers(self, allowed: bool) -> None:
         """Fork the workers the jobs waiting need, beyond those idle, starting or busy."""

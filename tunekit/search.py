@@ -100,10 +100,11 @@ class Feed:
     asked for while the evaluator works is in the feed when it takes again. The feed ends when
     nothing is queued, or once the configs taken reach this ``advance``'s limit.
 
-    An evaluator that gains nothing from more configs in flight at some moment (a live tuning
-    whose compiled configs wait to be timed) sets ``pace``: asked after each trial it yields, it
-    says how many more configs to ask for at most (None: as many as keep the search's ``batch``
-    in flight). Each config asked for later is picked knowing more trials."""
+    An evaluator that needs fewer configs in flight than the search's ``batch`` to stay busy (a
+    live tuning whose compiles keep up with its timing with fewer) sets ``pace``: asked before
+    each ask while it runs, it says how many configs it wants in flight (None: the batch). The
+    search then asks for fewer, or none, until as many are in flight, and never keeps more than
+    its batch: each config asked for later is picked knowing more trials."""
 
     def __init__(self, search: "Search", limit: int | None) -> None:
         self._search = search
@@ -137,12 +138,13 @@ class Search:
     the calls of a kernel, ``Budget(per_call=k)``).
 
     ``batch`` configs are asked for and not yet told at any time: the first ask is for ``batch``;
-    then, as each trial comes, the strategy is told it and asked for one more. So a live tuning
-    keeps its compile workers busy while no config waits on a batch's slowest compile, and the
-    strategy learns from each trial as soon as it exists; a strategy that learns from pending
-    configs (``DefaultSearch``'s believer) is asked with ``batch - 1`` of them, and one that has
-    nothing to propose until pending configs are told (a start that waits for its trials)
-    proposes nothing meanwhile. A replay's evaluator answers the configs in the order asked. A
+    then, as each trial comes, the strategy is told it and asked for one more (or as many as
+    keep the number the evaluator's ``Feed.pace`` wants in flight, never past ``batch``). So a
+    live tuning keeps its compile workers busy while no config waits on a batch's slowest
+    compile, and the strategy learns from each trial as soon as it exists; a strategy that
+    learns from pending configs (``DefaultSearch``'s believer) is asked with up to ``batch - 1``
+    of them, and one that has nothing to propose until pending configs are told (a start that
+    waits for its trials) proposes nothing meanwhile. A replay's evaluator answers the configs in the order asked. A
     spread tuning asks and tells as one uninterrupted search with a replay's evaluator does: what
     is queued beyond k waits for the next ``advance``. ``first``: configs measured before the
     strategy's, told to it like its own (as Optuna's ``enqueue_trial``): a tuning that starts
@@ -177,7 +179,7 @@ class Search:
         value = call(*args)
         elapsed = time.perf_counter() - begin
         self.deadline.clock.advance(elapsed)  # strategy time counts in a simulated tuning too
-        logger.debug("strategy %s: %.1f ms", call.__name__, 1e3 * elapsed)
+        logger.debug("strategy %s: %.1f ms", getattr(call, "__name__", call), 1e3 * elapsed)
         return value
 
     def advance(self, evaluate: Evaluate, evaluations: int | None = None) -> bool:
@@ -223,21 +225,20 @@ class Search:
         return self.done
 
     def _ask(self) -> None:
-        """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told (no more
-        than the budget has evaluations left for, nor than the evaluator's ``Feed.pace`` wants);
-        queue what is new, tell it what the store holds. A strategy that proposes nothing while
-        configs are pending is asked again as the next trial is told; with none pending, it has
-        ended."""
+        """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told, or as
+        many as the evaluator's ``Feed.pace`` wants in flight where that is fewer, at least one
+        (no more than the budget has evaluations left for); queue what is new, tell it what the
+        store holds. A strategy that proposes nothing while configs are pending is asked again as
+        the next trial is told; with none pending, it has ended."""
         if self._strategy_ended is not None:
             return
         budget, result = self.context.budget, self.result
         waiting = len(self._queued) + self._in_flight
         left = budget.evals_left(result.evaluations)
-        count = self.batch - waiting if left is None else min(self.batch, left) - waiting
         wanted = self._feed.pace() if self._feed is not None and self._feed.pace is not None else None
-        if wanted is not None:
-            count = min(count, wanted)
-        logger.debug("in flight %d; asking for %d", waiting, max(count, 0))
+        target = self.batch if wanted is None else max(1, min(self.batch, wanted))
+        count = target - waiting if left is None else min(target, left) - waiting
+        logger.debug("in flight %d, wanted %d; asking for %d", waiting, target, max(count, 0))
         if count < 1:
             return
         proposals = self._timed(self.strategy.ask, count)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import signal
+import statistics
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +32,7 @@ from .budget import Budget
 from .caller import warn_at_caller
 from .check import CheckCounts
 from .compat import active_target, aten_replaced
-from .compiler import CompileJob, CompilePool, CompileResult, compile_config, compile_job_for, unwrap_jit
+from .compiler import CompileJob, CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json, config_source, readable_repr
 from .deadline import Clock, Deadline, Stopwatch
 from .isolation import IsolatedRunner, IsolationError, kernel_address
@@ -46,9 +49,15 @@ from .trial import Source, Status, Timing, Trial
 
 logger = logging.getLogger(__name__)
 
-#: Compiled configs a live tuning keeps waiting to be timed (``TuningSession._configs_wanted``):
-#: one to time as soon as the last is, one for a compile that comes late.
+#: Configs a live tuning keeps in flight beyond those its compiles need to keep up with its timing
+#: (``TuningSession._in_flight_wanted``): one to time as soon as the last is, one for a compile
+#: that comes late.
 COMPILED_AHEAD = 2
+#: Compiles and timed configs a live tuning sees before it paces its asks by their times; until
+#: then it keeps its batch in flight.
+PACE_AFTER = 3
+#: The latest timed configs whose busy seconds the pace takes the median of.
+PACE_WINDOW = 20
 
 
 class TuningError(RuntimeError):
@@ -147,7 +156,7 @@ class TuningSession:
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
-        self._pool: CompilePool | None = None  # while a compile round is under way
+        self._busy_seconds: list[float] = []  # per timed config: its check and benchmark, the search's tell and ask
         #: Failures at run time (errors, wrong outputs) not stored yet: while no config has run
         #: correctly they may be the call's (a wrong argument, an output too short), and stored
         #: failures would be reused by the corrected call. Stored as soon as a config runs correctly
@@ -456,12 +465,13 @@ class TuningSession:
         Yields (config, trial), trial None for configs the deadline left unmeasured."""
         assert self._runner is not None
         configs: list[Config] = []  # taken from the feed so far, by compile index
-        feed.pace = self._configs_wanted
+        feed.pace = self._in_flight_wanted
         compiled = self.compile(configs, feed.take, args, kwargs, deadline)
         try:
             answered: set[int] = set()
             key = self.key
             for index, result in compiled:
+                taken = time.perf_counter()
                 check_stopped()  # a background tuning stopped (the process exits) ends here, between evaluations
                 config = configs[index]
                 answered.add(index)
@@ -485,6 +495,7 @@ class TuningSession:
                 if trial.ok and trial.bench_seconds:
                     self._bench_seconds_seen.append(trial.bench_seconds)
                 yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
+                self._busy_seconds.append(time.perf_counter() - taken)  # the search told and asked meanwhile
             for left in range(len(configs)):  # the deadline stopped their compiles
                 if left not in answered:
                     yield configs[left], None
@@ -556,7 +567,6 @@ class TuningSession:
         jobs = jobs_of(taken())
         with service().compile_pool(workers) as pool:
             started = pool.started
-            self._pool = pool
             try:
                 # a single config compiles in a thread here: forking a worker for it buys nothing, until
                 # more come (a tuning's first config alone: its fallback, measured first)
@@ -567,17 +577,19 @@ class TuningSession:
                     yield index, result
             finally:
                 self._compile_workers_started += pool.started - started
-                self._pool = None
 
-    def _configs_wanted(self) -> int | None:
-        """Configs to ask for after a trial (``Feed.pace``): enough that ``COMPILED_AHEAD`` compiled
-        configs wait to be timed. None waiting, two (the compiles fall behind: one more in
-        flight); one, one (as many as before); more, none (one fewer in flight). Where compiles
-        are fast beside timing, fewer configs are in flight and each is picked knowing more
-        trials; where they are slow, as many as ``_batch_size``. No limit outside a compile round."""
-        if self._pool is None:
+    def _in_flight_wanted(self) -> int | None:
+        """Configs to keep in flight (``Feed.pace``): as many as this process times in one compile
+        (the median compile's seconds over the median seconds it is busy per timed config: the
+        check and benchmark, and the search's tell and ask since), and ``COMPILED_AHEAD`` more,
+        so that a compiled config waits whenever one is timed (Little's law). Where compiles are
+        fast beside timing, fewer configs are in flight than the batch and each is picked knowing
+        more trials; where they are slow, the batch (``_batch_size``) caps it. None (the batch)
+        until ``PACE_AFTER`` compiles and timed configs were seen."""
+        if len(self._compile_seconds_seen) < PACE_AFTER or len(self._busy_seconds) < PACE_AFTER:
             return None
-        return max(0, COMPILED_AHEAD - self._pool.results_waiting())
+        per_config = max(statistics.median(self._busy_seconds[-PACE_WINDOW:]), 1e-3)
+        return math.ceil(statistics.median(self._compile_seconds_seen) / per_config) + COMPILED_AHEAD
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen
@@ -596,7 +608,7 @@ class TuningSession:
         (jobs go to free workers between the configs this process times, not while it times one).
         A learning strategy then picks each config knowing every trial but those in flight; one
         that learns nothing is asked for more at a time. Fewer are in flight while compiled
-        configs wait to be timed (``_configs_wanted``)."""
+        configs wait to be timed (``_in_flight_wanted``)."""
         if settings.interpreting():
             return 1
         workers = self._workers()
