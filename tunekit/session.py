@@ -153,6 +153,7 @@ class TuningSession:
         self._active_deadline = self.deadline
         self.trials: list[Trial] = []
         self._compile_seconds_seen: list[float] = []  # successful compiles: the adaptive timeout's base
+        self._compile_seconds_here: list[float] = []  # this tuning's compiles, failed ones too: the pace's base
         self._bench_seconds_seen: list[float] = []  # successful checks and benchmarks: the run timeout's base
         self._runner: LocalRunner | IsolatedRunner | None = None
         self._compile_workers_started = 0
@@ -546,6 +547,7 @@ class TuningSession:
             while new := taken():
                 first = len(configs) - len(new)
                 for index in range(first, first + len(new)):
+                    self._compile_seconds_here.append(0.0)
                     yield index, CompileResult(Status.OK, 0.0)
             return
         target = active_target()
@@ -574,22 +576,25 @@ class TuningSession:
                                                        start_workers=False, more=lambda: jobs_of(taken())):
                     if result.status is Status.OK:
                         self._compile_seconds_seen.append(result.seconds)
+                    self._compile_seconds_here.append(result.seconds)
                     yield index, result
             finally:
                 self._compile_workers_started += pool.started - started
 
     def _in_flight_wanted(self) -> int | None:
-        """Configs to keep in flight (``Feed.pace``): as many as this process times in one compile
-        (the median compile's seconds over the median seconds it is busy per timed config: the
-        check and benchmark, and the search's tell and ask since), and ``COMPILED_AHEAD`` more,
-        so that a compiled config waits whenever one is timed (Little's law). Where compiles are
-        fast beside timing, fewer configs are in flight than the batch and each is picked knowing
-        more trials; where they are slow, the batch (``_batch_size``) caps it. None (the batch)
-        until ``PACE_AFTER`` compiles and timed configs were seen."""
-        if len(self._compile_seconds_seen) < PACE_AFTER or len(self._busy_seconds) < PACE_AFTER:
+        """Configs to keep in flight (``Feed.pace``): as many as this process times in twice a
+        compile's mean seconds (this tuning's compiles, failed ones too, over the median seconds it
+        is busy per timed config: the check and benchmark, and the search's tell and ask since),
+        and ``COMPILED_AHEAD`` more (Little's law, with room for compiles that take longer than
+        the mean: on the GEMM space most take a third of a second, and 1 % minutes). Where
+        compiles are fast beside timing, fewer configs are in flight than the batch and each is
+        picked knowing more trials; where they are slow, the batch (``_batch_size``) caps it.
+        None (the batch) until this tuning has seen ``PACE_AFTER`` compiles and timed configs
+        (the store's compile times may be another host's, or the Triton cache's)."""
+        if len(self._compile_seconds_here) < PACE_AFTER or len(self._busy_seconds) < PACE_AFTER:
             return None
         per_config = max(statistics.median(self._busy_seconds[-PACE_WINDOW:]), 1e-3)
-        return math.ceil(statistics.median(self._compile_seconds_seen) / per_config) + COMPILED_AHEAD
+        return math.ceil(2 * statistics.mean(self._compile_seconds_here) / per_config) + COMPILED_AHEAD
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen

@@ -1,0 +1,163 @@
+"""How a live tuning's pace (``TuningSession._in_flight_wanted``: the configs it keeps in flight)
+costs wall time, simulated with the compile times live GEMM tunings measured.
+
+A live tuning compiles the configs in flight in ``--workers`` worker processes and times them
+one at a time in its own process, the first compiled first; jobs go to free workers between
+timings. This simulation drives tunekit's own ``Search`` with such an evaluator on a simulated
+clock: each config's compile takes a time drawn from the compiles of the stores in
+``experiments/results/in-flight/live-call-2-tunings.tar`` (an H100 host, 16 workers, the 984-config
+GEMM space; those that hit the compile timeout take the timeout), each timed config keeps the
+process busy ``--busy`` seconds (check, benchmark, the search's tell and ask), and a compile past
+the adaptive timeout (20 times the median seen, at least 10 s) is cut there. It prints, per rule
+and busy time, the paced tuning's wall time over one that keeps its whole batch in flight
+(median, 90th percentile and largest over the seeds) and the configs in flight at the asks of
+the tuning's second half. It does not credit what fewer in flight buy: picks that know more
+trials (``README.md`` in ``experiments/results/in-flight/``: replays at 6 and 18 in flight).
+
+    python experiments/pace_simulation.py [--seeds 20] [--evals 100] [--workers 16] [--batch 18]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import heapq
+import math
+import random
+import statistics
+import tarfile
+import tempfile
+from collections import deque
+from pathlib import Path
+from types import SimpleNamespace
+
+from tunekit import ResultsStore
+from tunekit.budget import Budget
+from tunekit.deadline import SimulatedClock
+from tunekit.search import Search
+from tunekit.session import COMPILED_AHEAD, PACE_AFTER, PACE_WINDOW, TuningSession
+from tunekit.space import Space
+from tunekit.strategies import Exhaustive
+from tunekit.strategy import SearchContext
+from tunekit.testing.strategies import TOY_KEY
+from tunekit.trial import Status, Timing, Trial
+
+STORES = Path(__file__).resolve().parent / "results" / "in-flight" / "live-call-2-tunings.tar"
+
+
+def recorded_compiles(tar: Path) -> tuple[list[float], int]:
+    """The compile seconds of every compiled config of the live tunings' stores, and how many
+    compiles were cut off by the timeout."""
+    seconds, cut = [], 0
+    with tempfile.TemporaryDirectory() as folder, tarfile.open(tar) as archive:
+        archive.extractall(folder, filter="data")
+        for packed in sorted(Path(folder).rglob("*.db.gz")):
+            store_path = packed.with_suffix("")
+            store_path.write_bytes(gzip.decompress(packed.read_bytes()))
+            for row in ResultsStore(store_path, read_only=True).rows():
+                if row["source"] != "measured":
+                    continue
+                if row["status"] == Status.TIMEOUT.value and row["compile_seconds"]:
+                    cut += 1
+                elif row["compile_seconds"]:
+                    seconds.append(row["compile_seconds"])
+    return seconds, cut
+
+
+def median_plus_two(session: SimpleNamespace) -> int | None:
+    """The first Little's-law rule, replaced: the median compile (of all compiles seen)."""
+    here, busy = session._compile_seconds_here, session._busy_seconds
+    if len(here) < PACE_AFTER or len(busy) < PACE_AFTER:
+        return None
+    return math.ceil(statistics.median(here) / max(statistics.median(busy[-PACE_WINDOW:]), 1e-3)) + COMPILED_AHEAD
+
+
+RULES = {"shipped (2 x mean + 2)": TuningSession._in_flight_wanted, "median + 2": median_plus_two}
+
+
+def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float, workers: int, batch: int,
+           evals: int) -> tuple[float, list[int]]:
+    """One simulated tuning: its seconds, and the configs in flight at each ask."""
+    rng = random.Random(seed)
+    clock = SimulatedClock()
+    session = SimpleNamespace(_compile_seconds_here=[], _busy_seconds=[])
+    drawn: dict[str, float] = {}
+    at_asks: list[int] = []
+
+    class Recording(Exhaustive):
+        def ask(self, n):
+            at_asks.append(len(search._queued) + search._in_flight)
+            return super().ask(n)
+
+    def compile_seconds(config) -> float:
+        name = repr(config)
+        if name not in drawn:
+            drawn[name] = math.inf if rng.random() < cut_share else rng.choice(compiles)
+        return drawn[name]
+
+    def timeout() -> float:
+        seen = [s for s in session._compile_seconds_here if math.isfinite(s)]
+        return max(10.0, 20 * statistics.median(seen)) if seen else 120.0
+
+    def evaluate(feed, deadline):
+        if rule is not None:
+            feed.pace = lambda: rule(session)
+        waiting: deque = deque()
+        running: list[tuple[float, int, object]] = []  # (done at, order, config)
+        order = 0
+        while True:
+            waiting.extend(feed.take())
+            while waiting and len(running) < workers:
+                config = waiting.popleft()
+                order += 1
+                heapq.heappush(running, (clock.seconds() + min(compile_seconds(config), timeout()), order, config))
+            if not running:
+                return
+            done, _, config = heapq.heappop(running)
+            clock.advance(max(0.0, done - clock.seconds()))
+            session._compile_seconds_here.append(min(compile_seconds(config), timeout()))
+            if not math.isfinite(compile_seconds(config)):
+                yield config, Trial(config, Status.TIMEOUT, error="compile timeout")
+                continue
+            taken = clock.seconds()
+            clock.advance(busy)
+            yield config, Trial(config, Status.OK, Timing(1.0, 1.0, 1.0))
+            session._busy_seconds.append(clock.seconds() - taken)
+
+    space = Space(a=list(range(40)), b=list(range(40)))
+    search = Search(Recording(), SearchContext(space, Budget(evals=evals), TOY_KEY, seed, ()), clock=clock,
+                    batch=batch)
+    search.advance(evaluate)
+    return clock.seconds(), at_asks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--evals", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=18)
+    parser.add_argument("--busy", type=float, nargs="+", default=[0.01, 0.05, 0.1, 0.2, 0.5])
+    args = parser.parse_args()
+    compiles, cut = recorded_compiles(STORES)
+    cut_share = cut / (cut + len(compiles))
+    print(f"{len(compiles)} recorded compiles: median {statistics.median(compiles):.3f} s, mean "
+          f"{statistics.mean(compiles):.3f} s; {cut} cut off by the timeout ({100 * cut_share:.1f} %)")
+    print(f"{args.workers} workers, {args.batch} in flight at most, {args.evals} evaluations, {args.seeds} seeds")
+    for busy in args.busy:
+        for name, rule in RULES.items():
+            ratios, flights = [], []
+            for seed in range(args.seeds):
+                paced, asks = tuning(rule, seed, compiles, cut_share, busy, args.workers, args.batch, args.evals)
+                whole, _ = tuning(None, seed, compiles, cut_share, busy, args.workers, args.batch, args.evals)
+                ratios.append(paced / whole)
+                flights += asks[len(asks) // 2:]
+            ratios.sort()
+            print(f"busy {busy:.2f} s per timed config, {name}: wall over the whole batch's median "
+                  f"{statistics.median(ratios):.3f}, 90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}, "
+                  f"largest {ratios[-1]:.3f}; in flight at the second half's asks: median "
+                  f"{statistics.median(flights):g}")
+
+
+if __name__ == "__main__":
+    main()
