@@ -144,11 +144,12 @@ class Search:
     compile, and the strategy learns from each trial as soon as it exists; a strategy that
     learns from pending configs (``DefaultSearch``'s believer) is asked with up to ``batch - 1``
     of them, and one that has nothing to propose until pending configs are told (a start that
-    waits for its trials) proposes nothing meanwhile. A replay's evaluator answers the configs in the order asked. A
-    spread tuning asks and tells as one uninterrupted search with a replay's evaluator does: what
-    is queued beyond k waits for the next ``advance``. ``first``: configs measured before the
-    strategy's, told to it like its own (as Optuna's ``enqueue_trial``): a tuning that starts
-    from a fallback config measures it, so its winner is never one it knew to be slower."""
+    waits for its trials) proposes nothing meanwhile. A replay's evaluator answers the configs
+    in the order asked. A spread tuning asks and tells as one uninterrupted search with a
+    replay's evaluator does: what is queued beyond k waits for the next ``advance``. ``first``:
+    configs measured before the strategy's, told to it like its own (as Optuna's
+    ``enqueue_trial``): a tuning that starts from a fallback config measures it, so its winner
+    is never one it knew to be slower."""
 
     def __init__(self, strategy: Strategy, context: SearchContext, *, known: Mapping[str, Trial] | None = None,
                  clock: Clock | None = None, deadline: Deadline | None = None, batch: int = 1,

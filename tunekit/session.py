@@ -53,8 +53,8 @@ logger = logging.getLogger(__name__)
 #: (``TuningSession._in_flight_wanted``): one to time as soon as the last is, one for a compile
 #: that comes late.
 COMPILED_AHEAD = 2
-#: Compiles and timed configs a live tuning sees before it paces its asks by their times; until
-#: then it keeps its batch in flight.
+#: Compiles of its own and timed configs a live tuning sees before it paces its asks by their
+#: times; until then it keeps its batch in flight.
 PACE_AFTER = 3
 #: The latest timed configs whose busy seconds the pace takes the median of.
 PACE_WINDOW = 20
@@ -586,11 +586,12 @@ class TuningSession:
         compile's mean seconds (this tuning's compiles, failed ones too, over the median seconds it
         is busy per timed config: the check and benchmark, and the search's tell and ask since),
         and ``COMPILED_AHEAD`` more (Little's law, with room for compiles that take longer than
-        the mean: on the GEMM space most take a third of a second, and 1 % minutes). Where
-        compiles are fast beside timing, fewer configs are in flight than the batch and each is
-        picked knowing more trials; where they are slow, the batch (``_batch_size``) caps it.
-        None (the batch) until this tuning has seen ``PACE_AFTER`` compiles and timed configs
-        (the store's compile times may be another host's, or the Triton cache's)."""
+        the mean: on the GEMM space of design.md the median compile takes 0.4 s, 1 % minutes;
+        ``experiments/pace_simulation.py``). Where compiles are fast beside timing, fewer configs
+        are in flight than the batch and each is picked knowing more trials; where they are slow,
+        the batch (``_batch_size``) caps it. None (the batch) until this tuning has seen
+        ``PACE_AFTER`` compiles and timed configs (the store's compile times may be another
+        host's, or the Triton cache's)."""
         if len(self._compile_seconds_here) < PACE_AFTER or len(self._busy_seconds) < PACE_AFTER:
             return None
         per_config = max(statistics.median(self._busy_seconds[-PACE_WINDOW:]), 1e-3)
