@@ -4,7 +4,9 @@
 # "old"), in turns seed by seed, each from a cold cache; then the comparison and each tuning's
 # timeline (where its wall time went, from its debug log). SHAPES ("square decode"), SEEDS ("0 1 2"),
 # EVALS (150), TAGS ("new old"). Writes $OUT/inflight.log, compare.txt, timeline.txt and
-# tunings.tar.gz (the stores and logs).
+# tunings.tar.gz (the stores and logs: a call brings back 8 files). LIMIT_S (400): no tuning
+# starts after that many seconds, and none runs past it by more than TUNING_S (120), so that the
+# comparison and the archive are made within the call's limit.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 OUT=$(realpath -m "${OUT:-out}"); mkdir -p "$OUT/tunings"
@@ -15,8 +17,9 @@ echo "new: $(cat .whl/COMMIT), old: $(cat .whl-old/COMMIT)"
 for shape in ${SHAPES:-square decode}; do
     for seed in ${SEEDS:-0 1 2}; do
         for tag in ${TAGS:-new old}; do
+            [ "$SECONDS" -lt "${LIMIT_S:-400}" ] || { echo "$tag $shape $seed: not started (LIMIT_S)"; continue; }
             site=/tmp/site; [ "$tag" = old ] && site=/tmp/site-old
-            PYTHONPATH=$site timeout 240 python3 benchmarks/inflight_live.py tune --tag "$tag" --seed "$seed" \
+            PYTHONPATH=$site timeout "${TUNING_S:-120}" python3 benchmarks/inflight_live.py tune --tag "$tag" --seed "$seed" \
                 --shape "$shape" --evals "${EVALS:-150}" --out "$OUT/tunings" \
                 --log "$OUT/tunings/$tag-$shape-$seed.log" || echo "$tag $shape $seed: exit $?"
         done
