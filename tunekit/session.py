@@ -613,8 +613,8 @@ class TuningSession:
         to compile); else one per compile worker and two more, queued for the first workers free
         (jobs go to free workers between the configs this process times, not while it times one).
         A learning strategy then picks each config knowing every trial but those in flight; one
-        that learns nothing is asked for more at a time. Fewer are in flight while compiled
-        configs wait to be timed (``_in_flight_wanted``)."""
+        that learns nothing is asked for more at a time. Fewer are in flight where compiles are
+        fast beside timing (``_in_flight_wanted``)."""
         if settings.interpreting():
             return 1
         workers = self._workers()
