@@ -238,6 +238,39 @@ def test_an_evaluators_pace_sets_the_configs_in_flight_up_to_the_batch(paces, as
     assert asked == asks and search.result.evaluations == evals
 
 
+def test_a_strategy_runs_on_one_torch_thread_and_the_callers_setting_comes_back():
+    """The caller's PyTorch uses 2 intra-op threads: the strategy's start, asks and tells run on
+    one (its models are small, and live its process shares the cores with the compile workers),
+    and afterwards the caller has its 2 again."""
+    from tunekit.strategies import Exhaustive
+
+    seen = []
+
+    class Recording(Exhaustive):
+        def start(self, context):
+            seen.append(torch.get_num_threads())
+            super().start(context)
+
+        def ask(self, n):
+            seen.append(torch.get_num_threads())
+            return super().ask(n)
+
+        def tell(self, trials):
+            seen.append(torch.get_num_threads())
+            super().tell(trials)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        search = Search(Recording(), SearchContext(toy_space(), Budget(evals=5), TOY_KEY, 0, ()),
+                        clock=SimulatedClock())
+        search.advance(lambda feed, deadline: ((c, toy_trial(c)) for c in feed))
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert len(seen) == 11 and set(seen) == {1} and after == 2
+
+
 def test_with_configs_in_flight_a_strategy_that_repeats_itself_is_stopped():
     """Injected: a strategy that proposes its first config again at every ask. Survives: with 4 in
     flight the search measures it once and stops, saying the strategy proposed nothing new."""

@@ -14,8 +14,11 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import Enum
+
+import torch
 
 from . import settings
 from .config import Config, config_json
@@ -83,6 +86,25 @@ def run_search(
     search = Search(strategy, context, known=known, clock=clock, deadline=deadline, batch=batch, on_trial=on_trial)
     search.advance(evaluate)
     return search.result
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """PyTorch's intra-op threads set to one inside (restored after): a strategy's models (Optuna's
+    GP runs on torch) are small, and a live tuning's process shares the cores with busy compile
+    workers, where torch's threads, one per core, waited on each other: single-config asks of
+    0.45-0.76 s live on an H100 host, reproduced here with the cores kept busy and gone with one
+    thread (``experiments/asks_under_load.py``). The setting is the process's: a tuning in a
+    background thread has the caller's CPU operations on one thread while its strategy asks."""
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def check_batch(batch: object) -> int:
@@ -177,7 +199,8 @@ class Search:
 
     def _timed(self, call: Callable, *args):
         begin = time.perf_counter()
-        value = call(*args)
+        with _one_torch_thread():
+            value = call(*args)
         elapsed = time.perf_counter() - begin
         self.deadline.clock.advance(elapsed)  # strategy time counts in a simulated tuning too
         logger.debug("strategy %s: %.1f ms", getattr(call, "__name__", call), 1e3 * elapsed)
