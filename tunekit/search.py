@@ -94,10 +94,12 @@ def _one_torch_thread() -> Iterator[None]:
     GP runs on torch) are small, and a live tuning's process shares the cores with busy compile
     workers, where torch's threads, one per core, waited on each other: single-config asks of
     0.45-0.76 s live on an H100 host, reproduced here with the cores kept busy and gone with one
-    thread (``experiments/asks_under_load.py``). The setting is the process's: a tuning in a
-    background thread has the caller's CPU operations on one thread while its strategy asks."""
+    thread (``experiments/asks_under_load.py``). With PyTorch's OpenMP thread pool (its Linux
+    builds) the setting is the calling thread's own: a tuning in a background thread leaves the
+    caller's threads as they are. PyTorch's native pool can be set only once, so there nothing
+    changes."""
     before = torch.get_num_threads()
-    if before == 1:
+    if before == 1 or not torch.backends.openmp.is_available():
         yield
         return
     torch.set_num_threads(1)
