@@ -3,8 +3,8 @@ costs wall time, simulated with the compile times live GEMM tunings measured.
 
 A live tuning compiles the configs in flight in ``--workers`` worker processes and times them
 one at a time in its own process, the first compiled first; jobs go to free workers between
-timings. This simulation drives tunekit's own ``Search`` with such an evaluator on a simulated
-clock: each config's compile takes a time drawn from the compiles of the stores in
+timings. ``tunekit.testing.live`` simulates that on a clock with tunekit's own ``Search``: here
+each config's compile takes a time drawn from the compiles of the stores in
 ``experiments/results/in-flight/live-call-2-tunings.tar`` (an H100 host, 16 workers, the 984-config
 GEMM space; those that hit the compile timeout take the timeout), each timed config keeps the
 process busy ``--busy`` seconds (check, benchmark, the search's tell and ask), and a compile past
@@ -27,19 +27,14 @@ import random
 import statistics
 import tarfile
 import tempfile
-from collections import deque
 from pathlib import Path
 from types import SimpleNamespace
 
 from tunekit import ResultsStore
-from tunekit.budget import Budget
-from tunekit.deadline import SimulatedClock
-from tunekit.search import Search
 from tunekit.session import COMPILED_AHEAD, PACE_AFTER, PACE_WINDOW, TuningSession
 from tunekit.space import Space
 from tunekit.strategies import Exhaustive
-from tunekit.strategy import SearchContext
-from tunekit.testing.strategies import TOY_KEY
+from tunekit.testing.live import simulate_live_tuning
 from tunekit.trial import Status, Timing, Trial
 
 STORES = Path(__file__).resolve().parent / "results" / "in-flight" / "live-call-2-tunings.tar"
@@ -77,17 +72,11 @@ RULES = {"shipped (2 x mean + 2)": TuningSession._in_flight_wanted, "median + 2"
 
 def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float, workers: int, batch: int,
            evals: int) -> tuple[float, list[int]]:
-    """One simulated tuning: its seconds, and the configs in flight at each ask."""
+    """One simulated tuning (``tunekit.testing.live``) paced by ``rule`` (None: the whole batch in
+    flight): its seconds, and the configs in flight at each ask. Each config's compile takes a
+    recorded compile's seconds, or, in ``cut_share`` of them, runs until the adaptive timeout."""
     rng = random.Random(seed)
-    clock = SimulatedClock()
-    session = SimpleNamespace(_compile_seconds_here=[], _busy_seconds=[])
     drawn: dict[str, float] = {}
-    at_asks: list[int] = []
-
-    class Recording(Exhaustive):
-        def ask(self, n):
-            at_asks.append(len(search._queued) + search._in_flight)
-            return super().ask(n)
 
     def compile_seconds(config) -> float:
         name = repr(config)
@@ -95,40 +84,21 @@ def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float
             drawn[name] = math.inf if rng.random() < cut_share else rng.choice(compiles)
         return drawn[name]
 
-    def timeout() -> float:
-        seen = [s for s in session._compile_seconds_here if math.isfinite(s)]
-        return max(10.0, 20 * statistics.median(seen)) if seen else 120.0
+    def timeout(seen) -> float:
+        finite = [s for s in seen if math.isfinite(s)]
+        return max(10.0, 20 * statistics.median(finite)) if finite else 120.0
 
-    def evaluate(feed, deadline):
-        if rule is not None:
-            feed.pace = lambda: rule(session)
-        waiting: deque = deque()
-        running: list[tuple[float, int, object]] = []  # (done at, order, config)
-        order = 0
-        while True:
-            waiting.extend(feed.take())
-            while waiting and len(running) < workers:
-                config = waiting.popleft()
-                order += 1
-                heapq.heappush(running, (clock.seconds() + min(compile_seconds(config), timeout()), order, config))
-            if not running:
-                return
-            done, _, config = heapq.heappop(running)
-            clock.advance(max(0.0, done - clock.seconds()))
-            session._compile_seconds_here.append(min(compile_seconds(config), timeout()))
-            if not math.isfinite(compile_seconds(config)):
-                yield config, Trial(config, Status.TIMEOUT, error="compile timeout")
-                continue
-            taken = clock.seconds()
-            clock.advance(busy)
-            yield config, Trial(config, Status.OK, Timing(1.0, 1.0, 1.0))
-            session._busy_seconds.append(clock.seconds() - taken)
-
-    space = Space(a=list(range(40)), b=list(range(40)))
-    search = Search(Recording(), SearchContext(space, Budget(evals=evals), TOY_KEY, seed, ()), clock=clock,
-                    batch=batch)
-    search.advance(evaluate)
-    return clock.seconds(), at_asks
+    shipped = TuningSession._in_flight_wanted
+    if rule is not None:
+        TuningSession._in_flight_wanted = rule  # type: ignore[method-assign]
+    try:
+        at_asks, seconds = simulate_live_tuning(
+            Exhaustive(), Space(a=list(range(40)), b=list(range(40))), compile_seconds,
+            lambda config: Trial(config, Status.OK, Timing(1.0, 1.0, 1.0)), busy, paced=rule is not None,
+            workers=workers, batch=batch, evals=evals, seed=seed, timeout=timeout)
+    finally:
+        TuningSession._in_flight_wanted = shipped  # type: ignore[method-assign]
+    return seconds, at_asks
 
 
 def main() -> None:

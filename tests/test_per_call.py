@@ -290,56 +290,24 @@ def test_with_configs_in_flight_a_strategy_that_repeats_itself_is_stopped():
 def simulated_live_tuning(compile_seconds: float, bench_seconds: float, paced: bool, workers: int = 4,
                           batch: int = 6, evals: int = 40, spread: float = 0.0,
                           seed: int = 0) -> tuple[list[int], float]:
-    """A live tuning simulated on a clock: ``workers`` compile the configs taken, each in
-    ``compile_seconds`` (times a log-normal factor of sigma ``spread``, drawn per config), and one
-    process times them one at a time, each in ``bench_seconds``, the first compiled first; with
-    ``paced``, the search keeps as many in flight as the session's pace wants
-    (``TuningSession._in_flight_wanted``, told those seconds as it would measure them). The
-    configs in flight at each ask of the strategy, and the tuning's seconds."""
-    import heapq
-    import itertools
+    """``tunekit.testing.live.simulate_live_tuning`` of the toy space by ``Exhaustive``, each
+    compile ``compile_seconds`` times a log-normal factor of sigma ``spread`` drawn per config."""
     import math
     import random
-    from types import SimpleNamespace
 
-    from tunekit.session import TuningSession
     from tunekit.strategies import Exhaustive
+    from tunekit.testing.live import simulate_live_tuning
 
-    clock = SimulatedClock()
-    finishing: list[tuple[float, int, float, object]] = []  # (compile done at, order, seconds, config) not taken
-    workers_free = [0.0] * workers
-    order = itertools.count()
-    session = SimpleNamespace(_compile_seconds_here=[], _busy_seconds=[])
-    draws = random.Random(seed)
-    at_asks = []
+    draws, drawn = random.Random(seed), {}
 
-    class Recording(Exhaustive):
-        def ask(self, n):
-            at_asks.append(len(search._queued) + search._in_flight)
-            return super().ask(n)
+    def seconds(config):
+        key = config_json(config)
+        if key not in drawn:
+            drawn[key] = compile_seconds * math.exp(draws.gauss(0.0, spread)) if spread else compile_seconds
+        return drawn[key]
 
-    def evaluate(feed, deadline):
-        if paced:
-            feed.pace = lambda: TuningSession._in_flight_wanted(session)
-        while True:
-            for config in feed.take():
-                seconds = compile_seconds * math.exp(draws.gauss(0.0, spread)) if spread else compile_seconds
-                start = max(clock.seconds(), heapq.heappop(workers_free))
-                heapq.heappush(workers_free, start + seconds)
-                heapq.heappush(finishing, (start + seconds, next(order), seconds, config))
-            if not finishing:
-                return
-            done, _, seconds, config = heapq.heappop(finishing)
-            session._compile_seconds_here.append(seconds)
-            clock.advance(max(0.0, done - clock.seconds()) + bench_seconds)
-            session._busy_seconds.append(bench_seconds)
-            yield config, toy_trial(config)
-
-    search = Search(Recording(), SearchContext(toy_space(), Budget(evals=evals), TOY_KEY, 0, ()), clock=clock,
-                    batch=batch)
-    search.advance(evaluate)
-    assert search.result.evaluations == evals
-    return at_asks, clock.seconds()
+    return simulate_live_tuning(Exhaustive(), toy_space(), seconds, toy_trial, bench_seconds, paced=paced,
+                                workers=workers, batch=batch, evals=evals)
 
 
 @pytest.mark.parametrize("compile_seconds, in_flight", [(0.5, 2), (1.0, 3), (20.0, 5)])
