@@ -185,6 +185,9 @@ def timeline(args: argparse.Namespace) -> None:
         print(f"  at the {len(flight)} asks after the first: configs in flight median {statistics.median(flight):g} "
               f"({min(flight)} to {max(flight)}), wanted median {statistics.median(wanted):g} "
               f"({min(wanted)} to {max(wanted)})")
+    late = [at - start for at, kind, message in events if kind == "other" and "the configs in flight are late" in message]
+    if late:
+        print(f"  said the configs in flight were late {len(late)} times, first at {late[0]:.2f} s")
     for wait, at, strategy, others in sorted(gaps, reverse=True)[:args.longest]:
         print(f"  at {at:7.2f} s: {wait:.3f} s waiting (strategy {1e3 * strategy:.1f} ms)"
               + "".join(f"\n      {m[:160]}" for m in others[:4]))

@@ -27,6 +27,7 @@ import random
 import statistics
 import tarfile
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -70,11 +71,9 @@ def median_plus_two(session: SimpleNamespace) -> int | None:
 RULES = {"shipped (2 x mean + 2)": TuningSession._in_flight_wanted, "median + 2": median_plus_two}
 
 
-def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float, workers: int, batch: int,
-           evals: int) -> tuple[float, list[int]]:
-    """One simulated tuning (``tunekit.testing.live``) paced by ``rule`` (None: the whole batch in
-    flight): its seconds, and the configs in flight at each ask. Each config's compile takes a
-    recorded compile's seconds, or, in ``cut_share`` of them, runs until the adaptive timeout."""
+def drawn_compiles(seed: int, compiles: list[float], cut_share: float) -> Callable[[object], float]:
+    """Each config's compile seconds, drawn once per config: a recorded compile's seconds, or, in
+    ``cut_share`` of them, ``math.inf`` (it runs until the compile timeout cuts it)."""
     rng = random.Random(seed)
     drawn: dict[str, float] = {}
 
@@ -84,18 +83,29 @@ def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float
             drawn[name] = math.inf if rng.random() < cut_share else rng.choice(compiles)
         return drawn[name]
 
-    def timeout(seen) -> float:
-        finite = [s for s in seen if math.isfinite(s)]
-        return max(10.0, 20 * statistics.median(finite)) if finite else 120.0
+    return compile_seconds
 
+
+def compile_timeout(seen: Sequence[float]) -> float:
+    """The adaptive compile timeout, given the compile seconds seen so far: 20 times their median,
+    at least 10 s (120 s before any)."""
+    finite = [s for s in seen if math.isfinite(s)]
+    return max(10.0, 20 * statistics.median(finite)) if finite else 120.0
+
+
+def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float, workers: int, batch: int,
+           evals: int) -> tuple[float, list[int]]:
+    """One simulated tuning (``tunekit.testing.live``) paced by ``rule`` (None: the whole batch in
+    flight): its seconds, and the configs in flight at each ask. Each config's compile takes a
+    recorded compile's seconds, or, in ``cut_share`` of them, runs until the adaptive timeout."""
     shipped = TuningSession._in_flight_wanted
     if rule is not None:
         TuningSession._in_flight_wanted = rule  # type: ignore[method-assign]
     try:
-        at_asks, seconds = simulate_live_tuning(
-            Exhaustive(), Space(a=list(range(40)), b=list(range(40))), compile_seconds,
+        at_asks, seconds, _ = simulate_live_tuning(
+            Exhaustive(), Space(a=list(range(40)), b=list(range(40))), drawn_compiles(seed, compiles, cut_share),
             lambda config: Trial(config, Status.OK, Timing(1.0, 1.0, 1.0)), busy, paced=rule is not None,
-            workers=workers, batch=batch, evals=evals, seed=seed, timeout=timeout)
+            workers=workers, batch=batch, evals=evals, seed=seed, timeout=compile_timeout)
     finally:
         TuningSession._in_flight_wanted = shipped  # type: ignore[method-assign]
     return seconds, at_asks

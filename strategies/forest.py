@@ -115,7 +115,7 @@ class ForestSearch(Strategy):
         untried = np.flatnonzero(~self._tried)
         if not len(untried) or n < 1:
             return []
-        if not self._any_ok or (not self._learned_elsewhere and len(self._here) < self.initial):
+        if not self._any_ok or self._in_start():
             return self._take(self.rng.permutation(self._fitting(untried))[:n])
         if self._model is None or len(self._here) - self._fitted_at >= max(1, self.refit_growth * self._fitted_at):
             self._fit()
@@ -124,6 +124,11 @@ class ForestSearch(Strategy):
             self._fit()
             ranked = self._scored[~self._tried[self._scored]]
         return self._take(ranked[:n])
+
+    def _in_start(self) -> bool:
+        """Whether the start is on: the store holds nothing of the kernel, and fewer than
+        ``initial`` of this tuning's configs were told."""
+        return not self._learned_elsewhere and len(self._here) < self.initial
 
     def _new_model(self, max_features: float | None = None) -> RandomForest:
         """An unfitted model with a random state drawn from this tuning's generator; its splits

@@ -238,6 +238,56 @@ def test_an_evaluators_pace_sets_the_configs_in_flight_up_to_the_batch(paces, as
     assert asked == asks and search.result.evaluations == evals
 
 
+def test_an_evaluator_that_says_the_configs_in_flight_are_late_gets_more_to_do():
+    """Batch 4, a strategy that proposes nothing while any of its configs is pending unless told
+    they are late. An evaluator that holds back the first config, answers the other three, then
+    says the one left is late (``Feed.overdue``): the strategy is told so, once, and asked again
+    at once, and its new configs reach the same round of the evaluator before the late one is
+    answered. Said with nothing in flight, it tells the strategy nothing."""
+    from tunekit.strategies import Exhaustive
+
+    events = []
+
+    class Waiting(Exhaustive):
+        def start(self, context):
+            super().start(context)
+            self.pending, self.late = set(), False
+
+        def ask(self, n):
+            if self.pending and not self.late:
+                return []
+            picks = super().ask(n)
+            self.pending |= {config_json(c) for c in picks}
+            events.append(("asked", len(picks)))
+            return picks
+
+        def tell(self, trials):
+            self.pending -= {config_json(t.config) for t in trials}
+            super().tell(trials)
+
+        def overdue(self):
+            events.append(("late", len(self.pending)))
+            self.late = True
+
+    def evaluate(feed, deadline):
+        held, *rest = feed.take()
+        for config in rest:
+            yield config, toy_trial(config)
+        feed.overdue()
+        more = feed.take()
+        events.append(("taken", len(more)))
+        for config in more:
+            yield config, toy_trial(config)
+        yield held, toy_trial(held)
+        feed.overdue()  # nothing in flight: the strategy hears nothing
+
+    search = Search(Waiting(), SearchContext(toy_space(), Budget(evals=7), TOY_KEY, 0, ()),
+                    clock=SimulatedClock(), batch=4)
+    search.advance(evaluate)
+    assert events == [("asked", 4), ("late", 1), ("asked", 3), ("taken", 3)]
+    assert search.result.evaluations == 7
+
+
 def test_a_strategy_runs_on_one_torch_thread_and_the_callers_setting_comes_back():
     """The caller's PyTorch uses 2 intra-op threads: the strategy's start, asks and tells run on
     one (its models are small, and live its process shares the cores with the compile workers),
@@ -306,8 +356,9 @@ def simulated_live_tuning(compile_seconds: float, bench_seconds: float, paced: b
             drawn[key] = compile_seconds * math.exp(draws.gauss(0.0, spread)) if spread else compile_seconds
         return drawn[key]
 
-    return simulate_live_tuning(Exhaustive(), toy_space(), seconds, toy_trial, bench_seconds, paced=paced,
-                                workers=workers, batch=batch, evals=evals)
+    tuning = simulate_live_tuning(Exhaustive(), toy_space(), seconds, toy_trial, bench_seconds, paced=paced,
+                                  workers=workers, batch=batch, evals=evals)
+    return tuning.in_flight_at_asks, tuning.seconds
 
 
 @pytest.mark.parametrize("compile_seconds, in_flight", [(0.5, 2), (1.0, 3), (20.0, 5)])
@@ -338,6 +389,28 @@ def test_a_paced_live_tuning_is_not_slower_where_compile_times_vary():
         ratios.append(paced / whole)
         in_flight += asks[len(asks) // 2:]
     assert statistics.median(in_flight) < 14 and statistics.median(ratios) <= 1.03, (ratios, in_flight)
+
+
+@pytest.mark.parametrize("told_late", [False, True])
+def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_others(told_late):
+    """Injected: simulated live (``tunekit.testing.live``), 16 compile workers, 18 in flight at
+    most, the first config of ``default``'s start takes 30 s to compile and every other 0.5 s.
+    Survives: told that it is late (once no compile has finished for 3 times the mean, 1.5 s
+    here), the tuning measures 39 of its 40 configs before that compile ends; not told, as
+    replays never are, the 9 others of its start alone."""
+    from tunekit.strategies import DefaultSearch
+    from tunekit.testing.live import simulate_live_tuning
+
+    first = []
+
+    def compile_seconds(config):
+        first[:] = first or [config]
+        return 30.0 if config == first[0] else 0.5
+
+    tuning = simulate_live_tuning(DefaultSearch(), toy_space(), compile_seconds, toy_trial, 0.1, paced=True,
+                                  workers=16, batch=18, evals=40, overdue=told_late)
+    assert len([step for step in tuning.result.steps if step.seconds < 30]) == (39 if told_late else 9)
+    assert tuning.result.evaluations == 40
 
 
 def test_a_live_tuning_keeps_a_learning_strategy_s_compile_workers_busy_and_two_more(monkeypatch):

@@ -206,6 +206,66 @@ def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(
     assert any(p.name.endswith(".cubin") for p in (tmp_path / "cache").rglob("*"))
 
 
+OVERDUE_CHILD = """
+import json, os, sys, time
+os.environ["TRITON_INTERPRET"] = "0"
+sys.path.insert(0, {tests!r})
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+import tunekit
+from tunekit.compiler import _StubDriver
+from tunekit.deadline import Clock, Deadline
+from tunekit.keys import TuningKey
+from tunekit.session import TuningSession
+import gpu_target_kernels
+
+kernel = tunekit.autotune(space=tunekit.Space(STEPS=[1, 2, 3, 100_000, 4]), key=[], store=None,
+                          compile_workers=2, compile_timeout=30)(gpu_target_kernels.slow_to_compile)
+driver.set_active(_StubDriver(GPUTarget("cuda", 90, 32)))
+session = TuningSession(kernel.launch, kernel.space, kernel.options, kernel.store, kernel.identity,
+                        TuningKey((), (), ("torch.float32",)), kernel.space_hash)
+configs, given, events, begin = kernel.space.configs(), [], [], time.perf_counter()
+def more():  # the first four one per call, the last only once the others are said to be late
+    left = configs[len(given):len(given) + 1] if len(given) < 4 or "late" in events else []
+    given.extend(left)
+    return left
+def overdue():
+    events.append("late")
+    events.append(round(time.perf_counter() - begin, 2))
+for index, result in session.compile([], more, (torch.zeros(4),), {{}}, Deadline(Clock(), None), overdue=overdue):
+    events.append([index, result.status.value, round(time.perf_counter() - begin, 2)])
+print(json.dumps({{"events": events, "compile_seconds": session._compile_seconds_here}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_compile_held_far_longer_than_the_others_is_said_to_be_late_and_the_round_goes_on(tmp_path):
+    """The tuning session's compile step for a Hopper target on this CPU-only machine (real
+    compiles, a fresh process): three quick configs, then one that compiles for minutes, and
+    nothing more to compile. Once no compile has finished for three times the mean of the three
+    (at least 1 s), the round says the one left is late (``overdue``), and takes the config
+    given after that, which compiles while the slow one is still running; it says so again each
+    time as long passes without a finished compile, until the slow one is cut off at the compile
+    timeout (30 s)."""
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(OVERDUE_CHILD.format(tests=str(TESTS))))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    events, fast = report["events"], report["compile_seconds"][:3]
+    results = [event for event in events if isinstance(event, list)]
+    assert sorted((index, status) for index, status, _ in results[:3]) == [(0, "ok"), (1, "ok"), (2, "ok")]
+    assert [(index, status) for index, status, _ in results[3:]] == [(4, "ok"), (3, "timeout")]
+    limit = max(1.0, 3 * sum(fast) / 3)
+    said = [events[i + 1] for i, event in enumerate(events) if event == "late"]
+    assert limit <= said[0] - results[2][2] <= limit + 2.0  # since the third result was taken
+    assert said[0] < results[3][2] < said[1]
+    assert all(limit <= later - earlier <= limit + 2.0 for earlier, later in zip(said[1:], said[2:]))
+    assert said[-1] < results[4][2] < said[-1] + limit + 2.0 and results[4][2] >= 30
+
+
 # -- lifetime -------------------------------------------------------------------------------------
 
 COMPILING_CHILD = """

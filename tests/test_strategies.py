@@ -431,6 +431,34 @@ class TestBeliever:
         assert len(found) == 30
         assert asked[0] == (0, start) and asked[1] == (start, 8)
 
+    @pytest.mark.parametrize("with_store", [False, True])
+    def test_the_start_goes_on_without_the_trials_the_tuning_says_are_late(self, with_store):
+        """Injected: the first of the start's configs (the space-filling design's 5, or the warm
+        start's 6 with the store) held back while the others are told, as a compile held until
+        the compile timeout is. Survives: the ask proposes nothing until the tuning says the
+        configs pending are late (``overdue``), then 8 untried configs, the late one still
+        pending; a config asked for after that is awaited again."""
+        from dataclasses import replace
+
+        from tunekit.budget import Budget
+        from tunekit.strategy import SearchContext
+        from tunekit.testing.strategies import toy_trial
+
+        def trials(configs):
+            return [replace(toy_trial(config), key=TOY_KEY) for config in configs]
+
+        history = history_at_another_key(toy_space().configs()[:12]) if with_store else ()
+        strategy = DefaultSearch(initial=5, min_evals=10**6)
+        strategy.start(SearchContext(toy_space(), Budget(evals=40), TOY_KEY, 0, history))
+        start = strategy.ask(8)
+        assert len(start) == (6 if with_store else 5)
+        strategy.tell(trials(start[1:]))
+        assert strategy.ask(8) == []
+        strategy.overdue()
+        picks = strategy.ask(8)
+        assert len(picks) == 8 and not any(config in start for config in picks)
+        assert strategy._pending().sum() == 9 and strategy._awaited().sum() == 8
+
     @pytest.mark.parametrize("design", ["maximin", "random"])
     @pytest.mark.parametrize("batch", [1, 4])
     def test_a_config_listed_twice_is_pending_only_until_told(self, design, batch):

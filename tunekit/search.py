@@ -128,12 +128,20 @@ class Feed:
     live tuning whose compiles keep up with its timing with fewer) sets ``pace``: asked before
     each ask while it runs, it says how many configs it wants in flight (None: the batch). The
     search then asks for fewer, or none, until as many are in flight, and never keeps more than
-    its batch: each config asked for later is picked knowing more trials."""
+    its batch: each config asked for later is picked knowing more trials.
+
+    An evaluator left waiting on configs that run far longer than the others (a compile held
+    until its timeout) calls ``overdue()``: the strategy is told so (``Strategy.overdue``) and
+    asked again, so that one that waits for its pending trials may go on without them."""
 
     def __init__(self, search: "Search", limit: int | None) -> None:
         self._search = search
         self._limit = limit  # configs this feed may hand out at most (a per-call limit left)
         self.pace: Callable[[], int | None] | None = None
+
+    def overdue(self) -> None:
+        """Say that the configs in flight are late: the strategy is told, then asked again."""
+        self._search._overdue()
 
     def take(self) -> list[Config]:
         """Every config queued now, within the limit (none: nothing is queued now)."""
@@ -250,12 +258,19 @@ class Search:
         result.seconds = deadline.clock.seconds()
         return self.done
 
+    def _overdue(self) -> None:
+        """The evaluator's word that the configs in flight are late (``Feed.overdue``)."""
+        if self._in_flight or self._queued:
+            self._timed(self.strategy.overdue)
+            self._ask()
+
     def _ask(self) -> None:
         """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told, or as
         many as the evaluator's ``Feed.pace`` wants in flight where that is fewer, at least one
         (no more than the budget has evaluations left for); queue what is new, tell it what the
         store holds. A strategy that proposes nothing while configs are pending is asked again as
-        the next trial is told; with none pending, it has ended."""
+        the next trial is told, or when the evaluator says they are late; with none pending, it
+        has ended."""
         if self._strategy_ended is not None:
             return
         budget, result = self.context.budget, self.result

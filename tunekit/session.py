@@ -58,6 +58,12 @@ COMPILED_AHEAD = 2
 PACE_AFTER = 3
 #: The latest timed configs whose busy seconds the pace takes the median of.
 PACE_WINDOW = 20
+#: A live tuning left with nothing to compile but configs already compiling, and nothing to time,
+#: says they are late (``Feed.overdue``) once no compile has finished for this many times the
+#: mean seconds of its own compiles (after ``PACE_AFTER`` of them), and at least
+#: ``OVERDUE_FLOOR_SECONDS``: a strategy that waits for them may then go on without them.
+OVERDUE_FACTOR = 3.0
+OVERDUE_FLOOR_SECONDS = 1.0
 
 
 class TuningError(RuntimeError):
@@ -467,7 +473,7 @@ class TuningSession:
         assert self._runner is not None
         configs: list[Config] = []  # taken from the feed so far, by compile index
         feed.pace = self._in_flight_wanted
-        compiled = self.compile(configs, feed.take, args, kwargs, deadline)
+        compiled = self.compile(configs, feed.take, args, kwargs, deadline, overdue=feed.overdue)
         try:
             answered: set[int] = set()
             key = self.key
@@ -532,14 +538,27 @@ class TuningSession:
     # -- compiling ----------------------------------------------------------------------------
 
     def compile(self, configs: list[Config], more: Callable[[], list[Config]], args: tuple, kwargs: dict,
-                deadline: Deadline) -> Generator[tuple[int, CompileResult], None, None]:
+                deadline: Deadline, overdue: Callable[[], None] | None = None
+                ) -> Generator[tuple[int, CompileResult], None, None]:
         """Yields (index into ``configs``, result) per config as each is compiled: in this
         process's threads at once, and in the worker service's compile workers as they become
         ready; under the interpreter nothing is compiled. ``more()`` gives the configs to compile
-        next, asked again whenever a result was taken; each is appended to ``configs``."""
+        next, asked again whenever a result was taken; each is appended to ``configs``. While it
+        gives none and no compile has finished for ``_overdue_after()`` seconds, ``overdue()`` is
+        called (then again after as long), and ``more()`` asked right after it."""
+        quiet_since = time.perf_counter()  # the last compile result taken, or the last call of overdue()
 
         def taken() -> list[Config]:
+            nonlocal quiet_since
             new = more() if not deadline.expired() else []  # queued ones are not started past the deadline
+            if not new and overdue is not None and not deadline.expired():
+                limit, now = self._overdue_after(), time.perf_counter()
+                if limit is not None and now - quiet_since > limit:
+                    logger.debug("%s: no compile finished for %.1f s: the configs in flight are late",
+                                 self.launch.kernel_name, now - quiet_since)
+                    quiet_since = now
+                    overdue()
+                    new = more()
             configs.extend(new)
             return new
 
@@ -578,6 +597,7 @@ class TuningSession:
                         self._compile_seconds_seen.append(result.seconds)
                     self._compile_seconds_here.append(result.seconds)
                     yield index, result
+                    quiet_since = time.perf_counter()
             finally:
                 self._compile_workers_started += pool.started - started
 
@@ -596,6 +616,14 @@ class TuningSession:
             return None
         per_config = max(statistics.median(self._busy_seconds[-PACE_WINDOW:]), 1e-3)
         return math.ceil(2 * statistics.mean(self._compile_seconds_here) / per_config) + COMPILED_AHEAD
+
+    def _overdue_after(self) -> float | None:
+        """Seconds without a finished compile after which the configs in flight are late
+        (``OVERDUE_FACTOR`` times the mean of this tuning's compiles, failed ones too, at least
+        ``OVERDUE_FLOOR_SECONDS``); None until it has seen ``PACE_AFTER`` of them."""
+        if len(self._compile_seconds_here) < PACE_AFTER:
+            return None
+        return max(OVERDUE_FLOOR_SECONDS, OVERDUE_FACTOR * statistics.mean(self._compile_seconds_here))
 
     def _adaptive_compile_timeout(self) -> float | None:
         """With no ``compile_timeout`` given: none until a few compiles of this kernel were seen

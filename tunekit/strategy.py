@@ -105,6 +105,12 @@ class Strategy(abc.ABC):
     def tell(self, trials: Sequence[Trial]) -> None:  # noqa: B027 - a no-op hook by design
         """Learn from trials: each of those asked for as it is measured, and any answered from the store."""
 
+    def overdue(self) -> None:  # noqa: B027 - a no-op hook by design
+        """The configs asked for and not told yet are late: a live tuning's compile of one has run
+        far longer than its others while nothing else was left to compile or time. A strategy
+        that proposes nothing until its pending trials are told may go on without them; it is
+        asked again right after. Replays never call it."""
+
     def clone(self) -> "Strategy":
         """A fresh copy with the same options, for one tuning."""
         return copy.deepcopy(self)
