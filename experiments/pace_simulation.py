@@ -8,7 +8,8 @@ each config's compile takes a time drawn from the compiles of the stores in
 ``experiments/results/in-flight/live-call-2-tunings.tar`` (an H100 host, 16 workers, the 984-config
 GEMM space; those that hit the compile timeout take the timeout), each timed config keeps the
 process busy ``--busy`` seconds (check, benchmark, the search's tell and ask), and a compile past
-the adaptive timeout (20 times the median seen, at least 10 s) is cut there. It prints, per rule
+the session's adaptive timeout (none until 8 compiles succeeded, then 20 times their median, at
+least 10 s, asked again as compiles finish) is cut there. It prints, per rule
 and busy time, the paced tuning's wall time over one that keeps its whole batch in flight
 (median, 90th percentile and largest over the seeds) and the configs in flight at the asks of
 the tuning's second half. It does not credit what fewer in flight buy: picks that know more
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import heapq
 import math
 import random
 import statistics
@@ -71,26 +71,30 @@ def median_plus_two(session: SimpleNamespace) -> int | None:
 RULES = {"shipped (2 x mean + 2)": TuningSession._in_flight_wanted, "median + 2": median_plus_two}
 
 
-def drawn_compiles(seed: int, compiles: list[float], cut_share: float) -> Callable[[object], float]:
+def drawn_compiles(seed: int, compiles: list[float], cut_share: float,
+                   per_config: bool = False) -> Callable[[object], float]:
     """Each config's compile seconds, drawn once per config: a recorded compile's seconds, or, in
-    ``cut_share`` of them, ``math.inf`` (it runs until the compile timeout cuts it)."""
+    ``cut_share`` of them, ``math.inf`` (it runs until the compile timeout cuts it). Drawn in
+    the order the configs first compile, or with ``per_config`` from the seed and the config
+    alone (the same config draws the same seconds in tunings that compile it at another turn)."""
     rng = random.Random(seed)
     drawn: dict[str, float] = {}
 
     def compile_seconds(config) -> float:
         name = repr(config)
         if name not in drawn:
-            drawn[name] = math.inf if rng.random() < cut_share else rng.choice(compiles)
+            draws = random.Random(f"{seed}:{name}") if per_config else rng
+            drawn[name] = math.inf if draws.random() < cut_share else draws.choice(compiles)
         return drawn[name]
 
     return compile_seconds
 
 
-def compile_timeout(seen: Sequence[float]) -> float:
-    """The adaptive compile timeout, given the compile seconds seen so far: 20 times their median,
-    at least 10 s (120 s before any)."""
-    finite = [s for s in seen if math.isfinite(s)]
-    return max(10.0, 20 * statistics.median(finite)) if finite else 120.0
+def compile_timeout(seen: Sequence[float]) -> float | None:
+    """The session's adaptive compile timeout (``TuningSession._adaptive_compile_timeout``), given
+    the seconds of the compiles that succeeded so far: none until 8, then 20 times their median,
+    at least 10 s."""
+    return TuningSession._adaptive_compile_timeout(SimpleNamespace(_compile_seconds_seen=list(seen)))
 
 
 def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float, workers: int, batch: int,
@@ -102,13 +106,13 @@ def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float
     if rule is not None:
         TuningSession._in_flight_wanted = rule  # type: ignore[method-assign]
     try:
-        at_asks, seconds, _ = simulate_live_tuning(
+        simulated = simulate_live_tuning(
             Exhaustive(), Space(a=list(range(40)), b=list(range(40))), drawn_compiles(seed, compiles, cut_share),
             lambda config: Trial(config, Status.OK, Timing(1.0, 1.0, 1.0)), busy, paced=rule is not None,
             workers=workers, batch=batch, evals=evals, seed=seed, timeout=compile_timeout)
     finally:
         TuningSession._in_flight_wanted = shipped  # type: ignore[method-assign]
-    return seconds, at_asks
+    return simulated.seconds, simulated.in_flight_at_asks
 
 
 def main() -> None:

@@ -5,19 +5,23 @@ with live compile times.
 A live tuning keeps configs in flight; ``default``'s space-filling start (10 configs) and its warm
 start hold every other pick until their trials are told, so one compile held until the compile
 timeout kept the other workers idle (13.9 s of a 28 s tuning on an H100 host). A live tuning now
-says the configs in flight are late once no compile has finished for three times its compiles'
-mean seconds (``TuningSession._overdue_after``), and the start goes on without them. Here
-``tunekit.testing.live`` simulates the live pipeline (16 compile workers, 18 in flight, one
-process timing) with tunekit's ``Search`` and ``default`` as it ships: each config's compile takes
-seconds drawn from the live H100 GEMM tunings' compiles (``pace_simulation.drawn_compiles``, the
-share cut off by the timeout included), its time is the recorded space's, and timing it keeps the
-process busy ``--busy`` seconds. Both variants of a seed draw the same compile seconds per config.
-Replays never say a config is late: what they measure is unchanged.
+says the configs in flight are late once no compile has finished for ``OVERDUE_FACTOR`` times the
+mean seconds of its compiles, at least ``OVERDUE_FLOOR_SECONDS`` (``TuningSession._overdue_after``),
+and the start goes on without them. Here ``tunekit.testing.live`` simulates the live pipeline (16
+compile workers, 18 in flight at most, the pace on, one process timing) with tunekit's ``Search``
+and ``default`` as it ships: each config's compile takes seconds drawn from the live H100 GEMM
+tunings' compiles (``pace_simulation.drawn_compiles``, the share cut off by the timeout included),
+drawn from the seed and the config alone, so that every variant of a seed draws the same seconds
+for a config; its time is the recorded space's; timing it keeps the process busy ``--busy``
+seconds, and each strategy call costs ``--strategy-seconds`` (not its real time: the runs do not
+depend on the machine's load). Replays never say a config is late: what they measure is unchanged.
 
-Per space it prints, over the seeds, the median of each variant's seconds to reach within 5 % and
-2 % of the space's optimum (runs that never did count as the tuning's end) and to end the tuning,
-and the median of the paired ratios (late ones told over none told); then the same over every space. The spaces are corpus v2's
-H200 recordings, one per kernel family, none chosen on this rule.
+Each ``--rules`` entry ``FACTOR:FLOOR`` is a variant with those two constants (the first is what
+ships). Per variant it prints the paired ratios of its seconds over those of waiting for every
+trial, to reach within 5 % and 2 % of the space's optimum (runs that never did count as the
+tuning's end) and to end the tuning: over every tuning, and over those where the variant said
+configs were late. The spaces are corpus v2's H200 recordings, one per kernel family, none chosen
+on this rule.
 
     TUNEKIT_SHARED_SPACES=../shared/spaces python experiments/straggler_simulation.py [--seeds 10]
 """
@@ -40,7 +44,7 @@ SPACES = ["h200/matmul-square", "h200/matmul-decode", "h200/softmax-wide", "h200
           "h200/causal_conv1d-b8_l2k_d2560", "h200/gemv-n4k_k4k", "h200/stencil2d-2k_square",
           "h200/w4a16_gemm-prefill_m2k"]
 WITHIN = (0.05, 0.02)
-MEASURES = [f"to {100 * share:g} %" for share in WITHIN] + ["all evaluations"]
+MEASURES = [f"to {100 * share:g} %" for share in WITHIN] + ["to the end"]
 
 
 def seconds_to_within(steps, optimum_ms: float, end_seconds: float) -> list[float]:
@@ -53,28 +57,48 @@ def seconds_to_within(steps, optimum_ms: float, end_seconds: float) -> list[floa
     return reached + [end_seconds]
 
 
+def summary(ratios: list[float]) -> str:
+    """The median, geometric mean, 5th and 95th percentiles of paired ratios, and how many are
+    more than 10 % either side of 1."""
+    if not ratios:
+        return "none"
+    ratios = sorted(ratios)
+    percentile = lambda q: ratios[int(q * (len(ratios) - 1))]  # noqa: E731
+    return (f"median {statistics.median(ratios):.3f}, geometric mean "
+            f"{math.exp(statistics.mean(math.log(r) for r in ratios)):.3f}, 5th / 95th percentile "
+            f"{percentile(0.05):.3f} / {percentile(0.95):.3f}; under 0.9 in {sum(r < 0.9 for r in ratios)}, "
+            f"over 1.1 in {sum(r > 1.1 for r in ratios)} of {len(ratios)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--evals", type=int, default=100)
     parser.add_argument("--busy", type=float, default=0.05, help="seconds the timing process spends per timed config")
+    parser.add_argument("--strategy-seconds", type=float, default=0.02, help="simulated seconds per strategy call")
+    parser.add_argument("--rules", nargs="+", default=None, help="FACTOR:FLOOR variants (default: what ships)")
     parser.add_argument("--spaces", nargs="+", default=SPACES)
     args = parser.parse_args()
 
     from leave_family_out import _spaces
     from pace_simulation import STORES, compile_timeout, drawn_compiles, recorded_compiles
 
+    import tunekit.session as session
     from tunekit.strategy import make_strategy
     from tunekit.testing.live import simulate_live_tuning
-    from tunekit.trial import Status, Timing, Trial
+    from tunekit.trial import Timing, Trial
 
+    shipped = (session.OVERDUE_FACTOR, session.OVERDUE_FLOOR_SECONDS)
+    rules = [tuple(map(float, rule.split(":"))) for rule in args.rules] if args.rules else [shipped]
     compiles, cut = recorded_compiles(STORES)
     cut_share = cut / (cut + len(compiles))
     print(f"compiles: {len(compiles)} recorded, {100 * cut_share:.1f} % cut off by the timeout; 16 workers, 18 in "
-          f"flight, {args.evals} evaluations, {args.busy} s busy per timed config, {args.seeds} seeds")
+          f"flight at most, the pace on, {args.evals} evaluations, {args.busy} s busy per timed config, "
+          f"{args.strategy_seconds} s per strategy call, {args.seeds} seeds; rules (factor, floor): {rules}")
     corpus = _spaces(str(HERE / "corpus" / "v2.json"))
-    variants = {"waits for all": False, "late ones told": True}
-    ratios_everywhere: dict[str, list[float]] = {measure: [] for measure in MEASURES}
+    ratios: dict[tuple, dict[str, list[float]]] = {(rule, only): {m: [] for m in MEASURES}
+                                                  for rule in rules for only in (False, True)}
+    said_late: dict[tuple, int] = {rule: 0 for rule in rules}
     for name in args.spaces:
         recorded = corpus[name]
         space, optimum = recorded.space(), recorded.optimum_ms
@@ -84,31 +108,41 @@ def main() -> None:
             assert record is not None, "the Space holds the recorded configs alone"
             if not record.ok:
                 return Trial(config, record.status, error="failed when recorded")
-            return Trial(config, Status.OK, Timing(record.time_ms, record.time_ms, record.time_ms))
+            return Trial(config, record.status, Timing(record.time_ms, record.time_ms, record.time_ms))
 
-        reached: dict[str, list[list[float]]] = {variant: [] for variant in variants}
+        def tuning(seed: int, overdue: bool):
+            return simulate_live_tuning(
+                make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True), trial_of,
+                args.busy, paced=True, workers=16, batch=18, evals=min(args.evals, len(space)), seed=seed,
+                timeout=compile_timeout, key=recorded.key(), overdue=overdue, strategy_seconds=args.strategy_seconds)
+
+        line = [f"{name}:"]
         for seed in range(args.seeds):
-            for variant, overdue in variants.items():
-                tuning = simulate_live_tuning(
-                    make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share), trial_of, args.busy,
-                    paced=True, workers=16, batch=18, evals=min(args.evals, len(space)), seed=seed,
-                    timeout=compile_timeout, key=recorded.key(), overdue=overdue)
-                reached[variant].append(seconds_to_within(tuning.result.steps, optimum, tuning.seconds))
-        line = [f"{name} ({len(space)} configs):"]
-        for index, measure in enumerate(MEASURES):
-            before = [r[index] for r in reached["waits for all"]]
-            after = [r[index] for r in reached["late ones told"]]
-            ratios = [a / b for a, b in zip(after, before) if b > 0]
-            ratios_everywhere[measure] += ratios
-            line.append(f"{measure}: {statistics.median(before):.1f} s -> {statistics.median(after):.1f} s, "
-                        f"paired median {statistics.median(ratios):.3f};")
-        print(" ".join(line), flush=True)
-    for measure, ratios in ratios_everywhere.items():
-        ratios.sort()
-        print(f"every space, {measure}: paired ratio median {statistics.median(ratios):.3f}, "
-              f"geometric mean {math.exp(statistics.mean(math.log(r) for r in ratios)):.3f}, "
-              f"quartiles {ratios[len(ratios) // 4]:.3f} / {ratios[3 * len(ratios) // 4]:.3f}, "
-              f"faster in {sum(r < 1 for r in ratios)} and slower in {sum(r > 1 for r in ratios)} of {len(ratios)}")
+            waited = tuning(seed, False)
+            before = seconds_to_within(waited.result.steps, optimum, waited.seconds)
+            for rule in rules:
+                session.OVERDUE_FACTOR, session.OVERDUE_FLOOR_SECONDS = rule
+                try:
+                    told = tuning(seed, True)
+                finally:
+                    session.OVERDUE_FACTOR, session.OVERDUE_FLOOR_SECONDS = shipped
+                after = seconds_to_within(told.result.steps, optimum, told.seconds)
+                said_late[rule] += bool(told.said_late_at)
+                for index, measure in enumerate(MEASURES):
+                    ratio = after[index] / before[index]
+                    ratios[rule, False][measure].append(ratio)
+                    if told.said_late_at:
+                        ratios[rule, True][measure].append(ratio)
+                if rule == rules[0]:
+                    line.append(f"{before[0]:.1f}->{after[0]:.1f}{'*' if told.said_late_at else ''}")
+        print(" ".join(line) + "  (seconds to 5 %, waiting for all -> the first rule; * said late)", flush=True)
+    for rule in rules:
+        print(f"rule factor {rule[0]:g}, floor {rule[1]:g} s: said configs were late in {said_late[rule]} of "
+              f"{args.seeds * len(args.spaces)} tunings")
+        for only in (False, True):
+            for measure in MEASURES:
+                print(f"  {'where said late' if only else 'every tuning'}, {measure}: "
+                      f"{summary(ratios[rule, only][measure])}")
 
 
 if __name__ == "__main__":

@@ -430,6 +430,7 @@ class DefaultSearch(ForestSearch):
         self._lied: set[int] = set()  # the configs of _lies, and those the forest gave no finite time
         self._told = np.zeros(len(self._configs), dtype=bool)  # configs whose trials were told
         self._overdue = np.zeros(len(self._configs), dtype=bool)  # pending configs the tuning said were late
+        self._started_with = np.zeros(len(self._configs), dtype=bool)  # the start's and the warm start's configs
         self._canonical = context.space.canonical_positions()  # a repeated config's copies share one position
         here = context.key
         self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
@@ -538,15 +539,20 @@ class DefaultSearch(ForestSearch):
             count = min(n, self.initial - turn)
             if count < 1:
                 return []
+            tried = self._tried.copy()
             if self.initial_design == "random":
-                return self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
-            return self._spread(count)
+                picks = self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
+            else:
+                picks = self._spread(count)
+            self._started_with |= self._tried & ~tried
+            return picks
         warm_order = self._warm_order() if self._prior is not None else []
         if turn < len(warm_order):
             order = warm_order[turn:]
             if not self.warm_interleaved:  # an ask stops where the warm start ends
                 order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
             suggested = self._prior_ranking[:self.warm_start]
+            tried = self._tried.copy()
             picks: list[Config] = []
             for kind, turns in itertools.groupby(order[:n]):
                 count = len(list(turns))
@@ -555,6 +561,7 @@ class DefaultSearch(ForestSearch):
                 # small Space, most of it expected to fail): an empty ask would end the tuning
                 taken += self._take(self._prior_ranking[~self._tried[self._prior_ranking]][:count - len(taken)])
                 picks += taken
+            self._started_with |= self._tried & ~tried
             if picks:
                 return picks
         if len(self._here) < len(warm_order) and self._awaited().any():
@@ -567,16 +574,17 @@ class DefaultSearch(ForestSearch):
         return local + drawn + (self._ranked(rest) if rest > 0 else [])
 
     def overdue(self) -> None:
-        """The start and the warm start stop waiting for the configs pending now: a live tuning
+        """The start and the warm start stop waiting for their configs pending now: a live tuning
         says they are late (one compile of the start held to the compile timeout kept every
-        other compile worker idle for 13.9 s of a 28 s tuning on an H100 host). Replays never
-        say so, and nothing else changes: the believer makes up their trials as it does any
-        pending config's."""
+        other compile worker idle for 13.9 s of a 28 s tuning on an H100 host). The forest then
+        ranks as after the start, the late configs among the pending ones its believer makes up
+        trials for. Replays never say so."""
         self._overdue |= self._pending()
 
     def _awaited(self) -> np.ndarray:
-        """A mask of the pending configs that are not overdue."""
-        return self._pending() & ~self._overdue
+        """A mask of the start's and the warm start's configs that are pending and not overdue:
+        what their waits wait for."""
+        return self._pending() & self._started_with & ~self._overdue
 
     def _in_start(self) -> bool:
         """Whether the space-filling start is on: the store holds nothing of the kernel, fewer

@@ -413,6 +413,31 @@ def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_othe
     assert tuning.result.evaluations == 40
 
 
+def test_under_the_interpreter_no_compile_is_said_to_be_late():
+    """Under the interpreter nothing compiles: the session's compile step gives each config at
+    once and never says the configs in flight are late, however long the caller takes with each
+    (here 0.4 s for each of 3, past the 1 s floor of the rule). Before, it said so once."""
+    import time
+
+    from tunekit.deadline import Clock, Deadline
+    from tunekit.keys import TuningKey
+    from tunekit.session import TuningSession
+
+    kernel = tunekit.autotune(space=vector_add.space(), key=["n"], store=None)(vector_add.add_kernel)
+    session = TuningSession(kernel.launch, kernel.space, kernel.options, kernel.store, kernel.identity,
+                            TuningKey((), (), ()), kernel.space_hash)
+    configs, given, late = kernel.space.configs()[:3], [], []
+
+    def more():
+        left = configs[len(given):len(given) + 1]
+        given.extend(left)
+        return left
+
+    for _ in session.compile([], more, (), {}, Deadline(Clock(), None), overdue=lambda: late.append(1)):
+        time.sleep(0.4)
+    assert len(given) == 3 and late == []
+
+
 def test_a_live_tuning_keeps_a_learning_strategy_s_compile_workers_busy_and_two_more(monkeypatch):
     """On a GPU (the interpreter off) with 16 compile workers, a strategy that learns has 18
     configs in flight; one that learns nothing 256; under the interpreter, one."""

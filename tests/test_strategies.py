@@ -433,11 +433,13 @@ class TestBeliever:
 
     @pytest.mark.parametrize("with_store", [False, True])
     def test_the_start_goes_on_without_the_trials_the_tuning_says_are_late(self, with_store):
-        """Injected: the first of the start's configs (the space-filling design's 5, or the warm
-        start's 6 with the store) held back while the others are told, as a compile held until
-        the compile timeout is. Survives: the ask proposes nothing until the tuning says the
-        configs pending are late (``overdue``), then 8 untried configs, the late one still
-        pending; a config asked for after that is awaited again."""
+        """Injected: the first two of the start's configs (the space-filling design's 5, or the
+        warm start's 6 with the store) held back while the others are told, as compiles held
+        until the compile timeout are. Survives: the ask proposes nothing until the tuning says
+        the configs pending are late (``overdue``), then 8 untried configs ranked by the forest
+        (the start is over: no random start's picks), the late ones still pending; once one of
+        those 8 is told, the next ask proposes one more (the wait is for the start's own
+        configs alone)."""
         from dataclasses import replace
 
         from tunekit.budget import Budget
@@ -452,12 +454,15 @@ class TestBeliever:
         strategy.start(SearchContext(toy_space(), Budget(evals=40), TOY_KEY, 0, history))
         start = strategy.ask(8)
         assert len(start) == (6 if with_store else 5)
-        strategy.tell(trials(start[1:]))
+        strategy.tell(trials(start[2:]))
         assert strategy.ask(8) == []
         strategy.overdue()
         picks = strategy.ask(8)
         assert len(picks) == 8 and not any(config in start for config in picks)
-        assert strategy._pending().sum() == 9 and strategy._awaited().sum() == 8
+        assert strategy._model is not None and not strategy._in_start()
+        assert strategy._pending().sum() == 10 and not strategy._awaited().any()
+        strategy.tell(trials(picks[:1]))
+        assert len(strategy.ask(1)) == 1
 
     @pytest.mark.parametrize("design", ["maximin", "random"])
     @pytest.mark.parametrize("batch", [1, 4])

@@ -543,10 +543,12 @@ class TuningSession:
         """Yields (index into ``configs``, result) per config as each is compiled: in this
         process's threads at once, and in the worker service's compile workers as they become
         ready; under the interpreter nothing is compiled. ``more()`` gives the configs to compile
-        next, asked again whenever a result was taken; each is appended to ``configs``. While it
-        gives none and no compile has finished for ``_overdue_after()`` seconds, ``overdue()`` is
-        called (then again after as long), and ``more()`` asked right after it."""
+        next, asked again whenever a result was taken; each is appended to ``configs``. On a GPU,
+        while it gives none and no compile has finished for ``_overdue_after()`` seconds,
+        ``overdue()`` is called (then again after as long), and ``more()`` asked right after it."""
         quiet_since = time.perf_counter()  # the last compile result taken, or the last call of overdue()
+        if settings.interpreting():
+            overdue = None  # nothing compiles, so no compile is late
 
         def taken() -> list[Config]:
             nonlocal quiet_since

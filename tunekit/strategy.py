@@ -106,10 +106,12 @@ class Strategy(abc.ABC):
         """Learn from trials: each of those asked for as it is measured, and any answered from the store."""
 
     def overdue(self) -> None:  # noqa: B027 - a no-op hook by design
-        """The configs asked for and not told yet are late: a live tuning's compile of one has run
-        far longer than its others while nothing else was left to compile or time. A strategy
-        that proposes nothing until its pending trials are told may go on without them; it is
-        asked again right after. Replays never call it."""
+        """The configs asked for and not told yet are late: in a live tuning no compile has
+        finished for three times the mean seconds of its compiles (one held until the compile
+        timeout, or far slower than the others), and the search queued nothing new meanwhile. A
+        strategy that proposes nothing until its pending trials are told may go on without them;
+        it is asked again right after, and told again after as long while none finishes.
+        Replays never call it."""
 
     def clone(self) -> "Strategy":
         """A fresh copy with the same options, for one tuning."""

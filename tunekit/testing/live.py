@@ -11,7 +11,6 @@ tests, ``experiments/pace_simulation.py`` and ``experiments/straggler_simulation
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -31,31 +30,51 @@ from .strategies import TOY_KEY
 
 class SimulatedTuning(NamedTuple):
     """What ``simulate_live_tuning`` saw: the configs in flight at each ask of the strategy, the
-    tuning's seconds, and its result (each step at its simulated second)."""
+    tuning's seconds, its result (each step at its simulated second), and the simulated seconds
+    at which the evaluator said the configs in flight were late."""
 
     in_flight_at_asks: list[int]
     seconds: float
     result: SearchResult
+    said_late_at: list[float]
+
+
+class _SimulationClock(SimulatedClock):
+    """The simulation's seconds: ``move`` is the simulated pipeline's own; ``advance``, by which
+    the search counts each strategy call's real seconds, counts ``strategy_seconds`` instead
+    where that is given (a simulation that does not depend on the machine's load)."""
+
+    def __init__(self, strategy_seconds: float | None) -> None:
+        super().__init__()
+        self.strategy_seconds = strategy_seconds
+
+    def advance(self, seconds: float) -> None:
+        super().advance(seconds if self.strategy_seconds is None else self.strategy_seconds)
+
+    def move(self, seconds: float) -> None:
+        super().advance(seconds)
 
 
 def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Callable[[Config], float],
                          trial_of: Callable[[Config], Trial], busy_seconds: float, *, paced: bool, workers: int,
                          batch: int, evals: int, seed: int = 0,
-                         timeout: Callable[[Sequence[float]], float] | None = None,
+                         timeout: Callable[[Sequence[float]], float | None] | None = None,
                          key: TuningKey = TOY_KEY, history: Sequence[Trial] = (),
-                         overdue: bool = False) -> SimulatedTuning:
+                         overdue: bool = False, strategy_seconds: float | None = None) -> SimulatedTuning:
     """One simulated tuning of ``evals`` configs (fewer where the strategy ends it) at ``key``,
-    the store holding ``history``.
-    ``compile_seconds(config)``: how long its compile takes (``math.inf``: until cut off);
-    ``timeout(seen)``: where a compile is cut off, given the compile seconds seen so far (a
-    timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many in flight as
+    the store holding ``history``. ``compile_seconds(config)``: how long its compile takes
+    (``math.inf``: until cut off); ``timeout(seen)``: where a compile is cut off, given the
+    seconds of the compiles that succeeded so far (None: nowhere yet), asked again as compiles
+    finish, as the session does (a timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many in flight as
     the session's pace wants, else its ``batch``; ``overdue``: as a live tuning, the evaluator
     says the configs in flight are late (``Feed.overdue``) once no compile has finished for
-    ``TuningSession._overdue_after`` seconds while the search queued nothing new."""
+    ``TuningSession._overdue_after`` seconds; ``strategy_seconds``: what each call of the
+    strategy costs (None: its real seconds, as the search counts them)."""
     from ..session import TuningSession  # the pace is the session's; the session imports torch and Triton
 
-    clock = SimulatedClock()
-    session = SimpleNamespace(_compile_seconds_here=[], _busy_seconds=[])
+    clock = _SimulationClock(strategy_seconds)
+    said_late_at: list[float] = []
+    session = SimpleNamespace(_compile_seconds_here=[], _compile_seconds_seen=[], _busy_seconds=[])
     order = itertools.count()
     at_asks: list[int] = []
     ask = strategy.ask
@@ -66,40 +85,45 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
 
     strategy.ask = recorded_ask  # type: ignore[method-assign]
 
-    def cut(seconds: float) -> float:
-        return min(seconds, timeout(session._compile_seconds_here)) if timeout is not None else seconds
-
     def evaluate(feed: Feed, deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
         if paced:
             feed.pace = lambda: TuningSession._in_flight_wanted(session)  # type: ignore[arg-type]  # its two lists
         waiting: deque[Config] = deque()
-        running: list[tuple[float, int, float, bool, Config]] = []  # (done at, order, seconds, cut off, config)
+        running: list[tuple[float, int, float, Config]] = []  # (started at, order, seconds it needs, config)
         quiet_since = clock.seconds()  # the last compile finished, or the last call of feed.overdue()
         while True:
-            new = feed.take()
-            waiting.extend(new)
+            waiting.extend(feed.take())
             while waiting and len(running) < workers:  # jobs go to free workers between timings
                 config = waiting.popleft()
-                needed = compile_seconds(config)
-                seconds = cut(needed)
-                heapq.heappush(running, (clock.seconds() + seconds, next(order), seconds, seconds < needed, config))
+                running.append((clock.seconds(), next(order), compile_seconds(config), config))
             if not running:
                 return
-            late = TuningSession._overdue_after(session) if overdue and not new else None  # type: ignore[arg-type]
-            if late is not None and running[0][0] > quiet_since + late:
-                clock.advance(max(0.0, quiet_since + late - clock.seconds()))
+            # the timeout as it stands now, as the session asks it again while compiles finish
+            limit = timeout(session._compile_seconds_seen) if timeout is not None else None
+            ends = [(started + (needed if limit is None else min(needed, limit)), turn, index)
+                    for index, (started, turn, needed, _) in enumerate(running)]
+            done, _, index = min(ends)
+            done = max(done, clock.seconds())  # finished while the process timed, or cut by a timeout now lower
+            late = TuningSession._overdue_after(session) if overdue else None  # type: ignore[arg-type]
+            if late is not None and done > quiet_since + late:
+                clock.move(max(0.0, quiet_since + late - clock.seconds()))
                 quiet_since = clock.seconds()
+                said_late_at.append(quiet_since)
                 feed.overdue()
                 continue
-            done, _, seconds, cut_off, config = heapq.heappop(running)
-            clock.advance(max(0.0, done - clock.seconds()))
+            started, _, needed, config = running.pop(index)
+            clock.move(done - clock.seconds())
+            seconds, cut_off = needed, False
+            if limit is not None and needed > limit:
+                seconds, cut_off = max(limit, clock.seconds() - started), True
             session._compile_seconds_here.append(seconds)
             if cut_off:
                 yield config, Trial(config, Status.TIMEOUT, error=f"compile exceeded {seconds:.1f} s")
                 quiet_since = clock.seconds()
                 continue
+            session._compile_seconds_seen.append(seconds)
             taken = clock.seconds()
-            clock.advance(busy_seconds)
+            clock.move(busy_seconds)
             yield config, trial_of(config)
             session._busy_seconds.append(clock.seconds() - taken)
             quiet_since = clock.seconds()
@@ -109,5 +133,5 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
     search.advance(evaluate)
     if search.result.evaluations != evals and search.result.stopped_because is not StopReason.STRATEGY:
         raise RuntimeError(f"the simulated tuning measured {search.result.evaluations} of {evals} configs")
-    return SimulatedTuning(at_asks, clock.seconds(), search.result)
+    return SimulatedTuning(at_asks, clock.seconds(), search.result, said_late_at)
 
