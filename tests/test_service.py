@@ -243,8 +243,8 @@ print(json.dumps({{"events": events, "compile_seconds": session._compile_seconds
 def test_a_compile_held_far_longer_than_the_others_is_said_to_be_late_and_the_round_goes_on(tmp_path):
     """The tuning session's compile step for a Hopper target on this CPU-only machine (real
     compiles, a fresh process): three quick configs, then one that compiles for minutes, and
-    nothing more to compile. Once no compile has finished for three times the mean of the three
-    (at least 1 s), the round says the one left is late (``overdue``), and takes the config
+    nothing more to compile. Once no compile has finished for ``OVERDUE_FACTOR`` times the mean of
+    the three (at least ``OVERDUE_FLOOR_SECONDS``), the round says the one left is late (``overdue``), and takes the config
     given after that, which compiles while the slow one is still running; it says so again each
     time as long passes without a finished compile, until the slow one is cut off at the compile
     timeout (30 s)."""
