@@ -540,6 +540,7 @@ class DefaultSearch(ForestSearch):
             if count < 1:
                 return []
             tried = self._tried.copy()
+            picks: list[Config]
             if self.initial_design == "random":
                 picks = self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
             else:
@@ -553,7 +554,7 @@ class DefaultSearch(ForestSearch):
                 order = order[:next((i for i, kind in enumerate(order) if kind != order[0]), len(order))]
             suggested = self._prior_ranking[:self.warm_start]
             tried = self._tried.copy()
-            picks: list[Config] = []
+            picks = []
             for kind, turns in itertools.groupby(order[:n]):
                 count = len(list(turns))
                 taken = self._warm_turns(kind, count, suggested)
@@ -590,7 +591,7 @@ class DefaultSearch(ForestSearch):
         """Whether the space-filling start is on: the store holds nothing of the kernel, fewer
         than ``initial`` configs were told, and some of the start is still to be asked for or
         awaited (pending, not overdue)."""
-        return super()._in_start() and (self._turns_taken() < self.initial or self._awaited().any())
+        return super()._in_start() and (self._turns_taken() < self.initial or bool(self._awaited().any()))
 
     def _pending(self) -> np.ndarray:
         """A mask of the configs proposed and not told yet (the copy proposed of a repeated config
