@@ -6,7 +6,8 @@ one at a time in its own process, the first compiled first; jobs go to free work
 timings. ``tunekit.testing.live`` simulates that on a clock with tunekit's own ``Search``: here
 each config's compile takes a time drawn from the compiles of the stores in
 ``experiments/results/in-flight/live-call-2-tunings.tar`` (an H100 host, 16 workers, the 984-config
-GEMM space; those that hit the compile timeout take the timeout), each timed config keeps the
+GEMM space; those that hit the compile timeout take ``SLOW_COMPILE_SECONDS`` unless the timeout
+cuts them first), each timed config keeps the
 process busy ``--busy`` seconds (check, benchmark, the search's tell and ask), and a compile past
 the session's adaptive timeout (none until 8 compiles succeeded, then 20 times their median, at
 least 10 s, asked again as compiles finish) is cut there. It prints, per rule
@@ -32,6 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tunekit import ResultsStore
+from tunekit.config import config_json
 from tunekit.session import COMPILED_AHEAD, PACE_AFTER, PACE_WINDOW, TuningSession
 from tunekit.space import Space
 from tunekit.strategies import Exhaustive
@@ -71,20 +73,26 @@ def median_plus_two(session: SimpleNamespace) -> int | None:
 RULES = {"shipped (2 x mean + 2)": TuningSession._in_flight_wanted, "median + 2": median_plus_two}
 
 
+#: What a compile that the live tunings' timeout cut would have taken: in the H200 recording of
+#: the GEMM space (corpus v2's ``h200/matmul-square``) 12 of 984 compiles took over a minute, the
+#: longest 138 s. The timeout cuts it sooner once it stands.
+SLOW_COMPILE_SECONDS = 120.0
+
+
 def drawn_compiles(seed: int, compiles: list[float], cut_share: float,
                    per_config: bool = False) -> Callable[[object], float]:
     """Each config's compile seconds, drawn once per config: a recorded compile's seconds, or, in
-    ``cut_share`` of them, ``math.inf`` (it runs until the compile timeout cuts it). Drawn in
-    the order the configs first compile, or with ``per_config`` from the seed and the config
-    alone (the same config draws the same seconds in tunings that compile it at another turn)."""
+    ``cut_share`` of them, ``SLOW_COMPILE_SECONDS``. Drawn in the order the configs first
+    compile, or with ``per_config`` from the seed and the config alone (the same config draws the
+    same seconds in tunings that compile it at another turn)."""
     rng = random.Random(seed)
     drawn: dict[str, float] = {}
 
     def compile_seconds(config) -> float:
-        name = repr(config)
+        name = config_json(config)
         if name not in drawn:
             draws = random.Random(f"{seed}:{name}") if per_config else rng
-            drawn[name] = math.inf if draws.random() < cut_share else draws.choice(compiles)
+            drawn[name] = SLOW_COMPILE_SECONDS if draws.random() < cut_share else draws.choice(compiles)
         return drawn[name]
 
     return compile_seconds
