@@ -395,7 +395,7 @@ def test_a_paced_live_tuning_is_not_slower_where_compile_times_vary():
 def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_others(told_late):
     """Injected: simulated live (``tunekit.testing.live``), 16 compile workers, 18 in flight at
     most, the first config of ``default``'s start takes 30 s to compile and every other 0.5 s.
-    Survives: told that it is late (once no compile has finished for 5 times the mean, 2.5 s
+    Survives: told that it is late (once no compile has finished for 3 times the mean, 1.5 s
     here), the tuning measures 39 of its 40 configs before that compile ends; not told, as
     replays never are, the 9 others of its start alone."""
     from tunekit.strategies import DefaultSearch
@@ -416,7 +416,7 @@ def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_othe
 def test_under_the_interpreter_no_compile_is_said_to_be_late():
     """Under the interpreter nothing compiles: the session's compile step gives each config at
     once and never says the configs in flight are late, however long the caller takes with each
-    (here 0.8 s for each of 3, past the 2 s floor of the rule). Before, it said so once."""
+    (here 0.8 s for each of 3, past the 1 s floor of the rule). Before, it said so once."""
     import time
 
     from tunekit.deadline import Clock, Deadline

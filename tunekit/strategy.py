@@ -107,7 +107,7 @@ class Strategy(abc.ABC):
 
     def overdue(self) -> None:  # noqa: B027 - a no-op hook by design
         """The configs asked for and not told yet are late: in a live tuning no compile has
-        finished for five times the mean seconds of its compiles (one held until the compile
+        finished for three times the mean seconds of its compiles (one held until the compile
         timeout, or far slower than the others), and the search queued nothing new meanwhile. A
         strategy that proposes nothing until its pending trials are told may go on without them;
         it is asked again right after, and told again after as long while none finishes.
