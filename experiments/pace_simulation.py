@@ -109,7 +109,8 @@ def tuning(rule, seed: int, compiles: list[float], cut_share: float, busy: float
            evals: int) -> tuple[float, list[int]]:
     """One simulated tuning (``tunekit.testing.live``) paced by ``rule`` (None: the whole batch in
     flight): its seconds, and the configs in flight at each ask. Each config's compile takes a
-    recorded compile's seconds, or, in ``cut_share`` of them, runs until the adaptive timeout."""
+    recorded compile's seconds, or, in ``cut_share`` of them, ``SLOW_COMPILE_SECONDS`` unless the
+    adaptive timeout cuts it first."""
     shipped = TuningSession._in_flight_wanted
     if rule is not None:
         TuningSession._in_flight_wanted = rule  # type: ignore[method-assign]

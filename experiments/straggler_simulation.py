@@ -16,11 +16,12 @@ for a config; its time is the recorded space's; timing it keeps the process busy
 seconds, and each strategy call costs ``--strategy-seconds`` (not its real time: the runs do not
 depend on the machine's load). Replays never say a config is late: what they measure is unchanged.
 
-Each ``--rules`` entry ``FACTOR:FLOOR`` is a variant with those two constants (the first is what
-ships). Per variant it prints the paired ratios of its seconds over those of waiting for every
+Each ``--rules`` entry ``FACTOR:FLOOR`` is a variant with those two constants (by default what
+ships alone); the per-space lines show the first. Per variant it prints the paired ratios of its seconds over those of waiting for every
 trial, to reach within 5 % and 2 % of the space's optimum (runs that never did count as the
-tuning's end) and to end the tuning: over every tuning, and over those where the variant said
-configs were late. The spaces are corpus v2's H200 recordings, one per kernel family, none chosen
+tuning's end) and to end the tuning (100 evaluations, fewer where ``default`` stops early): over
+every tuning, and over those where the variant said configs were late at any time (not only
+while the start waited). The spaces are corpus v2's H200 recordings, one per kernel family, none chosen
 on this rule.
 
     TUNEKIT_SHARED_SPACES=../shared/spaces python experiments/straggler_simulation.py [--seeds 10]

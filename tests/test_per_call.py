@@ -413,6 +413,23 @@ def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_othe
     assert tuning.result.evaluations == 40
 
 
+def test_the_configs_in_flight_are_late_after_three_times_the_mean_compile_and_at_least_a_second():
+    """``TuningSession._overdue_after``: nothing until this tuning has seen 3 compiles; then
+    ``OVERDUE_FACTOR`` (3) times their mean, failed ones too, but never under
+    ``OVERDUE_FLOOR_SECONDS`` (1 s)."""
+    from types import SimpleNamespace
+
+    from tunekit.session import TuningSession
+
+    def late(seconds):
+        return TuningSession._overdue_after(SimpleNamespace(_compile_seconds_here=seconds))
+
+    assert late([5.0, 5.0]) is None
+    assert late([0.1, 0.1, 0.1]) == 1.0
+    assert late([1.0, 2.0, 3.0]) == pytest.approx(6.0)
+    assert late([1.0, 2.0, 3.0, 14.0]) == pytest.approx(15.0)
+
+
 def test_under_the_interpreter_no_compile_is_said_to_be_late():
     """Under the interpreter nothing compiles: the session's compile step gives each config at
     once and never says the configs in flight are late, however long the caller takes with each

@@ -12,6 +12,7 @@ tests, ``experiments/pace_simulation.py`` and ``experiments/straggler_simulation
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
@@ -63,7 +64,7 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
                          overdue: bool = False, strategy_seconds: float | None = None) -> SimulatedTuning:
     """One simulated tuning of ``evals`` configs (fewer where the strategy ends it) at ``key``,
     the store holding ``history``. ``compile_seconds(config)``: how long its compile takes
-    (``math.inf``: until cut off); ``timeout(seen)``: where a compile is cut off, given the
+    (finite seconds); ``timeout(seen)``: where a compile is cut off, given the
     seconds of the compiles that succeeded so far (None: nowhere yet), asked again as compiles
     finish, as the session does (a timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many in flight as
     the session's pace wants, else its ``batch``; ``overdue``: as a live tuning, the evaluator
@@ -74,7 +75,9 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
 
     clock = _SimulationClock(strategy_seconds)
     said_late_at: list[float] = []
-    session = SimpleNamespace(_compile_seconds_here=[], _compile_seconds_seen=[], _busy_seconds=[])
+    # the store's compile seconds count toward the timeout from the start, as the session's do
+    seen = [t.compile_seconds for t in history if t.ok and t.compile_seconds]
+    session = SimpleNamespace(_compile_seconds_here=[], _compile_seconds_seen=seen, _busy_seconds=[])
     order = itertools.count()
     at_asks: list[int] = []
     ask = strategy.ask
@@ -87,7 +90,7 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
 
     def evaluate(feed: Feed, deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
         if paced:
-            feed.pace = lambda: TuningSession._in_flight_wanted(session)  # type: ignore[arg-type]  # its two lists
+            feed.pace = lambda: TuningSession._in_flight_wanted(session)  # type: ignore[arg-type]  # its lists
         waiting: deque[Config] = deque()
         running: list[tuple[float, int, float, Config]] = []  # (started at, order, seconds it needs, config)
         quiet_since = clock.seconds()  # the last compile finished, or the last call of feed.overdue()
@@ -95,17 +98,23 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
             waiting.extend(feed.take())
             while waiting and len(running) < workers:  # jobs go to free workers between timings
                 config = waiting.popleft()
-                running.append((clock.seconds(), next(order), compile_seconds(config), config))
+                needed = compile_seconds(config)
+                if not math.isfinite(needed) or needed < 0:
+                    raise ValueError(f"compile_seconds({config}) gave {needed!r}: expected finite seconds")
+                running.append((clock.seconds(), next(order), needed, config))
             if not running:
                 return
-            # the timeout as it stands now, as the session asks it again while compiles finish
+            # the timeout as it stands now, as the session asks it again while compiles finish; a
+            # compile that finished while the process timed is taken as finished, not cut
             limit = timeout(session._compile_seconds_seen) if timeout is not None else None
-            ends = [(started + (needed if limit is None else min(needed, limit)), turn, index)
+            now = clock.seconds()
+            ends = [(started + needed if started + needed <= now or limit is None else
+                     max(now, started + min(needed, limit)), turn, index)
                     for index, (started, turn, needed, _) in enumerate(running)]
             done, _, index = min(ends)
-            done = max(done, clock.seconds())  # finished while the process timed, or cut by a timeout now lower
+            done = max(done, now)
             late = TuningSession._overdue_after(session) if overdue else None  # type: ignore[arg-type]
-            if late is not None and done > quiet_since + late:
+            if late is not None and late > 0 and done > quiet_since + late:
                 clock.move(max(0.0, quiet_since + late - clock.seconds()))
                 quiet_since = clock.seconds()
                 said_late_at.append(quiet_since)
@@ -114,11 +123,11 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
             started, _, needed, config = running.pop(index)
             clock.move(done - clock.seconds())
             seconds, cut_off = needed, False
-            if limit is not None and needed > limit:
-                seconds, cut_off = max(limit, clock.seconds() - started), True
+            if limit is not None and needed > limit and started + needed > done:
+                seconds, cut_off = done - started, True
             session._compile_seconds_here.append(seconds)
             if cut_off:
-                yield config, Trial(config, Status.TIMEOUT, error=f"compile exceeded {seconds:.1f} s")
+                yield config, Trial(config, Status.TIMEOUT, error=f"compile exceeded {limit:.1f} s")
                 quiet_since = clock.seconds()
                 continue
             session._compile_seconds_seen.append(seconds)
