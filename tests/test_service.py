@@ -183,6 +183,17 @@ print(json.dumps({{"results": {{i: [r.status.value, r.seconds, r.shared_bytes] f
 """
 
 
+def _compile_child_report(template: str, tmp_path) -> dict:
+    """Run a child script of this section (the interpreter off, Triton's cache in ``tmp_path``)
+    and return the JSON it printed last."""
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(template.format(tests=str(TESTS))))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(tmp_path):
     """The tuning session's compile step, as the Autotuner runs it on a GPU, for a Hopper target on
@@ -192,12 +203,7 @@ def test_the_autotuners_compile_path_compiles_for_hopper_in_threads_and_workers(
     compile in threads of the process at once and in compile workers once those are ready (forked
     once a second config comes); shared memory is reported; the slow one is cut off at the
     compile timeout (20 s) alone."""
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(HOPPER_COMPILE_CHILD.format(tests=str(TESTS))))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")})
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = _compile_child_report(HOPPER_COMPILE_CHILD, tmp_path)
     results = {int(i): r for i, r in report["results"].items()}
     assert sorted(results) == list(range(9))
     assert all(status == "ok" and seconds > 0 and shared is not None for status, seconds, shared in
@@ -248,12 +254,7 @@ def test_a_compile_held_far_longer_than_the_others_is_said_to_be_late_and_the_ro
     given after that, which compiles while the slow one is still running; it says so again each
     time as long passes without a finished compile, until the slow one is cut off at the compile
     timeout (30 s)."""
-    script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(OVERDUE_CHILD.format(tests=str(TESTS))))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache")})
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = _compile_child_report(OVERDUE_CHILD, tmp_path)
     from tunekit.session import OVERDUE_FACTOR, OVERDUE_FLOOR_SECONDS
 
     events, compiled = report["events"], report["compile_seconds"]
