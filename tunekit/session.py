@@ -58,9 +58,9 @@ COMPILED_AHEAD = 2
 PACE_AFTER = 3
 #: The latest timed configs whose busy seconds the pace takes the median of.
 PACE_WINDOW = 20
-#: A live tuning left with nothing to compile but configs already compiling, and nothing to time,
-#: says they are late (``Feed.overdue``) once no compile has finished for this many times the
-#: mean seconds of its own compiles (after ``PACE_AFTER`` of them), and at least
+#: A live tuning says the configs in flight are late (``Feed.overdue``) once none of its compiles
+#: has finished, and its search has queued nothing new, for this many times the mean seconds of
+#: its own compiles (after ``PACE_AFTER`` of them), and at least
 #: ``OVERDUE_FLOOR_SECONDS``: a strategy that waits for them may then go on without them. Of the
 #: rules simulated (``experiments/straggler_simulation.py``: 3 and 1 s, 5 and 2 s, 10 and 5 s),
 #: the one that reached each target soonest in the geometric mean over 17 recorded spaces; each
