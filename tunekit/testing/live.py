@@ -64,10 +64,10 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
                          overdue: bool = False, strategy_seconds: float | None = None) -> SimulatedTuning:
     """One simulated tuning of ``evals`` configs (fewer where the strategy ends it) at ``key``,
     the store holding ``history``. ``compile_seconds(config)``: how long its compile takes
-    (finite seconds); ``timeout(seen)``: where a compile is cut off, given the
-    seconds of the compiles that succeeded so far (None: nowhere yet), asked again as compiles
-    finish, as the session does (a timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many in flight as
-    the session's pace wants, else its ``batch``; ``overdue``: as a live tuning, the evaluator
+    (finite seconds); ``timeout(seen)``: where a compile is cut off, given the seconds of the
+    compiles that succeeded so far (None: nowhere yet), asked again as compiles finish, as the
+    session does (a timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many
+    in flight as the session's pace wants, else its ``batch``; ``overdue``: as a live tuning, the evaluator
     says the configs in flight are late (``Feed.overdue``) once no compile has finished for
     ``TuningSession._overdue_after`` seconds; ``strategy_seconds``: what each call of the
     strategy costs (None: its real seconds, as the search counts them)."""
