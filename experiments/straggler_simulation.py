@@ -35,6 +35,10 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from tunekit.metrics import first_reaching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -51,11 +55,9 @@ MEASURES = [f"to {100 * share:g} %" for share in WITHIN] + ["to the end"]
 def seconds_to_within(steps, optimum_ms: float, end_seconds: float) -> list[float]:
     """The simulated second at which the best time first came within each share of ``WITHIN``
     of the optimum (``end_seconds`` where it never did), and ``end_seconds``."""
-    reached = []
-    for share in WITHIN:
-        at = next((step.seconds for step in steps if step.best_ms <= (1 + share) * optimum_ms), end_seconds)
-        reached.append(at)
-    return reached + [end_seconds]
+    best = np.array([step.best_ms for step in steps])
+    reached = [first_reaching(best, (1 + share) * optimum_ms) for share in WITHIN]
+    return [steps[at - 1].seconds if at is not None else end_seconds for at in reached] + [end_seconds]
 
 
 def summary(ratios: list[float]) -> str:
@@ -85,9 +87,9 @@ def main() -> None:
     from pace_simulation import STORES, compile_timeout, drawn_compiles, recorded_compiles
 
     import tunekit.session as session
+    from tunekit.replay import ReplayEvaluator
     from tunekit.strategy import make_strategy
     from tunekit.testing.live import simulate_live_tuning
-    from tunekit.trial import Timing, Trial
 
     shipped = (session.OVERDUE_FACTOR, session.OVERDUE_FLOOR_SECONDS)
     rules = [tuple(map(float, rule.split(":"))) for rule in args.rules] if args.rules else [shipped]
@@ -104,12 +106,7 @@ def main() -> None:
         recorded = corpus[name]
         space, optimum = recorded.space(), recorded.optimum_ms
 
-        def trial_of(config, recorded=recorded) -> Trial:
-            record = recorded.lookup(config)
-            assert record is not None, "the Space holds the recorded configs alone"
-            if not record.ok:
-                return Trial(config, record.status, error="failed when recorded")
-            return Trial(config, record.status, Timing(record.time_ms, record.time_ms, record.time_ms))
+        trial_of = ReplayEvaluator(recorded).trial
 
         def tuning(seed: int, overdue: bool):
             return simulate_live_tuning(

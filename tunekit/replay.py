@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from .config import Config
-from .recorded import RecordedSpace, RecordedSpaceError
+from .recorded import Record, RecordedSpace, RecordedSpaceError
 from .deadline import Deadline
 from .trial import Timing, Trial
 
@@ -29,18 +29,30 @@ class ReplayEvaluator:
 
     def __call__(self, configs: Iterable[Config], deadline: Deadline) -> Iterator[tuple[Config, Trial | None]]:
         for config in configs:
-            record = self.recorded.lookup(config)
-            if record is None:
-                raise RecordedSpaceError(
-                    f"{self.recorded.name}: config {config} is not in the recorded space (infeasible there)"
-                )
+            record = self._record(config)
             if deadline.expired():
                 yield config, None
                 continue
             deadline.clock.advance(record.evaluation_seconds)
-            timing = (Timing(record.time_ms, record.time_ms, record.time_ms)
-                      if record.ok and record.time_ms is not None else None)
-            yield config, Trial(config, record.status, timing, record.compile_ms / 1e3,
-                                None if record.ok else f"recorded as {record.status}",
-                                bench_seconds=record.benchmark_ms / 1e3,
-                                shared_bytes=record.extra.get("shared_bytes"))
+            yield config, _as_trial(config, record)
+
+    def trial(self, config: Config) -> Trial:
+        """``config``'s trial as recorded (its compile seconds, benchmark seconds and the shared
+        memory its compile reported, where kept), on no clock."""
+        return _as_trial(config, self._record(config))
+
+    def _record(self, config: Config) -> Record:
+        record = self.recorded.lookup(config)
+        if record is None:
+            raise RecordedSpaceError(
+                f"{self.recorded.name}: config {config} is not in the recorded space (infeasible there)"
+            )
+        return record
+
+
+def _as_trial(config: Config, record: Record) -> Trial:
+    timing = (Timing(record.time_ms, record.time_ms, record.time_ms)
+              if record.ok and record.time_ms is not None else None)
+    return Trial(config, record.status, timing, record.compile_ms / 1e3,
+                 None if record.ok else f"recorded as {record.status}",
+                 bench_seconds=record.benchmark_ms / 1e3, shared_bytes=record.extra.get("shared_bytes"))
