@@ -12,7 +12,7 @@ compile workers, 18 in flight at most, the pace on, one process timing) with tun
 and ``default`` as it ships: each config's compile takes seconds drawn from the live H100 GEMM
 tunings' compiles (``pace_simulation.drawn_compiles``, the share cut off by the timeout included),
 drawn from the seed and the config alone, so that every variant of a seed draws the same seconds
-for a config; its time is the recorded space's; timing it keeps the process busy ``--busy``
+for a config; its trial is the recording's (``ReplayEvaluator.trial``); timing it keeps the process busy ``--busy``
 seconds, and each strategy call costs ``--strategy-seconds`` (not its real time: the runs do not
 depend on the machine's load). Replays never say a config is late: what they measure is unchanged.
 

@@ -64,7 +64,7 @@ PACE_WINDOW = 20
 #: ``OVERDUE_FLOOR_SECONDS``: a strategy that waits for them may then go on without them. Of the
 #: rules simulated (``experiments/straggler_simulation.py``: 3 and 1 s, 5 and 2 s, 10 and 5 s),
 #: the one that reached each target soonest in the geometric mean over 17 recorded spaces; each
-#: made a few tunings (0 to 7 of 170) more than 10 % slower to one of them.
+#: made a few tunings (0 to 5 of 170) more than 10 % slower to one of them.
 OVERDUE_FACTOR = 3.0
 OVERDUE_FLOOR_SECONDS = 1.0
 
