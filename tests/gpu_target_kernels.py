@@ -71,6 +71,9 @@ def compile_rounds(rounds_json: str, workers: int) -> None:
     from tunekit.compiler import CompilePool, TensorSpec, compile_job_for
 
     def argument(value: Any) -> Any:
+        if isinstance(value, dict) and value.get("real"):  # a CPU tensor, as a launch passes one
+            tensor = torch.zeros(64, dtype=getattr(torch, value["tensor"]))
+            return tensor[1:] if value.get("misaligned") else tensor
         if isinstance(value, dict):
             return TensorSpec(getattr(torch, value["tensor"]), not value.get("misaligned", False))
         return value
@@ -80,7 +83,7 @@ def compile_rounds(rounds_json: str, workers: int) -> None:
 
     def job_of(module: str, name: str, args: list, kwargs: dict) -> Any:
         return compile_job_for(getattr(importlib.import_module(module), name), GPUTarget("cuda", 90, 32),
-                               tuple(argument(a) for a in args), kwargs)
+                               tuple(argument(a) for a in args), {k: argument(v) for k, v in kwargs.items()})
 
     try:
         for round_ in json.loads(rounds_json):

@@ -56,6 +56,20 @@ def test_parallel_compiles_report_status_and_shared_memory(compile_rounds):
     assert any(name.endswith(".cubin") for name in cache_files(compile_rounds.cache))
 
 
+def test_tensors_passed_by_keyword_compile_in_workers(compile_rounds):
+    """A launch that names every argument (as flash-linear-attention's do): its tensors go to the
+    workers as their specs, as positional ones do, so its configs compile in 2 workers, not in
+    threads of this process."""
+    tensor = {"tensor": "float16", "real": True}
+    by_keyword = [*ADD, [], {"x_ptr": tensor, "y_ptr": tensor, "out_ptr": tensor, "n": 4096, "BLOCK": 256}]
+    misaligned = [*ADD, [], {"x_ptr": tensor, "y_ptr": {**tensor, "misaligned": True}, "out_ptr": tensor,
+                             "n": 4096, "BLOCK": 512}]
+    [round_] = compile_rounds([{"jobs": [by_keyword, misaligned]}])
+    # without a job for the workers, and no threads here in this round, each would be a compile error
+    assert [r[0] for r in round_["results"]] == ["ok", "ok"], round_["results"]
+    assert round_["started"] == 2
+
+
 def test_jobs_given_as_results_come_are_compiled_by_the_same_workers(compile_rounds):
     """A round of 2 jobs on 2 workers that is given a job after each of its first 3 results (as a
     tuning keeps configs in flight): all 5 are compiled in the round, by the 2 workers started
@@ -153,12 +167,20 @@ def test_arguments_that_hold_tensors_compile_in_this_process_not_in_a_worker():
     from triton.backends.compiler import GPUTarget
     from triton.tools.tensor_descriptor import TensorDescriptor
 
+    from tunekit.compiler import TensorSpec
     from tunekit.kernels import vector_add
 
     target = GPUTarget("cuda", 90, 32)
     x = torch.zeros(64, 64)
     assert compile_job_for(vector_add.add_kernel, target, (x, x, x, 64), {"BLOCK": 64}) is not None
     assert compile_job_for(vector_add.add_kernel, target, ((x, x), x, x, 64), {"BLOCK": 64}) is None
+    by_keyword = compile_job_for(vector_add.add_kernel, target, (), {"x_ptr": x, "y_ptr": x[:, 1:], "out_ptr": x,
+                                                                      "n": 64, "BLOCK": 64})
+    assert by_keyword is not None  # a tensor named by keyword goes as its spec, with its alignment
+    assert by_keyword.kwargs["x_ptr"] == TensorSpec(torch.float32, True)
+    assert by_keyword.kwargs["y_ptr"] == TensorSpec(torch.float32, False)
+    assert compile_job_for(vector_add.add_kernel, target, (), {"x_ptr": (x, x), "y_ptr": x, "out_ptr": x,
+                                                               "n": 64, "BLOCK": 64}) is None
     descriptor = TensorDescriptor.from_tensor(x, [16, 16])
     assert compile_job_for(vector_add.add_kernel, target, (descriptor, x, x, 64), {"BLOCK": 64}) is None
 

@@ -189,17 +189,23 @@ def compile_job_for(fn: Any, target: Any, args: Sequence[Any], kwargs: dict[str,
     """A job for this launch that a compile worker forked from this process can run, or None
     where none can be forked (no ``fork`` on this platform) or an argument is not a plain value
     or a tensor (a tensor descriptor, a tuple of tensors: unpickling one in the worker would
-    need a device, which a copy of a process holding a CUDA context cannot start)."""
+    need a device, which a copy of a process holding a CUDA context cannot start). Tensors go as
+    their ``TensorSpec``, whether passed by position or by keyword."""
     if not hasattr(os, "fork"):
         return None
-    spec_args = tuple(
-        TensorSpec(arg.dtype, arg.data_ptr() % 16 == 0) if hasattr(arg, "data_ptr") and hasattr(arg, "dtype") else arg
-        for arg in args
-    )
-    if not all(_plain(value) for value in (*spec_args, *kwargs.values())):
+    spec_args = tuple(_spec(arg) for arg in args)
+    spec_kwargs = {name: _spec(value) for name, value in kwargs.items()}
+    if not all(_plain(value) for value in (*spec_args, *spec_kwargs.values())):
         return None
     jit = unwrap_jit(fn)
-    return CompileJob(kernel_token(jit), target, spec_args, dict(kwargs), jit)
+    return CompileJob(kernel_token(jit), target, spec_args, spec_kwargs, jit)
+
+
+def _spec(value: Any) -> Any:
+    """A tensor's ``TensorSpec``; any other value as it is."""
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        return TensorSpec(value.dtype, value.data_ptr() % 16 == 0)
+    return value
 
 
 def _plain(value: Any) -> bool:
