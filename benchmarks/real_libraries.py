@@ -1,16 +1,17 @@
 """Third-party kernel libraries with ``triton.autotune`` swapped for tunekit's, as a user swaps it.
 
 Each measured process is fresh, with a cold Triton cache of its own: it sets
-``triton.autotune = tunekit.autotune`` (variant ``tk``; ``stock`` leaves Triton's) *before* it
-imports the library, builds the op's inputs on the GPU, and times the op's first forward call
+``triton.autotune = tunekit.autotune`` (variant ``tk``; ``stock`` leaves Triton's; ``tk_patch``
+imports the library under ``tunekit.patch_triton()``, which reaches its own subclasses of Triton's
+``Autotuner`` too) *before* it imports the library, builds the op's inputs on the GPU, and times the op's first forward call
 (every autotuned kernel of the op tuned in it), with ``torch.cuda.synchronize()`` on both sides.
 Then it times the op in steady state with ``triton.testing.do_bench`` (the winners' op time), and
 saves the op's outputs for the driver to compare with stock's. ``tk_second``: a second process
 with the store of a ``tk`` process before it (and a cold Triton cache): what a rerun pays.
 
-The driver runs ``--rounds`` rounds, each op's variants in fresh processes, stock first in even
-rounds and last in odd ones, then one ``tk_second`` per op, and prints per op: the first call
-(median, per-round ratios), the op time of each variant's winners (median, and tunekit's slowest
+The driver runs ``--rounds`` rounds, each op's ``--variants`` in fresh processes, in their order in
+even rounds and the reverse in odd ones, then one ``tk_second`` per op, and prints per op and
+variant: the first call (median, per-round ratios to stock's), the op time of each variant's winners (median, and tunekit's slowest
 over its fastest across rounds), the largest output difference from stock's, and the stderr lines
 tunekit's processes printed that stock's did not.
 
@@ -33,6 +34,7 @@ if __name__ == "__main__" and "--one" in sys.argv:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="real-lib-cache-")  # before triton is imported
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
@@ -159,13 +161,18 @@ def measure(library: str, op: str, variant: str, store: str, save: str, profile:
     import torch
     import triton
 
+    swapped: Any = contextlib.nullcontext()
     if variant != "stock":
         import tunekit
 
         os.environ["TUNEKIT_STORE"] = store
-        triton.autotune = tunekit.autotune  # the one-line switch a library user makes
+        if variant == "tk_patch":
+            swapped = tunekit.patch_triton()
+        else:
+            triton.autotune = tunekit.autotune  # the one-line switch a library user makes
     torch.zeros(1, device="cuda")  # the device is up before the library is imported (lazy imports)
-    call, _ = LIBRARIES[library](op)
+    with swapped:
+        call, _ = LIBRARIES[library](op)
     torch.cuda.synchronize()
     profiler = None
     if profile:
@@ -196,13 +203,18 @@ def tunings() -> list[dict[str, Any]]:
 
     found = []
     for obj in gc.get_objects():
-        module = getattr(type(obj), "__module__", None)
-        report = getattr(obj, "tuning_report", None) if isinstance(module, str) and module.startswith("tunekit") else None
+        report = getattr(obj, "tuning_report", None) if _tunekit_made(obj) else None
         if report is not None and dataclasses.is_dataclass(report):
             found.append({"kernel": getattr(getattr(obj, "fn", None), "__name__", str(obj)),
                           **{k: str(v) if not isinstance(v, (int, float)) else v
                              for k, v in dataclasses.asdict(report).items()}})
     return found
+
+
+def _tunekit_made(obj: Any) -> bool:
+    """Whether ``obj`` is a tunekit autotuner (a library's subclass made under ``patch_triton`` included)."""
+    tunekit = sys.modules.get("tunekit")
+    return tunekit is not None and isinstance(obj, tunekit.Autotuner)
 
 
 def tuned_by() -> dict[str, int]:
@@ -215,8 +227,7 @@ def tuned_by() -> dict[str, int]:
     counts = {"tuned_by_tunekit": 0, "tuned_by_others": 0}
     for obj in gc.get_objects():
         if isinstance(obj, Autotuner) and getattr(obj, "cache", None):
-            tunekit_made = type(obj).__module__.startswith("tunekit")
-            counts["tuned_by_tunekit" if tunekit_made else "tuned_by_others"] += 1
+            counts["tuned_by_tunekit" if _tunekit_made(obj) else "tuned_by_others"] += 1
     return counts
 
 
@@ -273,38 +284,46 @@ def differences_by_part(saved: str, stock_saved: str) -> dict[str, list[float]]:
     return found
 
 
-def summarize(records: list[dict[str, Any]], ops: list[str]) -> list[dict[str, Any]]:
+def summarize(records: list[dict[str, Any]], ops: list[str], variants: list[str]) -> list[dict[str, Any]]:
+    """Per op and variant other than stock: the figures beside stock's (``tk``'s row first: the
+    one-line switch; then ``tk_patch``'s, if run)."""
     rows = []
     for op in ops:
         def of(variant: str) -> list[dict[str, Any]]:
             return [r for r in records if r["op"] == op and r["variant"] == variant and "first_call_s" in r]
 
-        stock, tk, second = of("stock"), of("tk"), of("tk_second")
-        row: dict[str, Any] = {"op": op, "rounds": min(len(stock), len(tk)),
-                               "failed": [r for r in records if r["op"] == op and "error" in r]}
-        if stock and tk:
-            pairs = list(zip(stock, tk))
-            row["stock_first_s"] = statistics.median(r["first_call_s"] for r in stock)
-            row["tk_first_s"] = statistics.median(r["first_call_s"] for r in tk)
-            row["first_ratio_of_medians"] = row["tk_first_s"] / row["stock_first_s"]
-            row["first_ratio_per_round"] = statistics.median(t["first_call_s"] / s["first_call_s"] for s, t in pairs)
-            row["stock_op_ms"] = statistics.median(r["op_ms"] for r in stock)
-            row["tk_op_ms"] = statistics.median(r["op_ms"] for r in tk)
-            row["op_ratio"] = row["tk_op_ms"] / row["stock_op_ms"]
-            row["tk_op_spread"] = max(r["op_ms"] for r in tk) / min(r["op_ms"] for r in tk)
-            row["stock_op_spread"] = max(r["op_ms"] for r in stock) / min(r["op_ms"] for r in stock)
-            row["largest_difference"] = max(largest_difference(t["saved"], s["saved"]) for s, t in pairs)
-            row["differences_by_part"] = [differences_by_part(t["saved"], s["saved"]) for s, t in pairs]
-            row["tunings"] = tk[0].get("tunings")
-            row["kernels_tuned_by_tunekit"] = tk[0].get("tuned_by_tunekit")
-            row["kernels_tuned_by_others"] = tk[0].get("tuned_by_others")
-            stock_lines = {line for r in stock for line in r["stderr"]}
-            row["new_stderr_lines"] = sorted({line for r in tk for line in r["stderr"]} - stock_lines)[:10]
-        if second and stock:
-            row["second_s"] = statistics.median(r["first_call_s"] for r in second)
-            row["second_over_stock_first"] = row["second_s"] / row["stock_first_s"]
-        rows.append(row)
+        for variant in [v for v in variants if v != "stock"]:
+            rows.append(_beside_stock(op, variant, of("stock"), of(variant), of("tk_second") if variant == "tk" else [],
+                                      [r for r in records if r["op"] == op and r["variant"] in (variant, "stock")
+                                       and "error" in r]))
     return rows
+
+
+def _beside_stock(op: str, variant: str, stock: list[dict[str, Any]], tk: list[dict[str, Any]],
+                  second: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"op": op, "variant": variant, "rounds": min(len(stock), len(tk)), "failed": failed}
+    if stock and tk:
+        pairs = list(zip(stock, tk))
+        row["stock_first_s"] = statistics.median(r["first_call_s"] for r in stock)
+        row["tk_first_s"] = statistics.median(r["first_call_s"] for r in tk)
+        row["first_ratio_of_medians"] = row["tk_first_s"] / row["stock_first_s"]
+        row["first_ratio_per_round"] = statistics.median(t["first_call_s"] / s["first_call_s"] for s, t in pairs)
+        row["stock_op_ms"] = statistics.median(r["op_ms"] for r in stock)
+        row["tk_op_ms"] = statistics.median(r["op_ms"] for r in tk)
+        row["op_ratio"] = row["tk_op_ms"] / row["stock_op_ms"]
+        row["tk_op_spread"] = max(r["op_ms"] for r in tk) / min(r["op_ms"] for r in tk)
+        row["stock_op_spread"] = max(r["op_ms"] for r in stock) / min(r["op_ms"] for r in stock)
+        row["largest_difference"] = max(largest_difference(t["saved"], s["saved"]) for s, t in pairs)
+        row["differences_by_part"] = [differences_by_part(t["saved"], s["saved"]) for s, t in pairs]
+        row["tunings"] = tk[0].get("tunings")
+        row["kernels_tuned_by_tunekit"] = tk[0].get("tuned_by_tunekit")
+        row["kernels_tuned_by_others"] = tk[0].get("tuned_by_others")
+        stock_lines = {line for r in stock for line in r["stderr"]}
+        row["new_stderr_lines"] = sorted({line for r in tk for line in r["stderr"]} - stock_lines)[:10]
+    if second and stock:
+        row["second_s"] = statistics.median(r["first_call_s"] for r in second)
+        row["second_over_stock_first"] = row["second_s"] / row["stock_first_s"]
+    return row
 
 
 def drive(args: argparse.Namespace) -> None:
@@ -315,7 +334,7 @@ def drive(args: argparse.Namespace) -> None:
     for round_index in range(args.rounds):
         for spec in args.ops:
             library, op = spec.split(":")
-            order = ["stock", "tk"] if round_index % 2 == 0 else ["tk", "stock"]
+            order = args.variants if round_index % 2 == 0 else args.variants[::-1]
             for variant in order:
                 if time.monotonic() > deadline:
                     break
@@ -334,7 +353,7 @@ def drive(args: argparse.Namespace) -> None:
             record = run_one(library, op, "tk_second", last_store[op], scratch, args.timeout)
             records.append(record)
             print(json.dumps({k: v for k, v in record.items() if k not in ("stderr", "saved")}), flush=True)
-    rows = summarize(records, [spec.split(":")[1] for spec in args.ops])
+    rows = summarize(records, [spec.split(":")[1] for spec in args.ops], args.variants)
     for row in rows:
         print(json.dumps({k: v for k, v in row.items() if k != "failed"}), flush=True)
         for failure in row["failed"]:
@@ -352,6 +371,8 @@ def main() -> None:
     parser.add_argument("--ops", nargs="+", default=["fla:chunk_gla", "fla:chunk_gated_delta_rule", "liger:dyt",
                                                      "flag_gems:layer_norm", "flag_gems:softmax"],
                         metavar="LIBRARY:OP")
+    parser.add_argument("--variants", nargs="+", default=["stock", "tk"], choices=["stock", "tk", "tk_patch"],
+                        help="what each round measures, stock included (tk_second follows tk's last store)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per measured process")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for all rounds (the rest is skipped)")

@@ -3,7 +3,8 @@
 # wheels of tunekit and its missing dependencies (and fla-core) in .whl/ (benchmarks/README.md).
 #   PART=first: benchmarks/first_call.py, vector add decorated before and after CUDA is up
 #               (2 configs) and the bf16 GEMM's 8- and 16-config lists, RUNS rounds (default 5)
-#   PART=libs:  benchmarks/real_libraries.py, OPS (default both fla ops), ROUNDS rounds (default 3)
+#   PART=libs:  benchmarks/real_libraries.py, OPS (default both fla ops), ROUNDS rounds (default 3),
+#               VARIANTS (default "stock tk"; tk_patch: the library imported under tunekit.patch_triton())
 #   PART=diagnose: cProfiles of vadd's and vadd_late's first calls, then one round of OPS (default liger:dyt
 #               flag_gems:layer_norm) with cProfiles of the first calls, outputs compared part by part
 #   PART=anatomy_libs: first a cProfile of one vadd_late first call, tunekit's and stock's, then PART=libs
@@ -54,5 +55,6 @@ case "${PART:-first}" in
         | tee "$OUT/library_tests.log" ;;
   libs)
     timeout "${TIMEOUT:-570}" python3 benchmarks/real_libraries.py --ops ${OPS-fla:chunk_gla fla:chunk_gated_delta_rule} \
-        --rounds "${ROUNDS:-3}" --budget "${BUDGET:-480}" --json "$OUT/real_libraries.json" 2>&1 | tee "$OUT/real_libraries.log" ;;
+        --variants ${VARIANTS-stock tk} --rounds "${ROUNDS:-3}" --budget "${BUDGET:-480}" \
+        --json "$OUT/real_libraries.json" 2>&1 | tee "$OUT/real_libraries.log" ;;
 esac

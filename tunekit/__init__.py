@@ -24,6 +24,7 @@ from .space import Space
 from .store import KernelIdentity, ResultsStore, StoreError
 from .strategy import SearchContext, Strategy, register_strategy
 from .trial import Status, Timing, Trial
+from .triton_patch import patch_triton
 
 __version__ = "0.1.0"
 
@@ -47,5 +48,6 @@ __all__ = [
     "heuristics",
     "next_power_of_2",
     "open_store",
+    "patch_triton",
     "register_strategy",
 ]

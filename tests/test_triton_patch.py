@@ -1,0 +1,98 @@
+"""``tunekit.patch_triton()``: a library's own subclasses of Triton's ``Autotuner``, defined while
+the block runs (as its import defines them), tune with tunekit; a config such a subclass puts in
+``self.cache`` is launched as stock's ``run`` launches it; Triton's names are restored after."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.runtime
+import triton.runtime.autotuner
+
+import tunekit
+from tunekit.kernels import vector_add
+from tunekit.store import ResultsStore
+
+N = 1000
+CONFIGS = [triton.Config({"BLOCK": 128}, num_warps=1), triton.Config({"BLOCK": 256}, num_warps=2)]
+PINNED = triton.Config({"BLOCK": 512}, num_warps=4)
+
+
+def triton_names() -> list:
+    return [triton.autotune, triton.runtime.autotune, triton.runtime.Autotuner, triton.runtime.autotuner.autotune,
+            triton.runtime.autotuner.Autotuner]
+
+
+def library_module(store_path):
+    """What a library's module does at import: subclass ``Autotuner`` as it finds it in Triton
+    (flash-linear-attention's ``CachedAutotuner`` puts a config from its files in ``self.cache``
+    before calling the base ``run``), and decorate kernels with it and with ``triton.autotune``."""
+    from triton.runtime.autotuner import Autotuner
+
+    class CachedAutotuner(Autotuner):
+        pinned: dict = {}
+
+        def run(self, *args, **kwargs):
+            key = (args[3], *[str(a.dtype) for a in args if hasattr(a, "dtype")])  # Triton's key for key=["n"]
+            if key in self.pinned:
+                self.cache[key] = self.pinned[key]
+            return super().run(*args, **kwargs)
+
+    def cached_autotune(configs, key):
+        return lambda fn: CachedAutotuner(fn, fn.arg_names, configs, key, None, None,
+                                          store=str(store_path.with_name("cached.db")))
+
+    plain = triton.autotune(CONFIGS, key=["n"], store=str(store_path))(triton.jit(vector_add.add_kernel.fn))
+    cached = cached_autotune(CONFIGS, key=["n"])(triton.jit(vector_add.add_kernel.fn))
+    return CachedAutotuner, plain, cached
+
+
+def launch(kernel, n: int = N) -> bool:
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    return torch.equal(out, x + y)
+
+
+def test_a_subclass_defined_in_the_block_tunes_with_tunekit_and_names_are_restored(store_path):
+    before = triton_names()
+    with tunekit.patch_triton():
+        assert triton_names() == [tunekit.autotune, tunekit.autotune, tunekit.Autotuner, tunekit.autotune,
+                                  tunekit.Autotuner]
+        subclass, plain, cached = library_module(store_path)
+    assert triton_names() == before
+    assert issubclass(subclass, tunekit.Autotuner) and isinstance(plain, tunekit.Autotuner)
+    assert launch(plain) and launch(cached)
+    assert len(cached.trials) == len(CONFIGS) and {t.config for t in cached.trials} == set(CONFIGS)
+    assert len(plain.trials) == len(CONFIGS)
+
+
+def test_a_config_the_subclass_puts_in_its_cache_is_launched_untuned(store_path):
+    """As stock's ``run``: a config in ``self.cache`` under the call's key is launched without
+    tuning and nothing is measured or stored; another key still tunes."""
+    with tunekit.patch_triton():
+        subclass, _, cached = library_module(store_path)
+    subclass.pinned = {(N, *["torch.float32"] * 3): PINNED}
+    assert launch(cached)
+    assert cached.best_config is PINNED and cached.trials == []
+    with ResultsStore(str(store_path.with_name("cached.db"))) as store:
+        assert store.winner_rows() == []
+    assert launch(cached, 2 * N)
+    assert cached.best_config in CONFIGS and len(cached.trials) == len(CONFIGS)
+
+
+def test_names_are_restored_when_the_block_raises():
+    before = triton_names()
+    with pytest.raises(ImportError), tunekit.patch_triton():
+        raise ImportError("the library failed to import")
+    assert triton_names() == before
+
+
+def test_stock_autotuners_are_not_instances_of_the_patched_class():
+    """Code that imports Triton's ``Autotuner`` when it checks a kernel (PyTorch's Dynamo does)
+    must find Triton's class after the block: a stock autotuner is not an instance of tunekit's."""
+    stock = triton.autotune(CONFIGS, key=["n"])(triton.jit(vector_add.add_kernel.fn))
+    with tunekit.patch_triton():
+        pass
+    from triton.runtime.autotuner import Autotuner
+    assert isinstance(stock, Autotuner)
