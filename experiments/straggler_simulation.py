@@ -15,6 +15,8 @@ drawn from the seed and the config alone, so that every variant of a seed draws 
 for a config; its trial is the recording's (``ReplayEvaluator.trial``); timing it keeps the process busy ``--busy``
 seconds, and each strategy call costs ``--strategy-seconds`` (not its real time: the runs do not
 depend on the machine's load). Replays never say a config is late: what they measure is unchanged.
+Both arms wait for the tuning's last configs however late (``leave_late_out=False``): what leaving
+those out does is ``tail_simulation.py``'s question.
 
 Each ``--rules`` entry ``FACTOR:FLOOR`` is a variant with those two constants (by default what
 ships alone); the per-space lines show the first. Per variant it prints the paired ratios of its seconds over those of waiting for every
@@ -112,7 +114,8 @@ def main() -> None:
             return simulate_live_tuning(
                 make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True), trial_of,
                 args.busy, paced=True, workers=16, batch=18, evals=min(args.evals, len(space)), seed=seed,
-                timeout=compile_timeout, key=recorded.key(), overdue=overdue, strategy_seconds=args.strategy_seconds)
+                timeout=compile_timeout, key=recorded.key(), overdue=overdue, leave_late_out=False,
+                strategy_seconds=args.strategy_seconds)
 
         line = [f"{name}:"]
         for seed in range(args.seeds):

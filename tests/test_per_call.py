@@ -16,7 +16,7 @@ from tunekit.config import config_json
 from tunekit.deadline import SimulatedClock
 from tunekit.recorded import read_space
 from tunekit.replay import ReplayEvaluator
-from tunekit.search import Search, run_search
+from tunekit.search import Search, StopReason, run_search
 from tunekit.store import ResultsStore
 from tunekit.strategy import SearchContext, derive_seed, make_strategy
 from tunekit.testing.strategies import TOY_KEY, toy_space, toy_trial
@@ -391,13 +391,53 @@ def test_a_paced_live_tuning_is_not_slower_where_compile_times_vary():
     assert statistics.median(in_flight) < 14 and statistics.median(ratios) <= 1.03, (ratios, in_flight)
 
 
+@pytest.mark.parametrize("failing", [False, True])
+def test_only_the_last_configs_asked_for_may_be_left_out_when_late(failing):
+    """Budget 6, batch 4, exhaustive. The evaluator holds back the first config and says it is
+    late after each other config it answers. While evaluations are left to ask for, ``Feed.overdue``
+    returns False. Once every evaluation left is in flight (after the second answer: the held one
+    and three others) it returns True; the evaluator answers the others and leaves the held one
+    out (None), and the search ends with 5 evaluations (``StopReason.LATE``). Where
+    no config measured works (``failing``), it never returns True and the held one is answered:
+    a tuning must end with a winner if it can."""
+    from tunekit.strategies import Exhaustive
+    from tunekit.trial import Status, Trial
+
+    said = []
+
+    def trial(config):
+        return Trial(config, Status.RUNTIME_ERROR, key=TOY_KEY) if failing else toy_trial(config)
+
+    def evaluate(feed, deadline):
+        held, *rest = feed.take()
+        while rest:
+            config = rest.pop(0)
+            yield config, trial(config)
+            rest += feed.take()
+            if not any(said):
+                said.append(feed.overdue())
+        yield held, None if any(said) else trial(held)
+
+    search = Search(Exhaustive(), SearchContext(toy_space(), Budget(evals=6), TOY_KEY, 0, ()),
+                    clock=SimulatedClock(), batch=4)
+    search.advance(evaluate)
+    if failing:
+        assert said == [False] * 5 and search.result.evaluations == 6
+        assert search.result.stopped_because is StopReason.BUDGET
+    else:
+        assert said == [False, True]
+        assert search.result.evaluations == 5 and search.result.stopped_because is StopReason.LATE
+        assert len(search.result.trials) == 5  # the held config has no trial
+
+
 @pytest.mark.parametrize("told_late", [False, True])
 def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_others(told_late):
     """Injected: simulated live (``tunekit.testing.live``), 16 compile workers, 18 in flight at
     most, the first config of ``default``'s start takes 30 s to compile and every other 0.5 s.
     Survives: told that it is late (once no compile has finished for 3 times the mean, 1.5 s
-    here), the tuning measures 39 of its 40 configs before that compile ends; not told, as
-    replays never are, the 9 others of its start alone."""
+    here), the tuning measures 39 of its 40 configs before that compile ends, and then, with
+    nothing more to ask for, leaves it out and ends (``StopReason.LATE``) long before it would
+    have; not told, as replays never are, the 9 others of its start alone, and all 40 in the end."""
     from tunekit.strategies import DefaultSearch
     from tunekit.testing.live import simulate_live_tuning
 
@@ -410,7 +450,11 @@ def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_othe
     tuning = simulate_live_tuning(DefaultSearch(), toy_space(), compile_seconds, toy_trial, 0.1, paced=True,
                                   workers=16, batch=18, evals=40, overdue=told_late)
     assert len([step for step in tuning.result.steps if step.seconds < 30]) == (39 if told_late else 9)
-    assert tuning.result.evaluations == 40
+    if told_late:
+        assert tuning.result.evaluations == 39 and tuning.result.stopped_because is StopReason.LATE
+        assert tuning.seconds < 15
+    else:
+        assert tuning.result.evaluations == 40 and tuning.result.stopped_because is StopReason.BUDGET
 
 
 def test_the_configs_in_flight_are_late_after_three_times_the_mean_compile_and_at_least_a_second():

@@ -239,6 +239,7 @@ def more():  # the first four one per call, the last only once the others are sa
 def overdue():
     events.append("late")
     events.append(round(time.perf_counter() - begin, 2))
+    return LEAVE_OUT
 for index, result in session.compile([], more, (torch.zeros(4),), {{}}, Deadline(Clock(), None), overdue=overdue):
     events.append([index, result.status.value, round(time.perf_counter() - begin, 2)])
 print(json.dumps({{"events": events, "compile_seconds": session._compile_seconds_here}}))
@@ -254,7 +255,7 @@ def test_a_compile_held_far_longer_than_the_others_is_said_to_be_late_and_the_ro
     given after that, which compiles while the slow one is still running; it says so again each
     time as long passes without a finished compile, until the slow one is cut off at the compile
     timeout (30 s)."""
-    report = _compile_child_report(OVERDUE_CHILD, tmp_path)
+    report = _compile_child_report(OVERDUE_CHILD.replace("LEAVE_OUT", "False"), tmp_path)
     from tunekit.session import OVERDUE_FACTOR, OVERDUE_FLOOR_SECONDS
 
     events, compiled = report["events"], report["compile_seconds"]
@@ -268,6 +269,20 @@ def test_a_compile_held_far_longer_than_the_others_is_said_to_be_late_and_the_ro
     assert then <= said[1] - results[3][2] <= then + 2.0
     assert all(then <= later - earlier <= then + 2.0 for earlier, later in zip(said[1:], said[2:]))
     assert said[-1] < results[4][2] < said[-1] + then + 2.0 and results[4][2] >= 30
+
+
+@pytest.mark.slow
+def test_late_compiles_the_search_may_leave_out_are_stopped_at_once(tmp_path):
+    """The same compile step, where the search answers that the configs in flight are the last it
+    will ask for (``overdue()`` returns True): once the three quick configs are compiled and the
+    slow one is late, the round ends there, without its result, long before the compile timeout
+    (30 s) would cut it."""
+    report = _compile_child_report(OVERDUE_CHILD.replace("LEAVE_OUT", "True"), tmp_path)
+    events = report["events"]
+    results = [event for event in events if isinstance(event, list)]
+    assert sorted((index, status) for index, status, _ in results) == [(0, "ok"), (1, "ok"), (2, "ok")]
+    said = [events[i + 1] for i, event in enumerate(events) if event == "late"]
+    assert len(said) == 1 and said[0] < 20 and events[-1] == said[0]
 
 
 # -- lifetime -------------------------------------------------------------------------------------

@@ -44,11 +44,13 @@ class Step:
 
 
 class StopReason(str, Enum):
-    """Why a search ended: its budget ran out, the strategy said so, or it proposed nothing new."""
+    """Why a search ended: its budget ran out, the strategy said so, it proposed nothing new, or
+    the last configs it asked for were late and left out (``Feed.overdue``)."""
 
     BUDGET = "budget"
     STRATEGY = "strategy"
     NO_NEW_PROPOSALS = "no new proposals"
+    LATE = "the last configs were late"
 
     def __str__(self) -> str:
         return self.value
@@ -132,16 +134,21 @@ class Feed:
 
     An evaluator left waiting on configs that run far longer than the others (a compile held
     until its timeout) calls ``overdue()``: the strategy is told so (``Strategy.overdue``) and
-    asked again, so that one that waits for its pending trials may go on without them."""
+    asked again, so that one that waits for its pending trials may go on without them. Where the
+    search will ask for nothing more (every evaluation its budget has left is in flight, or the
+    strategy has ended) and has measured a config that works, ``overdue()`` returns True: the
+    evaluator may then leave the late configs out, unmeasured (None, as at a deadline), and the
+    search ends with what it measured (``StopReason.LATE``)."""
 
     def __init__(self, search: "Search", limit: int | None) -> None:
         self._search = search
         self._limit = limit  # configs this feed may hand out at most (a per-call limit left)
         self.pace: Callable[[], int | None] | None = None
 
-    def overdue(self) -> None:
-        """Say that the configs in flight are late: the strategy is told, then asked again."""
-        self._search._overdue()
+    def overdue(self) -> bool:
+        """Say that the configs in flight are late: the strategy is told, then asked again. True:
+        nothing more will be asked, and the evaluator may leave the late configs out."""
+        return self._search._overdue()
 
     def take(self) -> list[Config]:
         """Every config queued now, within the limit (none: nothing is queued now)."""
@@ -202,6 +209,7 @@ class Search:
         self._first = list(first)
         self._started = False
         self._feed: Feed | None = None  # the evaluator's, while it runs
+        self._late_left_out = False  # the evaluator was told it may leave the last, late configs out
 
     @property
     def done(self) -> bool:
@@ -238,10 +246,12 @@ class Search:
                 self._ask()
                 continue
             feed = self._feed = Feed(self, None if evaluations is None else evaluations - measured_now)
+            left_out = 0
             for config, trial in evaluate(feed, deadline):
                 self._in_flight -= 1
-                if trial is None:  # the deadline came before this config
+                if trial is None:  # the deadline came before this config, or it was late and the last
                     self._seen.discard(config_json(config))
+                    left_out += 1
                     continue
                 result.evaluations += 1
                 measured_now += 1
@@ -255,14 +265,22 @@ class Search:
                     self._ask()
             self._in_flight = 0  # an evaluator that ended early (a stop) answers nothing more
             self._feed = None  # asked outside an evaluator's round, the search fills its batch
+            if self._late_left_out and left_out:
+                result.stopped_because = StopReason.LATE
         result.seconds = deadline.clock.seconds()
         return self.done
 
-    def _overdue(self) -> None:
-        """The evaluator's word that the configs in flight are late (``Feed.overdue``)."""
+    def _overdue(self) -> bool:
+        """The evaluator's word that the configs in flight are late (``Feed.overdue``); True
+        where they are the last the search will ask for and a config it has a trial of works."""
         if self._in_flight or self._queued:
             self._timed(self.strategy.overdue)
             self._ask()
+        left = self.context.budget.evals_left(self.result.evaluations)
+        asked_all = self._strategy_ended is not None or (left is not None and left <= self._in_flight)
+        self._late_left_out = (bool(self._in_flight) and not self._queued and asked_all
+                               and any(trial.ok for trial in self.result.trials))
+        return self._late_left_out
 
     def _ask(self) -> None:
         """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told, or as

@@ -61,12 +61,18 @@ PACE_WINDOW = 20
 #: A live tuning says the configs in flight are late (``Feed.overdue``) once none of its compiles
 #: has finished, and its search has queued nothing new, for this many times the mean seconds of
 #: its own compiles (after ``PACE_AFTER`` of them), and at least
-#: ``OVERDUE_FLOOR_SECONDS``: a strategy that waits for them may then go on without them. Of the
+#: ``OVERDUE_FLOOR_SECONDS``: a strategy that waits for them may then go on without them, and
+#: where they are the last the search will ask for, they are left out unmeasured. Of the
 #: rules simulated (``experiments/straggler_simulation.py``: 3 and 1 s, 5 and 2 s, 10 and 5 s),
 #: the one that reached each target soonest in the geometric mean over 17 recorded spaces; each
 #: made a few tunings (0 to 5 of 170) more than 10 % slower to one of them.
 OVERDUE_FACTOR = 3.0
 OVERDUE_FLOOR_SECONDS = 1.0
+
+
+class _LateLeftOut(Exception):
+    """Raised through the compile pool's round when the search says its last configs, late, may be
+    left out (``Feed.overdue``): the round stops their compiles."""
 
 
 class TuningError(RuntimeError):
@@ -506,7 +512,7 @@ class TuningSession:
                     self._bench_seconds_seen.append(trial.bench_seconds)
                 yield config, replace(trial, compile_seconds=result.seconds, shared_bytes=result.shared_bytes)
                 self._busy_seconds.append(time.perf_counter() - taken)  # the search told and asked meanwhile
-            for left in range(len(configs)):  # the deadline stopped their compiles
+            for left in range(len(configs)):  # the deadline stopped their compiles, or they were late and the last
                 if left not in answered:
                     yield configs[left], None
         finally:  # a stop or an error: the compiles in flight are abandoned and the pool returned now
@@ -541,15 +547,18 @@ class TuningSession:
     # -- compiling ----------------------------------------------------------------------------
 
     def compile(self, configs: list[Config], more: Callable[[], list[Config]], args: tuple, kwargs: dict,
-                deadline: Deadline, overdue: Callable[[], None] | None = None
+                deadline: Deadline, overdue: Callable[[], bool] | None = None
                 ) -> Generator[tuple[int, CompileResult], None, None]:
         """Yields (index into ``configs``, result) per config as each is compiled: in this
         process's threads at once, and in the worker service's compile workers as they become
         ready; under the interpreter nothing is compiled. ``more()`` gives the configs to compile
         next, asked again whenever a result was taken; each is appended to ``configs``. On a GPU,
         while it gives none and no compile has finished for ``_overdue_after()`` seconds,
-        ``overdue()`` is called (then again after as long), and ``more()`` asked right after it."""
+        ``overdue()`` is called (then again after as long), and ``more()`` asked right after it;
+        where ``overdue()`` returns True (nothing more will be asked), the compiles in flight are
+        stopped and left without a result, as at the deadline."""
         quiet_since = time.perf_counter()  # the last compile result taken, or the last call of overdue()
+        finished = 0  # compile results yielded
         if settings.interpreting():
             overdue = None  # nothing compiles, so no compile is late
 
@@ -562,7 +571,10 @@ class TuningSession:
                     logger.debug("%s: no compile finished for %.1f s: the configs in flight are late",
                                  self.launch.kernel_name, now - quiet_since)
                     quiet_since = now
-                    overdue()
+                    if overdue():
+                        logger.debug("%s: the last %d configs asked for are late: left out", self.launch.kernel_name,
+                                     len(configs) - finished)
+                        raise _LateLeftOut
                     new = more()
             configs.extend(new)
             return new
@@ -601,8 +613,11 @@ class TuningSession:
                     if result.status is Status.OK:
                         self._compile_seconds_seen.append(result.seconds)
                     self._compile_seconds_here.append(result.seconds)
+                    finished += 1
                     yield index, result
                     quiet_since = time.perf_counter()
+            except _LateLeftOut:
+                return  # the pool's round stopped their compiles; the caller leaves them unmeasured
             finally:
                 self._compile_workers_started += pool.started - started
 

@@ -61,7 +61,8 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
                          batch: int, evals: int, seed: int = 0,
                          timeout: Callable[[Sequence[float]], float | None] | None = None,
                          key: TuningKey = TOY_KEY, history: Sequence[Trial] = (),
-                         overdue: bool = False, strategy_seconds: float | None = None) -> SimulatedTuning:
+                         overdue: bool = False, leave_late_out: bool = True,
+                         strategy_seconds: float | None = None) -> SimulatedTuning:
     """One simulated tuning of ``evals`` configs (fewer where the strategy ends it) at ``key``,
     the store holding ``history``. ``compile_seconds(config)``: how long its compile takes
     (finite seconds); ``timeout(seen)``: where a compile is cut off, given the seconds of the
@@ -69,7 +70,9 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
     session does (a timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many
     in flight as the session's pace wants, else its ``batch``; ``overdue``: as a live tuning, the evaluator
     says the configs in flight are late (``Feed.overdue``) once no compile has finished for
-    ``TuningSession._overdue_after`` seconds; ``strategy_seconds``: what each call of the
+    ``TuningSession._overdue_after`` seconds, and where the search says nothing more will be asked,
+    leaves the late configs out as the session does (``leave_late_out=False``: waits for them);
+    ``strategy_seconds``: what each call of the
     strategy costs (None: its real seconds, as the search counts them)."""
     from ..session import TuningSession  # the pace is the session's; the session imports torch and Triton
 
@@ -118,7 +121,11 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
                 clock.move(max(0.0, quiet_since + late - clock.seconds()))
                 quiet_since = clock.seconds()
                 said_late_at.append(quiet_since)
-                feed.overdue()
+                if feed.overdue() and leave_late_out:  # the last configs: left out, as the session leaves them
+                    for _, _, _, config in sorted(running, key=lambda job: job[1]):
+                        yield config, None
+                    yield from ((config, None) for config in waiting)
+                    return
                 continue
             started, _, needed, config = running.pop(index)
             clock.move(done - clock.seconds())
@@ -140,7 +147,8 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
     search = Search(strategy, SearchContext(space, Budget(evals=evals), key, seed, tuple(history)), clock=clock,
                     batch=batch)
     search.advance(evaluate)
-    if search.result.evaluations != evals and search.result.stopped_because is not StopReason.STRATEGY:
+    if search.result.evaluations != evals and search.result.stopped_because not in (StopReason.STRATEGY,
+                                                                                     StopReason.LATE):
         raise RuntimeError(f"the simulated tuning measured {search.result.evaluations} of {evals} configs")
     return SimulatedTuning(at_asks, clock.seconds(), search.result, said_late_at)
 
