@@ -62,6 +62,26 @@ def seconds_to_within(steps, optimum_ms: float, end_seconds: float) -> list[floa
     return [steps[at - 1].seconds if at is not None else end_seconds for at in reached] + [end_seconds]
 
 
+def simulated_tuning(recorded, seed: int, compiles: list[float], cut_share: float, args: argparse.Namespace,
+                     **options):
+    """One simulated live tuning of ``default`` on ``recorded``: 16 workers, 18 in flight at most,
+    the pace on, ``args.evals`` evaluations, compile seconds drawn per config from ``compiles``
+    (``cut_share`` of them slow), ``args.busy`` and ``args.strategy_seconds``; ``options``:
+    ``simulate_live_tuning``'s ``overdue`` and ``leave_late_out``."""
+    from pace_simulation import compile_timeout, drawn_compiles
+
+    from tunekit.replay import ReplayEvaluator
+    from tunekit.strategy import make_strategy
+    from tunekit.testing.live import simulate_live_tuning
+
+    space = recorded.space()
+    return simulate_live_tuning(
+        make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True),
+        ReplayEvaluator(recorded).trial, args.busy, paced=True, workers=16, batch=18,
+        evals=min(args.evals, len(space)), seed=seed, timeout=compile_timeout, key=recorded.key(),
+        strategy_seconds=args.strategy_seconds, **options)
+
+
 def summary(ratios: list[float]) -> str:
     """The median, geometric mean, 5th and 95th percentiles of paired ratios, and how many are
     more than 10 % either side of 1."""
@@ -86,12 +106,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from leave_family_out import _spaces
-    from pace_simulation import STORES, compile_timeout, drawn_compiles, recorded_compiles
+    from pace_simulation import STORES, recorded_compiles
 
     import tunekit.session as session
-    from tunekit.replay import ReplayEvaluator
-    from tunekit.strategy import make_strategy
-    from tunekit.testing.live import simulate_live_tuning
 
     shipped = (session.OVERDUE_FACTOR, session.OVERDUE_FLOOR_SECONDS)
     rules = [tuple(map(float, rule.split(":"))) for rule in args.rules] if args.rules else [shipped]
@@ -106,16 +123,10 @@ def main() -> None:
     said_late: dict[tuple, int] = {rule: 0 for rule in rules}
     for name in args.spaces:
         recorded = corpus[name]
-        space, optimum = recorded.space(), recorded.optimum_ms
-
-        trial_of = ReplayEvaluator(recorded).trial
+        optimum = recorded.optimum_ms
 
         def tuning(seed: int, overdue: bool):
-            return simulate_live_tuning(
-                make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True), trial_of,
-                args.busy, paced=True, workers=16, batch=18, evals=min(args.evals, len(space)), seed=seed,
-                timeout=compile_timeout, key=recorded.key(), overdue=overdue, leave_late_out=False,
-                strategy_seconds=args.strategy_seconds)
+            return simulated_tuning(recorded, seed, compiles, cut_share, args, overdue=overdue, leave_late_out=False)
 
         line = [f"{name}:"]
         for seed in range(args.seeds):

@@ -34,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from straggler_simulation import MEASURES, SPACES, seconds_to_within, summary  # noqa: E402
+from straggler_simulation import MEASURES, SPACES, seconds_to_within, simulated_tuning, summary  # noqa: E402
 
 
 def near_optimal_compiles(corpus: dict, within: float = 0.02, factor: float = 3.0) -> None:
@@ -75,12 +75,9 @@ def main() -> None:
     if args.near_optimal_compiles:
         near_optimal_compiles(_spaces(str(HERE / "corpus" / "v2.json")))
         return
-    from pace_simulation import STORES, compile_timeout, drawn_compiles, recorded_compiles
+    from pace_simulation import STORES, recorded_compiles
 
-    from tunekit.replay import ReplayEvaluator
     from tunekit.search import StopReason
-    from tunekit.strategy import make_strategy
-    from tunekit.testing.live import simulate_live_tuning
 
     compiles, cut = recorded_compiles(STORES)
     cut_share = cut / (cut + len(compiles))
@@ -93,15 +90,11 @@ def main() -> None:
     tunings = 0
     for name in args.spaces:
         recorded = corpus[name]
-        space, optimum = recorded.space(), recorded.optimum_ms
-        trial_of = ReplayEvaluator(recorded).trial
+        optimum = recorded.optimum_ms
 
         def tuning(seed: int, leave_late_out: bool):
-            return simulate_live_tuning(
-                make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True), trial_of,
-                args.busy, paced=True, workers=16, batch=18, evals=min(args.evals, len(space)), seed=seed,
-                timeout=compile_timeout, key=recorded.key(), overdue=True, leave_late_out=leave_late_out,
-                strategy_seconds=args.strategy_seconds)
+            return simulated_tuning(recorded, seed, compiles, cut_share, args, overdue=True,
+                                    leave_late_out=leave_late_out)
 
         line = [f"{name}:"]
         for seed in range(args.seeds):
