@@ -95,14 +95,20 @@ def summary(ratios: list[float]) -> str:
             f"over 1.1 in {sum(r > 1.1 for r in ratios)} of {len(ratios)}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def simulation_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments ``simulated_tuning`` reads, and the spaces: both simulations' parser."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--evals", type=int, default=100)
     parser.add_argument("--busy", type=float, default=0.05, help="seconds the timing process spends per timed config")
     parser.add_argument("--strategy-seconds", type=float, default=0.02, help="simulated seconds per strategy call")
-    parser.add_argument("--rules", nargs="+", default=None, help="FACTOR:FLOOR variants (default: what ships)")
     parser.add_argument("--spaces", nargs="+", default=SPACES)
+    return parser
+
+
+def main() -> None:
+    parser = simulation_arguments(__doc__.split("\n\n")[0])
+    parser.add_argument("--rules", nargs="+", default=None, help="FACTOR:FLOOR variants (default: what ships)")
     args = parser.parse_args()
 
     from leave_family_out import _spaces

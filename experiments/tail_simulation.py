@@ -27,14 +27,13 @@ factor), the ones that leaving late configs out could lose.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from straggler_simulation import MEASURES, SPACES, seconds_to_within, simulated_tuning, summary  # noqa: E402
+from straggler_simulation import MEASURES, seconds_to_within, simulated_tuning, simulation_arguments, summary  # noqa: E402
 
 
 def near_optimal_compiles(corpus: dict, within: float = 0.02, factor: float = 3.0) -> None:
@@ -60,12 +59,7 @@ def near_optimal_compiles(corpus: dict, within: float = 0.02, factor: float = 3.
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--evals", type=int, default=100)
-    parser.add_argument("--busy", type=float, default=0.05, help="seconds the timing process spends per timed config")
-    parser.add_argument("--strategy-seconds", type=float, default=0.02, help="simulated seconds per strategy call")
-    parser.add_argument("--spaces", nargs="+", default=SPACES)
+    parser = simulation_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--near-optimal-compiles", action="store_true",
                         help="only check how long the recordings' near-optimal configs took to compile")
     args = parser.parse_args()
