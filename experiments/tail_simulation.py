@@ -33,7 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from straggler_simulation import MEASURES, seconds_to_within, simulated_tuning, simulation_arguments, summary  # noqa: E402
+from straggler_simulation import (  # noqa: E402
+    MEASURES, seconds_to_within, simulated_tuning, simulation_arguments, summary)
 
 
 def near_optimal_compiles(corpus: dict, within: float = 0.02, factor: float = 3.0) -> None:
