@@ -397,7 +397,8 @@ def test_only_the_last_configs_asked_for_may_be_left_out_when_late(failing):
     late after each other config it answers. While evaluations are left to ask for, ``Feed.overdue``
     returns False. Once every evaluation left is in flight (after the second answer: the held one
     and three others) it returns True; the evaluator answers the others and leaves the held one
-    out (None), and the search ends with 5 evaluations (``StopReason.LATE``). Where
+    out (``Feed.leave_out_late``, then None), and the search ends with 5 evaluations
+    (``StopReason.LATE``). Where
     no config measured works (``failing``), it never returns True and the held one is answered:
     a tuning must end with a winner if it can."""
     from tunekit.strategies import Exhaustive
@@ -416,7 +417,11 @@ def test_only_the_last_configs_asked_for_may_be_left_out_when_late(failing):
             rest += feed.take()
             if not any(said):
                 said.append(feed.overdue())
-        yield held, None if any(said) else trial(held)
+        if any(said):
+            feed.leave_out_late()
+            yield held, None
+        else:
+            yield held, trial(held)
 
     search = Search(Exhaustive(), SearchContext(toy_space(), Budget(evals=6), TOY_KEY, 0, ()),
                     clock=SimulatedClock(), batch=4)
@@ -455,6 +460,48 @@ def test_default_s_start_goes_on_without_a_compile_held_far_longer_than_the_othe
         assert tuning.seconds < 15
     else:
         assert tuning.result.evaluations == 40 and tuning.result.stopped_because is StopReason.BUDGET
+
+
+def test_configs_waiting_for_a_compile_worker_are_never_left_out():
+    """Injected: simulated live, 2 compile workers, random asked for its whole budget of 30 at
+    once (batch 32), every fifth config taking 20 s to compile and the others 0.1 s. Survives: the
+    late ones are left out only once every config given has started compiling, so at most the 2
+    compiling then are, and the tuning ends more than 10 s sooner; waiting for them, it measures
+    all 30."""
+    from tunekit.strategies import RandomSearch
+    from tunekit.testing.live import simulate_live_tuning
+
+    order: dict[str, int] = {}
+
+    def compile_seconds(config):
+        order.setdefault(config_json(config), len(order))
+        return 20.0 if order[config_json(config)] % 5 == 4 else 0.1
+
+    def tuning(leave_late_out):
+        order.clear()
+        return simulate_live_tuning(RandomSearch(), toy_space(), compile_seconds, toy_trial, 0.05, paced=False,
+                                    workers=2, batch=32, evals=30, overdue=True, leave_late_out=leave_late_out,
+                                    strategy_seconds=0.0)
+
+    left, waited = tuning(True), tuning(False)
+    assert waited.result.evaluations == 30 and waited.result.stopped_because is StopReason.BUDGET
+    assert left.result.stopped_because is StopReason.LATE and 28 <= left.result.evaluations < 30
+    assert left.seconds < waited.seconds - 10
+
+
+def test_with_every_config_asked_for_the_late_last_are_left_out_whatever_the_budget():
+    """Exhaustive over the 63 configs of the toy space with a budget of 100 evaluations (more
+    than the space), the last config taking 60 s to compile and the others 0.1 s, simulated live:
+    once every config of the space is asked for, the late last one is left out and the tuning
+    ends (``StopReason.LATE``) with 62 evaluations, long before 60 s."""
+    from tunekit.strategies import Exhaustive
+    from tunekit.testing.live import simulate_live_tuning
+
+    last = config_json(toy_space().configs()[-1])
+    tuning = simulate_live_tuning(Exhaustive(), toy_space(), lambda c: 60.0 if config_json(c) == last else 0.1,
+                                  toy_trial, 0.05, paced=True, workers=16, batch=18, evals=100, overdue=True)
+    assert tuning.result.stopped_because is StopReason.LATE and tuning.result.evaluations == 62
+    assert tuning.seconds < 30
 
 
 def test_the_configs_in_flight_are_late_after_three_times_the_mean_compile_and_at_least_a_second():

@@ -240,9 +240,13 @@ def overdue():
     events.append("late")
     events.append(round(time.perf_counter() - begin, 2))
     return LEAVE_OUT
-for index, result in session.compile([], more, (torch.zeros(4),), {{}}, Deadline(Clock(), None), overdue=overdue):
+def leave_late_out():
+    events.append("left out")
+for index, result in session.compile([], more, (torch.zeros(4),), {{}}, Deadline(Clock(), None), overdue=overdue,
+                                     leave_late_out=leave_late_out):
     events.append([index, result.status.value, round(time.perf_counter() - begin, 2)])
-print(json.dumps({{"events": events, "compile_seconds": session._compile_seconds_here}}))
+print(json.dumps({{"events": events, "compile_seconds": session._compile_seconds_here,
+                  "seconds": time.perf_counter() - begin}}))
 """
 
 
@@ -264,11 +268,12 @@ def test_a_compile_held_far_longer_than_the_others_is_said_to_be_late_and_the_ro
     assert [(index, status) for index, status, _ in results[3:]] == [(4, "ok"), (3, "timeout")]
     first, then = (max(OVERDUE_FLOOR_SECONDS, OVERDUE_FACTOR * sum(compiled[:n]) / n) for n in (3, 4))
     said = [events[i + 1] for i, event in enumerate(events) if event == "late"]
-    assert first <= said[0] - results[2][2] <= first + 2.0  # since the third result was taken
+    slack = 5.0  # the round polls between results; a loaded machine polls late
+    assert first - 0.02 <= said[0] - results[2][2] <= first + slack  # since the third result (times to 0.01 s)
     assert said[0] < results[3][2] < said[1]
-    assert then <= said[1] - results[3][2] <= then + 2.0
-    assert all(then <= later - earlier <= then + 2.0 for earlier, later in zip(said[1:], said[2:]))
-    assert said[-1] < results[4][2] < said[-1] + then + 2.0 and results[4][2] >= 30
+    assert then - 0.02 <= said[1] - results[3][2] <= then + slack
+    assert all(then - 0.02 <= later - earlier <= then + slack for earlier, later in zip(said[1:], said[2:]))
+    assert said[-1] < results[4][2] < said[-1] + then + slack and results[4][2] >= 30
 
 
 @pytest.mark.slow
@@ -282,7 +287,25 @@ def test_late_compiles_the_search_may_leave_out_are_stopped_at_once(tmp_path):
     results = [event for event in events if isinstance(event, list)]
     assert sorted((index, status) for index, status, _ in results) == [(0, "ok"), (1, "ok"), (2, "ok")]
     said = [events[i + 1] for i, event in enumerate(events) if event == "late"]
-    assert len(said) == 1 and said[0] < 20 and events[-1] == said[0]
+    assert len(said) == 1 and said[0] < 20 and events[-2:] == [said[0], "left out"]
+    assert report["seconds"] < 25  # the round ended there: the slow compile was not waited for
+
+
+@pytest.mark.slow
+def test_configs_no_worker_has_started_are_compiled_before_late_ones_are_left_out(tmp_path):
+    """Two workers, three quick configs, then two that compile for minutes and three quick ones
+    given together, and the search answering that they are the last (``overdue()`` True). The
+    two slow ones hold both workers, so the quick ones wait for a worker: they are not late, and
+    the round waits for them (the compile timeout, 30 s, frees the workers) before it leaves
+    anything out. Every quick config gets its result."""
+    child = OVERDUE_CHILD.replace("LEAVE_OUT", "True").replace(
+        "STEPS=[1, 2, 3, 100_000, 4]", "STEPS=[1, 2, 3, 100_000, 100_001, 4, 5, 6]").replace(
+        'left = configs[len(given):len(given) + 1] if len(given) < 4 or "late" in events else []',
+        "left = configs[len(given):len(given) + 1] if len(given) < 3 else configs[len(given):]")
+    report = _compile_child_report(child, tmp_path)
+    results = {index: status for index, status, _ in (e for e in report["events"] if isinstance(e, list))}
+    assert {results.get(index) for index in (0, 1, 2, 5, 6, 7)} == {"ok"}, report["events"]
+    assert "late" in report["events"]  # said late while the quick ones waited, and not left out then
 
 
 # -- lifetime -------------------------------------------------------------------------------------

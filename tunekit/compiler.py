@@ -261,6 +261,12 @@ class CompilePool:
         self._closes = 0  # close() calls so far: a round under way when the pool closes ends
         self._threads = threads if threads is not None else TaskThreads()
         self._compiling: set[Future[None]] = set()  # this pool's compiles in threads here, not yet ended
+        self._round: _CompileRound | None = None  # the as_completed round under way
+
+    @property
+    def jobs_waiting(self) -> int:
+        """Jobs of the round under way that no worker or thread has started yet (0 with none under way)."""
+        return len(self._round.pending) if self._round is not None else 0
 
     def _start(self) -> None:
         known = tokens_issued()  # before the fork: a kernel named meanwhile is not in the copy
@@ -328,7 +334,7 @@ class CompilePool:
         needed = max((job.kernel for job in jobs if job is not None), default=-1)
         for worker in [w for w in [*self._idle, *self._starting] if self._knows.get(w, 0) <= needed]:
             self._forget(worker)  # forked before this kernel was named: it cannot find it
-        round_ = _CompileRound(self, jobs, local)
+        round_ = self._round = _CompileRound(self, jobs, local)
         closes = self._closes
         try:
             while round_.add(more() if more is not None else ()) or round_.busy():
@@ -348,6 +354,7 @@ class CompilePool:
                     yield from round_.past(limit)
         finally:  # the deadline, or a caller that stopped early: the compiles in flight are abandoned
             round_.abandon()
+            self._round = None
 
     def close(self, wait: bool = False) -> None:
         """Stop every worker, and this pool's compile threads (``TaskThreads.stop``); ``wait``

@@ -45,12 +45,12 @@ class Step:
 
 class StopReason(str, Enum):
     """Why a search ended: its budget ran out, the strategy said so, it proposed nothing new, or
-    the last configs it asked for were late and left out (``Feed.overdue``)."""
+    the last configs it asked for were late and the evaluator left them out (``Feed.leave_out_late``)."""
 
     BUDGET = "budget"
     STRATEGY = "strategy"
     NO_NEW_PROPOSALS = "no new proposals"
-    LATE = "the last configs were late"
+    LATE = "late compiles"
 
     def __str__(self) -> str:
         return self.value
@@ -135,10 +135,11 @@ class Feed:
     An evaluator left waiting on configs that run far longer than the others (a compile held
     until its timeout) calls ``overdue()``: the strategy is told so (``Strategy.overdue``) and
     asked again, so that one that waits for its pending trials may go on without them. Where the
-    search will ask for nothing more (every evaluation its budget has left is in flight, or the
-    strategy has ended) and has measured a config that works, ``overdue()`` returns True: the
-    evaluator may then leave the late configs out, unmeasured (None, as at a deadline), and the
-    search ends with what it measured (``StopReason.LATE``)."""
+    search will ask for nothing more (every evaluation its budget has left is in flight, or every
+    config of the space has been asked for, or the strategy has ended) and has a trial of a config
+    that works, ``overdue()`` returns True: the evaluator may then leave the late configs out,
+    unmeasured (None, as at a deadline), after saying so (``leave_out_late()``), and the search
+    ends with what it measured (``StopReason.LATE``)."""
 
     def __init__(self, search: "Search", limit: int | None) -> None:
         self._search = search
@@ -149,6 +150,10 @@ class Feed:
         """Say that the configs in flight are late: the strategy is told, then asked again. True:
         nothing more will be asked, and the evaluator may leave the late configs out."""
         return self._search._overdue()
+
+    def leave_out_late(self) -> None:
+        """Say that the configs in flight are left out (answered None): the search then ends."""
+        self._search._late_left_out = True
 
     def take(self) -> list[Config]:
         """Every config queued now, within the limit (none: nothing is queued now)."""
@@ -277,10 +282,9 @@ class Search:
             self._timed(self.strategy.overdue)
             self._ask()
         left = self.context.budget.evals_left(self.result.evaluations)
-        asked_all = self._strategy_ended is not None or (left is not None and left <= self._in_flight)
-        self._late_left_out = (bool(self._in_flight) and not self._queued and asked_all
-                               and any(trial.ok for trial in self.result.trials))
-        return self._late_left_out
+        asked_all = (self._strategy_ended is not None or (left is not None and left <= self._in_flight)
+                     or len(self._seen) >= len(self.context.space))
+        return bool(self._in_flight) and not self._queued and asked_all and any(t.ok for t in self.result.trials)
 
     def _ask(self) -> None:
         """Ask the strategy for as many configs as keep ``batch`` asked for and not yet told, or as

@@ -32,7 +32,7 @@ from .budget import Budget
 from .caller import warn_at_caller
 from .check import CheckCounts
 from .compat import active_target, aten_replaced
-from .compiler import CompileJob, CompileResult, compile_config, compile_job_for, unwrap_jit
+from .compiler import CompileJob, CompilePool, CompileResult, compile_config, compile_job_for, unwrap_jit
 from .config import Config, config_json, config_source, readable_repr
 from .deadline import Clock, Deadline, Stopwatch
 from .isolation import IsolatedRunner, IsolationError, kernel_address
@@ -482,7 +482,8 @@ class TuningSession:
         assert self._runner is not None
         configs: list[Config] = []  # taken from the feed so far, by compile index
         feed.pace = self._in_flight_wanted
-        compiled = self.compile(configs, feed.take, args, kwargs, deadline, overdue=feed.overdue)
+        compiled = self.compile(configs, feed.take, args, kwargs, deadline, overdue=feed.overdue,
+                                leave_late_out=feed.leave_out_late)
         try:
             answered: set[int] = set()
             key = self.key
@@ -547,18 +548,20 @@ class TuningSession:
     # -- compiling ----------------------------------------------------------------------------
 
     def compile(self, configs: list[Config], more: Callable[[], list[Config]], args: tuple, kwargs: dict,
-                deadline: Deadline, overdue: Callable[[], bool] | None = None
-                ) -> Generator[tuple[int, CompileResult], None, None]:
+                deadline: Deadline, overdue: Callable[[], bool] | None = None,
+                leave_late_out: Callable[[], None] | None = None) -> Generator[tuple[int, CompileResult], None, None]:
         """Yields (index into ``configs``, result) per config as each is compiled: in this
         process's threads at once, and in the worker service's compile workers as they become
         ready; under the interpreter nothing is compiled. ``more()`` gives the configs to compile
         next, asked again whenever a result was taken; each is appended to ``configs``. On a GPU,
         while it gives none and no compile has finished for ``_overdue_after()`` seconds,
         ``overdue()`` is called (then again after as long), and ``more()`` asked right after it;
-        where ``overdue()`` returns True (nothing more will be asked), the compiles in flight are
-        stopped and left without a result, as at the deadline."""
+        where ``overdue()`` returns True (nothing more will be asked) and every config given has
+        started compiling, ``leave_late_out()`` is called and the compiles in flight are stopped
+        and left without a result, as at the deadline."""
         quiet_since = time.perf_counter()  # the last compile result taken, or the last call of overdue()
         finished = 0  # compile results yielded
+        pool: CompilePool | None = None  # the round's, once it runs
         if settings.interpreting():
             overdue = None  # nothing compiles, so no compile is late
 
@@ -571,9 +574,10 @@ class TuningSession:
                     logger.debug("%s: no compile finished for %.1f s: the configs in flight are late",
                                  self.launch.kernel_name, now - quiet_since)
                     quiet_since = now
-                    if overdue():
+                    if overdue() and leave_late_out is not None and pool is not None and pool.jobs_waiting == 0:
                         logger.debug("%s: the last %d configs asked for are late: left out", self.launch.kernel_name,
                                      len(configs) - finished)
+                        leave_late_out()
                         raise _LateLeftOut
                     new = more()
             configs.extend(new)

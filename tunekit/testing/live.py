@@ -70,8 +70,9 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
     session does (a timed-out config is a ``timeout`` trial); ``paced``: the search keeps as many
     in flight as the session's pace wants, else its ``batch``; ``overdue``: as a live tuning, the evaluator
     says the configs in flight are late (``Feed.overdue``) once no compile has finished for
-    ``TuningSession._overdue_after`` seconds, and where the search says nothing more will be asked,
-    leaves the late configs out as the session does (``leave_late_out=False``: waits for them);
+    ``TuningSession._overdue_after`` seconds, and where the search says nothing more will be asked
+    and every config given is compiling, leaves the late configs out as the session does
+    (``leave_late_out=False``: waits for them);
     ``strategy_seconds``: what each call of the
     strategy costs (None: its real seconds, as the search counts them)."""
     from ..session import TuningSession  # the pace is the session's; the session imports torch and Triton
@@ -121,10 +122,11 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
                 clock.move(max(0.0, quiet_since + late - clock.seconds()))
                 quiet_since = clock.seconds()
                 said_late_at.append(quiet_since)
-                if feed.overdue() and leave_late_out:  # the last configs: left out, as the session leaves them
+                # the last configs, all compiling: left out, as the session leaves them
+                if feed.overdue() and leave_late_out and not waiting:
+                    feed.leave_out_late()
                     for _, _, _, config in sorted(running, key=lambda job: job[1]):
                         yield config, None
-                    yield from ((config, None) for config in waiting)
                     return
                 continue
             started, _, needed, config = running.pop(index)
