@@ -96,3 +96,36 @@ def test_stock_autotuners_are_not_instances_of_the_patched_class():
         pass
     from triton.runtime.autotuner import Autotuner
     assert isinstance(stock, Autotuner)
+
+
+def test_a_name_the_block_sets_itself_stays_and_nested_blocks_restore_in_turn():
+    """A library that sets ``triton.autotune`` to its own decorator in the block (fla's
+    ``configure_fla_cache_autotune`` does) keeps it; the other names are Triton's again. An
+    inner block leaves the outer one's names as they were when it ended."""
+    before = triton_names()
+
+    def own_autotune(*args, **kwargs):
+        raise AssertionError("not called")
+
+    with tunekit.patch_triton():
+        with tunekit.patch_triton():
+            pass
+        assert triton_names() == [tunekit.autotune, tunekit.autotune, tunekit.Autotuner, tunekit.autotune,
+                                  tunekit.Autotuner]
+        triton.autotune = own_autotune
+    try:
+        assert triton.autotune is own_autotune and triton_names()[1:] == before[1:]
+    finally:
+        triton.autotune = before[0]
+
+
+def test_subclasses_defined_before_the_block_are_named_in_a_warning(caplog):
+    """A library imported before the block keeps Triton's base class: the block says which."""
+    from triton.runtime.autotuner import Autotuner
+
+    class EarlyAutotuner(Autotuner):
+        pass
+
+    with caplog.at_level("WARNING", logger="tunekit"), tunekit.patch_triton():
+        pass
+    assert "EarlyAutotuner" in caplog.text and "defined before the block" in caplog.text

@@ -106,6 +106,9 @@ class Autotuner(_TritonAutotuner):
         #: key -> (config, its keyword arguments, its direct launch or None)
         self._tuned: dict[tuple, tuple[Config, dict[str, Any], DirectLaunch | None]] = {}
         self._lock = threading.RLock()
+        #: Keys of ``cache`` that tunekit set (its winners); a config under any other key was put
+        #: there by a subclass or the caller, and is launched untuned, as stock's ``run`` does.
+        self._cached_here: set[tuple] = set()
         self._prune_lock = threading.Lock()  # pruning sets self.nargs, as Triton's prune_configs reads it
         self.trials: list[Trial] = []
         self.run_id: str | None = None
@@ -231,7 +234,8 @@ class Autotuner(_TritonAutotuner):
             if key in self._tuned:
                 return self._tuned[key]
             tuning_key = self._checked_key(key, args, kwargs)
-            given = self.cache.get(tuning_key.triton_key)
+            given = None if self.tuning.under_way(key) or tuning_key.triton_key in self._cached_here else \
+                self.cache.get(tuning_key.triton_key)
             if given is not None:  # put there by a subclass or the caller: stock's run launches it untuned
                 logger.debug("%s: launching the config found in its cache for %s: %s", self.kernel_name,
                              tuning_key.triton_key, given)
@@ -250,6 +254,7 @@ class Autotuner(_TritonAutotuner):
             config_kwargs = decision.config.all_kwargs()
             self._tuned[key] = entry = (decision.config, config_kwargs, DirectLaunch.for_function(self.fn, config_kwargs))
             self.cache[tuning_key.triton_key] = decision.config  # stock Triton's attribute and key, for code reading it
+            self._cached_here.add(tuning_key.triton_key)
             return entry
 
     def _took(self, decision: Decision, key: TuningKey, args: tuple, kwargs: dict) -> None:

@@ -137,6 +137,10 @@ class KernelTuning:
 
     # -- deciding ------------------------------------------------------------------------------
 
+    def under_way(self, key: tuple) -> bool:
+        """Whether a tuning of ``key`` has begun and not ended: in the background, or spread over calls."""
+        return key in self.pending or key in self._spreading
+
     def decide(self, key: tuple, tuning_key: TuningKey, args: tuple, kwargs: dict) -> Decision:
         """The config for a call at ``key`` (the hot path's cache key) with no cached winner."""
         pending = self.pending.get(key)
