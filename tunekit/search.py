@@ -214,7 +214,7 @@ class Search:
         self._first = list(first)
         self._started = False
         self._feed: Feed | None = None  # the evaluator's, while it runs
-        self._late_left_out = False  # the evaluator was told it may leave the last, late configs out
+        self._late_left_out = False  # the evaluator said it left the last, late configs out (Feed.leave_out_late)
 
     @property
     def done(self) -> bool:

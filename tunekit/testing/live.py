@@ -72,8 +72,7 @@ def simulate_live_tuning(strategy: Strategy, space: Space, compile_seconds: Call
     says the configs in flight are late (``Feed.overdue``) once no compile has finished for
     ``TuningSession._overdue_after`` seconds, and where the search says nothing more will be asked
     and every config given is compiling, leaves the late configs out as the session does
-    (``leave_late_out=False``: waits for them);
-    ``strategy_seconds``: what each call of the
+    (``leave_late_out=False``: waits for them); ``strategy_seconds``: what each call of the
     strategy costs (None: its real seconds, as the search counts them)."""
     from ..session import TuningSession  # the pace is the session's; the session imports torch and Triton
 
