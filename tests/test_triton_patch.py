@@ -88,9 +88,10 @@ def test_names_are_restored_when_the_block_raises():
     assert triton_names() == before
 
 
-def test_stock_autotuners_are_not_instances_of_the_patched_class():
+def test_code_importing_triton_s_class_after_the_block_recognises_stock_autotuners():
     """Code that imports Triton's ``Autotuner`` when it checks a kernel (PyTorch's Dynamo does)
-    must find Triton's class after the block: a stock autotuner is not an instance of tunekit's."""
+    must find Triton's class after the block, of which a stock autotuner is an instance (it is
+    not one of tunekit's, which the import would give if the block had not restored it)."""
     stock = triton.autotune(CONFIGS, key=["n"])(triton.jit(vector_add.add_kernel.fn))
     with tunekit.patch_triton():
         pass
