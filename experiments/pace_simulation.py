@@ -62,6 +62,12 @@ def recorded_compiles(tar: Path) -> tuple[list[float], int]:
     return seconds, cut
 
 
+def live_compiles() -> tuple[list[float], float]:
+    """The live tunings' compile seconds (``STORES``), and the share of compiles the timeout cut."""
+    seconds, cut = recorded_compiles(STORES)
+    return seconds, cut / (cut + len(seconds))
+
+
 def median_plus_two(session: SimpleNamespace) -> int | None:
     """The first Little's-law rule, replaced: the median compile (of all compiles seen)."""
     here, busy = session._compile_seconds_here, session._busy_seconds

@@ -112,14 +112,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from leave_family_out import _spaces
-    from pace_simulation import STORES, recorded_compiles
+    from pace_simulation import live_compiles
 
     import tunekit.session as session
 
     shipped = (session.OVERDUE_FACTOR, session.OVERDUE_FLOOR_SECONDS)
     rules = [tuple(map(float, rule.split(":"))) for rule in args.rules] if args.rules else [shipped]
-    compiles, cut = recorded_compiles(STORES)
-    cut_share = cut / (cut + len(compiles))
+    compiles, cut_share = live_compiles()
     print(f"compiles: {len(compiles)} recorded, {100 * cut_share:.1f} % cut off by the timeout; 16 workers, 18 in "
           f"flight at most, the pace on, {args.evals} evaluations, {args.busy} s busy per timed config, "
           f"{args.strategy_seconds} s per strategy call, {args.seeds} seeds; rules (factor, floor): {rules}")

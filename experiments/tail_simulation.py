@@ -70,12 +70,11 @@ def main() -> None:
     if args.near_optimal_compiles:
         near_optimal_compiles(_spaces(str(HERE / "corpus" / "v2.json")))
         return
-    from pace_simulation import STORES, recorded_compiles
+    from pace_simulation import live_compiles
 
     from tunekit.search import StopReason
 
-    compiles, cut = recorded_compiles(STORES)
-    cut_share = cut / (cut + len(compiles))
+    compiles, cut_share = live_compiles()
     print(f"compiles: {len(compiles)} recorded, {100 * cut_share:.1f} % cut off by the timeout; 16 workers, 18 in "
           f"flight at most, the pace and the late rule on, {args.evals} evaluations, {args.busy} s busy per timed "
           f"config, {args.strategy_seconds} s per strategy call, {args.seeds} seeds")
