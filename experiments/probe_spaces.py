@@ -10,8 +10,9 @@ Replays every design of ``--designs`` (and each ``--baseline`` strategy) on each
 replays only what is missing: a row is known by its space, label, seed and budget, not by its
 options, so a design whose options change needs a new label or a new ``OUT``) and writes
 ``OUT/probe.md``: per space and label, runs within 2 % of
-the optimum, geometric means of best / optimum after 20, 50 and 200 evaluations, and the median
-strategy CPU time per proposed config.
+the optimum, geometric means of best / optimum after 20, 50 and 200 evaluations, the score (the
+protocol's: ``tunekit.metrics``' score of the mean over seeds) and the median strategy CPU time
+per proposed config.
 
 A probe chooses nothing. The spaces it is run on are picked after reading results, few seeds
 answer little, and the choice between designs is the protocol's
@@ -58,10 +59,10 @@ def probe_report(rows: list[dict], corpus: str, names: list[str], labels: list[s
             within = table.within(name, label)
             cells.append([label, f"{sum(within)} of {len(within)}",
                           *(fmt(geomean(table.ratio_after(name, label, n))) for n in CHECKPOINTS if n <= budget),
-                          fmt(statistics.median(cpu[name, label].values()), 1) if (name, label) in cpu else "-"])
+                          fmt(table.score(name, label)), fmt(statistics.median(cpu[name, label].values()), 1) if (name, label) in cpu else "-"])
         lines += [f"## {name}", "", *markdown(["label", "runs within 2 %",
                                                 *(f"best/opt @{n}" for n in CHECKPOINTS if n <= budget),
-                                                "ms per config"], cells), ""]
+                                                "score", "ms per config"], cells), ""]
     return "\n".join(lines)
 
 

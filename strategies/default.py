@@ -218,6 +218,10 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
     return (best - mean) * ndtr(z) + spread * (np.exp(-z**2 / 2.0) / math.sqrt(2 * math.pi))
 
 
+EARNED_WINDOW = 5  # ranked turns of each proposer that earned_gp_fraction compares
+EARNED_LEAST = 3  # turns each proposer must have had before it compares them
+
+
 def due_turns(start: int, count: int, share: float) -> np.ndarray:
     """A mask over the turns from ``start`` to ``start + count``: True where a ``share`` of the
     turns comes due, that is where ``floor(turns so far x share)`` grows. The same turns whether
@@ -355,6 +359,22 @@ class DefaultSearch(ForestSearch):
             early stop and the order of its local proposals until it refits (and the trees
             ``refit_trees`` keeps learnt from them); the failure forest takes them for configs
             that ran. So it was replayed.
+        earned_gp_fraction: the GP's share of the forest's ranked proposals, at least, while the
+            GP's last 5 ranked turns measured faster configs than the forest's last 5 (by the mean
+            rank of each among this tuning's trials when it was told; from 3 turns of each): a
+            share earned where the GP's model of this Space is the better one, as on the gemv
+            spaces where ``optuna-gp`` alone led and ``rf`` alone trailed. None: off. Probed on 7
+            spaces and not put to the protocol (``experiments/results/gp-early-earned/``): it
+            fired after the 27th to 52nd evaluation, mostly where the stalled share already
+            applied, and moved neither the gemv spaces nor the convolutions by more than 6 seeds
+            do.
+        early_gp_fraction: the GP's share of the forest's ranked proposals, at least, before
+            ``early_gp_until`` evaluations, in tunings without the store's prior: a GP models a
+            few trials more smoothly than a forest, as ``optuna-gp``'s lead on the gemv spaces by
+            the 20th evaluation suggested. None: off. Probed on 12 spaces and not put to the
+            protocol (``experiments/results/gp-early-earned/``): at 0.5 it gained on three gemv
+            spaces and lost on a GEMM, a convolution and attention.
+        early_gp_until: evaluations of the tuning before which ``early_gp_fraction`` applies.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -370,7 +390,9 @@ class DefaultSearch(ForestSearch):
                  alignment: bool = True, warm_keys: int = 1, gp_fraction: float = 0.15,
                  gp_candidates: int = 512, stalled_gp_fraction: float | None = 0.5,
                  stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True,
-                 local_order: str = "forest", warm_robust: bool = True, believer: bool = True) -> None:
+                 local_order: str = "forest", warm_robust: bool = True, believer: bool = True,
+                 earned_gp_fraction: float | None = None, early_gp_fraction: float | None = None,
+                 early_gp_until: int = 30) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -393,6 +415,9 @@ class DefaultSearch(ForestSearch):
         self.local_order = local_order
         self.warm_robust = warm_robust
         self.believer = believer
+        self.earned_gp_fraction = earned_gp_fraction
+        self.early_gp_fraction = early_gp_fraction
+        self.early_gp_until = early_gp_until
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -405,8 +430,9 @@ class DefaultSearch(ForestSearch):
         check_count(self, "warm_keys")
         for option in ("local_fraction", "random_fraction", "gp_fraction"):
             _check_share(option, getattr(self, option))
-        if self.stalled_gp_fraction is not None:
-            _check_share("stalled_gp_fraction", self.stalled_gp_fraction)
+        for option in ("stalled_gp_fraction", "earned_gp_fraction", "early_gp_fraction"):
+            if getattr(self, option) is not None:
+                _check_share(option, getattr(self, option))
         check_count(self, "stalled_after")
         check_count(self, "gp_candidates")  # at the start, before its GP exists
         for option in ("warm_interleaved", "warm_robust", "believer"):
@@ -421,6 +447,8 @@ class DefaultSearch(ForestSearch):
         self._unit_encoded: np.ndarray | None = None  # the encoding scaled to [0, 1], made at the first spread
         self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
         self._gp: OptunaGPSearch | None = None  # made at its first turn (_gp_picks)
+        self._proposer: dict[int, str] = {}  # "gp" or "forest", for each ranked turn not yet told
+        self._ranks: dict[str, list[float]] = {"gp": [], "forest": []}  # each's told turns' ranks
         self._quiet_since: int | None = None  # evaluations when the expected improvement fell under noise
         self.stopped_early = False
         self._prior: RandomForest | None = None  # the model of the kernel's trials in the store
@@ -674,10 +702,28 @@ class DefaultSearch(ForestSearch):
         fraction = self.gp_fraction
         if self.stalled_gp_fraction is not None and len(self._here) - self._last_gain() >= self.stalled_after:
             fraction = self.stalled_gp_fraction
+        if self.earned_gp_fraction is not None and self._gp_ahead():
+            fraction = max(fraction, self.earned_gp_fraction)
+        if self.early_gp_fraction is not None and self._prior is None and len(self._here) < self.early_gp_until:
+            fraction = max(fraction, self.early_gp_fraction)
         turns = int(due_turns(self._forest_turns, count, fraction).sum())
         self._forest_turns += count
         from_gp = self._gp_picks(turns) if turns > 0 else []
-        return from_gp + (super().ask(count - len(from_gp)) if count > len(from_gp) else [])
+        from_forest = super().ask(count - len(from_gp)) if count > len(from_gp) else []
+        for proposer, picks in (("gp", from_gp), ("forest", from_forest)):
+            self._proposer.update((i, proposer) for i in self._indices(picks))
+        return from_gp + from_forest
+
+    def _gp_ahead(self) -> bool:
+        """Whether the GP's last ``EARNED_WINDOW`` ranked turns measured faster configs than the
+        forest's last as many, by the mean rank of each config among this tuning's trials when it
+        was told (0 the fastest, 1 the slowest or failed); False until each has ``EARNED_LEAST``."""
+        gp, forest = (self._ranks[p][-EARNED_WINDOW:] for p in ("gp", "forest"))
+        return min(len(gp), len(forest)) >= EARNED_LEAST and float(np.mean(gp)) < float(np.mean(forest))
+
+    def _indices(self, configs: Sequence[Config]) -> list[int]:
+        indices = (self.context.space.index(c) for c in configs)
+        return [i for i in indices if i is not None]
 
     def _gp_picks(self, turns: int) -> list[Config]:
         """Up to ``turns`` configs of the Gaussian process, among the untried ones that neither the
@@ -706,10 +752,15 @@ class DefaultSearch(ForestSearch):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)
+        times = np.array([t.time_ms for t in self._here if t.ok])
         for trial in trials:
             index = self.context.space.index(trial.config)
             if index is not None:
                 self._told[index] = True
+                proposer = self._proposer.pop(index, None)
+                if proposer is not None:
+                    rank = float(np.mean(times < trial.time_ms)) if trial.ok else 1.0
+                    self._ranks[proposer].append(rank)
         if self._gp is not None:
             self._gp.tell(trials)
 

@@ -1203,6 +1203,49 @@ def test_default_gives_the_gp_the_stalled_share_once_the_best_stalls(gps_made):
             run_at_a_new_key(DefaultSearch(**wrong), (), toy_trial, evals=1)
 
 
+@pytest.mark.parametrize("gp_faster", [True, False])
+def test_default_gives_the_gp_the_earned_share_while_its_turns_measure_faster(gps_made, gp_faster):
+    """``earned_gp_fraction``: injected, a benchmark that times the GP's proposals at 1 ms and every
+    other config at 10 ms (or the GP's at 100 ms). Survives: where the GP's are faster, once each
+    of the GP and the forest has had 3 ranked turns, every ranked turn is the GP's (the share 1),
+    so it proposes most of the last 30 configs; where they are slower, it keeps ``gp_fraction``'s
+    share (a fifth here). A bad share is refused by name at the start."""
+    from tunekit.trial import Status, Timing, Trial
+
+    def timed(config):
+        by_gp = bool(gps_made) and config_json(config) in {config_json(c) for c in gps_made[0].proposed}
+        t = (1.0 if gp_faster else 100.0) if by_gp else 10.0
+        return Trial(config, Status.OK, Timing(t, t, t))
+
+    search = DefaultSearch(gp_fraction=0.2, stalled_gp_fraction=None, earned_gp_fraction=1.0, min_evals=10**6)
+    found = run_at_a_new_key(search, (), timed, evals=70, batch=1)
+    (gp,) = gps_made
+    late = {config_json(c) for c in found[40:]} & {config_json(c) for c in gp.proposed}
+    # of the last 30 turns, the ranked ones are about 70 % (the others local and random)
+    assert (len(late) >= 18) if gp_faster else (len(late) <= 8), len(late)
+    with pytest.raises(ValueError, match="DefaultSearch\\(earned_gp_fraction"):
+        run_at_a_new_key(DefaultSearch(earned_gp_fraction=2.0), (), timed, evals=1)
+
+
+def test_default_gives_the_gp_the_early_share_before_early_gp_until(gps_made):
+    """``early_gp_fraction``: with no GP share otherwise, every ranked turn between the start's 10
+    configs and the 20th evaluation is the GP's, and none after; with the store's prior (the
+    kernel's other key measured) the early share does not apply, and no GP is made."""
+    from tunekit.testing.strategies import toy_trial
+    from tunekit.trial import Trial
+
+    early = dict(gp_fraction=0.0, stalled_gp_fraction=None, early_gp_fraction=1.0, early_gp_until=20, min_evals=10**6)
+    found = [config_json(c) for c in run_at_a_new_key(DefaultSearch(**early), (), toy_trial, evals=40, batch=1)]
+    (gp,) = gps_made
+    by_gp = {config_json(c) for c in gp.proposed}
+    assert by_gp <= set(found[10:20]) and len(by_gp) >= 5, (len(by_gp), [found.index(c) for c in by_gp])
+    gps_made.clear()
+    key = TuningKey.from_json('{"args": {"M": 2}, "dtypes": []}')
+    history = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=key) for c in toy_space().configs())
+    run_at_a_new_key(DefaultSearch(**early), history, toy_trial, evals=40, batch=1)
+    assert gps_made == []
+
+
 def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(gps_made):
     """Injected: the store holds another key where the 128x128 tiles failed (as the toy's do here).
     Survives: with every forest turn the Gaussian process's (``gp_fraction=1``, no stalled share), the GP proposes
