@@ -130,3 +130,47 @@ def test_subclasses_defined_before_the_block_are_named_in_a_warning(caplog):
     with caplog.at_level("WARNING", logger="tunekit"), tunekit.patch_triton():
         pass
     assert "EarlyAutotuner" in caplog.text and "defined before the block" in caplog.text
+
+
+def test_a_subclass_with_its_own_run_keeps_the_attributes_it_sets():
+    """Injected: a subclass shaped as FlagGems' ``LibTuner``: it passes Triton's arguments by
+    position, sets ``self.strategy``, ``self.keys`` and ``self.cache`` in its ``__init__`` (names
+    tunekit's class also has, ``strategy`` as a read-only view) and replaces ``run`` with its own
+    loop over ``prune_configs`` and Triton's ``_bench``. Survives: built in the block on tunekit's
+    class, it keeps its own values (a read-only ``property`` made its ``__init__`` raise there),
+    its loop times both configs with its ``do_bench``, caches the faster and launches it correctly;
+    tunekit's own view of the same instance still reads its options where nothing replaced them."""
+    timed = iter([2.0, 1.0])  # the second config timed faster
+
+    def do_bench(kernel_call, quantiles=None):
+        kernel_call()
+        t = next(timed)
+        return [t, t, t]
+
+    with tunekit.patch_triton():
+        class LibTunerLike(triton.runtime.Autotuner):
+            def __init__(self, fn, arg_names, configs, key, reset_to_zero, restore_value, pre_hook=None,
+                         post_hook=None, prune_configs_by=None, warmup=None, rep=None, use_cuda_graph=False,
+                         do_bench=None, strategy=None):
+                super().__init__(fn, arg_names, configs, key, reset_to_zero, restore_value, pre_hook, post_hook,
+                                 prune_configs_by, warmup, rep, use_cuda_graph, do_bench)
+                self.keys = key
+                self.strategy = [strategy] * len(key)
+                self.cache = {}
+
+            def run(self, *args, **kwargs):
+                self.nargs = dict(zip(self.arg_names, args))
+                key = tuple(self.nargs[k] for k in self.keys)
+                if key not in self.cache:
+                    timings = {config: self._bench(*args, config=config, **kwargs)[0]
+                               for config in self.prune_configs(kwargs)}
+                    self.cache[key] = min(timings, key=timings.get)
+                return self.fn.run(*args, **kwargs, **self.cache[key].all_kwargs())
+
+    kernel = triton.jit(vector_add.add_kernel.fn)
+    tuned = LibTunerLike(kernel, kernel.arg_names, CONFIGS, ["n"], None, None, do_bench=do_bench, strategy="log")
+    assert isinstance(tuned, tunekit.Autotuner) and tuned.strategy == ["log"]
+    assert launch(tuned)
+    assert tuned.cache == {(N,): CONFIGS[1]}
+    plain = tunekit.autotune(CONFIGS, key=["n"])(triton.jit(vector_add.add_kernel.fn))
+    assert plain.strategy is plain.options.strategy and plain.budget is plain.options.budget

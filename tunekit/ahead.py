@@ -274,22 +274,22 @@ class ManifestTuning:
                 logger.error("%s %s: the call could not be made: %s", name, label, error)
                 return Outcome(name, label, "", "error", where, detail=f"{type(error).__name__}: {error}")
             job.key, job.space = call[2], call[3]
-        key, space, identity = job.key, job.space, kernel.identity
+        key, space, identity = job.key, job.space, kernel.tuning.identity
         if len(space) == 1:
             return Outcome(name, label, key.json, "single config", where, winner=config_json(space.configs()[0]))
         winners = store.winners(identity)
-        if stored_winner(key.json, winners, space, kernel.space_hash) is not None:
+        if stored_winner(key.json, winners, space, kernel.tuning.space_hash) is not None:
             return _stored(name, label, key, winners, "stored", where)
-        state = store.claim(identity, kernel.space_hash, key.json, owner=owner, lease=self.lease,
+        state = store.claim(identity, kernel.tuning.space_hash, key.json, owner=owner, lease=self.lease,
                             retry_failed_before=self._started_at)
         if state is Claim.TAKEN:
             return None
         if state is Claim.DONE:
             return _stored(name, label, key, store.winners(identity), "done elsewhere", where)
         if state is Claim.FAILED:
-            failure = store.claims(identity, kernel.space_hash).get(key.json, {}).get("outcome")
+            failure = store.claims(identity, kernel.tuning.space_hash).get(key.json, {}).get("outcome")
             return Outcome(name, label, key.json, "failed", where, detail=f"failed elsewhere in this run: {failure}")
-        renewal = ClaimRenewal(store, identity, kernel.space_hash, key.json, owner, self.lease)
+        renewal = ClaimRenewal(store, identity, kernel.tuning.space_hash, key.json, owner, self.lease)
         finished_as = None  # the claim's outcome; None gives it back
         try:
             if call is None:
@@ -315,7 +315,7 @@ class ManifestTuning:
         finally:
             renewal.stop()
             try:
-                store.release_claim(identity, kernel.space_hash, key.json, owner=owner, outcome=finished_as)
+                store.release_claim(identity, kernel.tuning.space_hash, key.json, owner=owner, outcome=finished_as)
             except Exception as error:  # the claim expires by itself; the key's result stands
                 logger.warning("%s %s: the claim could not be released (%s); it expires in %.0f s", name, label,
                                error, self.lease)
@@ -353,14 +353,14 @@ def plan(entries: Sequence[ManifestEntry], store: ResultsStore | None) -> list[d
 
 def _held(store: ResultsStore, entry: ManifestEntry, key: TuningKey, space: Any) -> str:
     kernel = entry.kernel
-    identity = kernel.identity
+    identity = kernel.tuning.identity
     if len(space) == 1:
         return "one config: nothing to tune"
     winners = store.winners(identity)
-    if stored_winner(key.json, winners, space, kernel.space_hash) is not None:
+    if stored_winner(key.json, winners, space, kernel.tuning.space_hash) is not None:
         config, median_ms, _ = winners[key.json]
         return f"winner {config}" + (f" ({median_ms:.4g} ms)" if median_ms is not None else "")
-    claim = store.claims(identity, kernel.space_hash).get(key.json)
+    claim = store.claims(identity, kernel.tuning.space_hash).get(key.json)
     if claim is not None and claim["finished_at"] is not None:
         return f"finished: {claim['outcome']}" + (": to tune again" if claim["outcome"] != "winner" else "")
     if claim is not None and claim["owner"] and claim["expires_at"] > store.store_time():

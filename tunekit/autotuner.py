@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from triton.runtime.autotuner import Autotuner as _TritonAutotuner
 
@@ -45,6 +45,27 @@ from .trial import Trial
 logger = logging.getLogger(__name__)
 
 __all__ = ["Autotuner", "TuningError", "autotune"]
+
+T = TypeVar("T")
+
+
+class _View(Generic[T]):
+    """A read-only attribute, as ``property`` makes, that an instance attribute of the same name
+    replaces: a library's subclass of Triton's Autotuner that sets ``self.strategy`` in its own
+    ``__init__`` (FlagGems' ``LibTuner``) keeps its value under ``patch_triton`` instead of failing
+    on a property without a setter. tunekit reads none of these names from an Autotuner itself."""
+
+    def __init__(self, getter: Callable[[Any], T]) -> None:
+        self.getter = getter
+        self.__doc__ = getter.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _View[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: object, owner: type | None = None) -> T | _View[T]:
+        return self if obj is None else self.getter(obj)
 
 
 class Autotuner(_TritonAutotuner):
@@ -120,25 +141,25 @@ class Autotuner(_TritonAutotuner):
         if not settings.interpreting() and not os.environ.get(IN_WORKER):
             prefetch_triton_build_key()  # after the zygote's fork: the first miss's identity needs it
 
-    @property
+    @_View
     def space_hash(self) -> str:
         return self.tuning.space_hash
 
-    @property
+    @_View
     def strategy(self) -> Strategy:
         return self.options.strategy
 
-    @property
+    @_View
     def budget(self) -> Budget:
         return self.options.budget
 
-    @property
+    @_View
     def benchmark_workers_started(self) -> int:
         """Benchmark worker processes the last tuning started (0: it ran in this process, or took a
         worker kept warm by an earlier tuning)."""
         return self.tuning_report.benchmark_workers_started if self.tuning_report else 0
 
-    @property
+    @_View
     def isolation_seconds(self) -> dict[str, float]:
         """Seconds the last tuning waited for workers to start, and spent messaging them."""
         report = self.tuning_report
@@ -215,12 +236,12 @@ class Autotuner(_TritonAutotuner):
 
     # -- the miss path -------------------------------------------------------------------------
 
-    @property
+    @_View
     def store(self) -> ResultsStore:
         """The results store (``KernelTuning.store``), opened on first use."""
         return self.tuning.store
 
-    @property
+    @_View
     def identity(self) -> KernelIdentity:
         return self.tuning.identity
 

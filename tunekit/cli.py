@@ -412,7 +412,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             store = _store(args, changes=True)
         except MissingStoreError:
             store = None
-        device = entries[0].kernel.identity.device
+        device = entries[0].kernel.tuning.identity.device
         if args.format == "table":
             shown = store.shown_url if store is not None else f"{args.store or 'default'} (does not exist)"
             print(f"store: {shown}; devices: {shown_devices}; what the store holds for {device}")
