@@ -69,7 +69,9 @@ def main() -> None:
         again = _tuning(str(args.corpus), space, label, *labels[design], seed, run["budget"], history, batch)
         match = again["times_ms"] == run["times_ms"]
         same += match
-        print(f"{space} {label} seed {seed}: {'the same' if match else 'DIFFERENT'} "
+        first = next((n for n, (a, b) in enumerate(zip(again["times_ms"], run["times_ms"]), 1) if a != b),
+                     min(len(again["times_ms"]), len(run["times_ms"])) + 1)
+        print(f"{space} {label} seed {seed}: {'the same' if match else f'DIFFERENT from evaluation {first}'} "
               f"({len(again['times_ms'])} evaluations, recorded {len(run['times_ms'])})", flush=True)
     print(f"{same} of {len(picked)} the same")
 

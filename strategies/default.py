@@ -148,7 +148,9 @@ comes; the believer makes up trials for every pending config, and the start and 
 for their trials before any other pick, but for those the tuning says are late (``overdue``: a
 compile held far longer than the others). Replayed so (5 seeds): 95.9 % of runs within 2 % and 1.104 /
 1.038 / 1.004, against 93.7 % for asks of 32 and 95.9 % one at a time on those seeds, at 19.7 ms per
-config on the largest space (``experiments/results/in-flight/``).
+config on the largest space (``experiments/results/in-flight/``). On 20 seeds: 95.5 % and 1.106 /
+1.042 / 1.005 (one at a time 96.4 % and 1.093 / 1.027 / 1.004), over the target of 1.04 after 50;
+with the store, slower than without it on 7 of 58 spaces (one at a time 2).
 """
 
 from __future__ import annotations
@@ -365,15 +367,16 @@ class DefaultSearch(ForestSearch):
             share earned where the GP's model of this Space is the better one, as on the gemv
             spaces where ``optuna-gp`` alone led and ``rf`` alone trailed. None: off. Probed on 7
             spaces and not put to the protocol (``experiments/results/gp-early-earned/``): it
-            fired after the 27th to 52nd evaluation, mostly where the stalled share already
-            applied, and moved neither the gemv spaces nor the convolutions by more than 6 seeds
-            do.
+            came into force after the 27th to 52nd evaluation, mostly where the stalled share
+            already applied; at 0.5 it changed little, at 1 it raised the gemv family's score by
+            less than ``optuna-gp``'s lead and lowered a convolution's.
         early_gp_fraction: the GP's share of the forest's ranked proposals, at least, before
             ``early_gp_until`` evaluations, in tunings without the store's prior: a GP models a
-            few trials more smoothly than a forest, as ``optuna-gp``'s lead on the gemv spaces by
+            few trials more smoothly than a forest, as ``optuna-gp``'s lead on two gemv spaces by
             the 20th evaluation suggested. None: off. Probed on 12 spaces and not put to the
-            protocol (``experiments/results/gp-early-earned/``): at 0.5 it gained on three gemv
-            spaces and lost on a GEMM, a convolution and attention.
+            protocol (``experiments/results/gp-early-earned/``): at 0.5 it reached ``optuna-gp``'s
+            score on the gemv family and gained on a pnpoly space, and lost on a GEMM, a
+            convolution and attention.
         early_gp_until: evaluations of the tuning before which ``early_gp_fraction`` applies.
 
     The other arguments are ``ForestSearch``'s.
@@ -434,6 +437,8 @@ class DefaultSearch(ForestSearch):
             if getattr(self, option) is not None:
                 _check_share(option, getattr(self, option))
         check_count(self, "stalled_after")
+        if self.early_gp_fraction is not None:
+            check_count(self, "early_gp_until")
         check_count(self, "gp_candidates")  # at the start, before its GP exists
         for option in ("warm_interleaved", "warm_robust", "believer"):
             if not isinstance(getattr(self, option), bool):
@@ -710,16 +715,26 @@ class DefaultSearch(ForestSearch):
         self._forest_turns += count
         from_gp = self._gp_picks(turns) if turns > 0 else []
         from_forest = super().ask(count - len(from_gp)) if count > len(from_gp) else []
-        for proposer, picks in (("gp", from_gp), ("forest", from_forest)):
-            self._proposer.update((i, proposer) for i in self._indices(picks))
+        if self.earned_gp_fraction is not None:
+            for proposer, picks in (("gp", from_gp), ("forest", from_forest)):
+                self._proposer.update((i, proposer) for i in self._indices(picks))
         return from_gp + from_forest
 
     def _gp_ahead(self) -> bool:
         """Whether the GP's last ``EARNED_WINDOW`` ranked turns measured faster configs than the
-        forest's last as many, by the mean rank of each config among this tuning's trials when it
-        was told (0 the fastest, 1 the slowest or failed); False until each has ``EARNED_LEAST``."""
+        forest's last as many, by the mean rank of each config when it was told (the share of the
+        tuning's working configs faster than it; 1 for a failure); False until each has
+        ``EARNED_LEAST``. At ``earned_gp_fraction=1`` the forest has no ranked turns once this
+        holds, so its window stops moving and the GP keeps every ranked turn; the forest's
+        proposals before its first fit (random configs) count as the forest's."""
         gp, forest = (self._ranks[p][-EARNED_WINDOW:] for p in ("gp", "forest"))
         return min(len(gp), len(forest)) >= EARNED_LEAST and float(np.mean(gp)) < float(np.mean(forest))
+
+    def _rank(self, trial: Trial) -> float:
+        """The share of this tuning's working configs faster than ``trial``'s; 1 for a failure."""
+        if not trial.ok:
+            return 1.0
+        return float(np.mean([t.time_ms < trial.time_ms for t in self._here if t.ok]))
 
     def _indices(self, configs: Sequence[Config]) -> list[int]:
         indices = (self.context.space.index(c) for c in configs)
@@ -752,15 +767,13 @@ class DefaultSearch(ForestSearch):
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)
-        times = np.array([t.time_ms for t in self._here if t.ok])
         for trial in trials:
             index = self.context.space.index(trial.config)
             if index is not None:
                 self._told[index] = True
                 proposer = self._proposer.pop(index, None)
                 if proposer is not None:
-                    rank = float(np.mean(times < trial.time_ms)) if trial.ok else 1.0
-                    self._ranks[proposer].append(rank)
+                    self._ranks[proposer].append(self._rank(trial))
         if self._gp is not None:
             self._gp.tell(trials)
 

@@ -1208,8 +1208,9 @@ def test_default_gives_the_gp_the_earned_share_while_its_turns_measure_faster(gp
     """``earned_gp_fraction``: injected, a benchmark that times the GP's proposals at 1 ms and every
     other config at 10 ms (or the GP's at 100 ms). Survives: where the GP's are faster, once each
     of the GP and the forest has had 3 ranked turns, every ranked turn is the GP's (the share 1),
-    so it proposes most of the last 30 configs; where they are slower, it keeps ``gp_fraction``'s
-    share (a fifth here). A bad share is refused by name at the start."""
+    so it proposes most of the 23 configs after the 40th (the toy Space has 63; without the option
+    it proposes 5 of them); where they are slower, it keeps ``gp_fraction``'s share (a fifth
+    here). A bad share is refused by name at the start."""
     from tunekit.trial import Status, Timing, Trial
 
     def timed(config):
@@ -1221,16 +1222,18 @@ def test_default_gives_the_gp_the_earned_share_while_its_turns_measure_faster(gp
     found = run_at_a_new_key(search, (), timed, evals=70, batch=1)
     (gp,) = gps_made
     late = {config_json(c) for c in found[40:]} & {config_json(c) for c in gp.proposed}
-    # of the last 30 turns, the ranked ones are about 70 % (the others local and random)
+    # of the 23 turns after the 40th, the ranked ones are about 70 % (the others local and random)
     assert (len(late) >= 18) if gp_faster else (len(late) <= 8), len(late)
     with pytest.raises(ValueError, match="DefaultSearch\\(earned_gp_fraction"):
         run_at_a_new_key(DefaultSearch(earned_gp_fraction=2.0), (), timed, evals=1)
 
 
 def test_default_gives_the_gp_the_early_share_before_early_gp_until(gps_made):
-    """``early_gp_fraction``: with no GP share otherwise, every ranked turn between the start's 10
-    configs and the 20th evaluation is the GP's, and none after; with the store's prior (the
-    kernel's other key measured) the early share does not apply, and no GP is made."""
+    """``early_gp_fraction``: with no GP share otherwise, the GP's proposals all come between the
+    start's 10 configs and the 20th evaluation (every ranked turn there once the forest has fit:
+    the 11th evaluation is the forest's first, and local turns take some), and none after; with
+    the store's prior (the kernel's other key measured) the early share does not apply, and no GP
+    is made. A bad ``early_gp_until`` is refused by name at the start."""
     from tunekit.testing.strategies import toy_trial
     from tunekit.trial import Trial
 
@@ -1244,6 +1247,8 @@ def test_default_gives_the_gp_the_early_share_before_early_gp_until(gps_made):
     history = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=key) for c in toy_space().configs())
     run_at_a_new_key(DefaultSearch(**early), history, toy_trial, evals=40, batch=1)
     assert gps_made == []
+    with pytest.raises(ValueError, match="DefaultSearch\\(early_gp_until"):
+        run_at_a_new_key(DefaultSearch(early_gp_fraction=0.5, early_gp_until=None), (), toy_trial, evals=1)
 
 
 def test_default_gp_picks_leave_out_configs_expected_to_fail_and_short_tunings_make_no_gp(gps_made):

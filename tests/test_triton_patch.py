@@ -134,12 +134,15 @@ def test_subclasses_defined_before_the_block_are_named_in_a_warning(caplog):
 
 def test_a_subclass_with_its_own_run_keeps_the_attributes_it_sets():
     """Injected: a subclass shaped as FlagGems' ``LibTuner``: it passes Triton's arguments by
-    position, sets ``self.strategy``, ``self.keys`` and ``self.cache`` in its ``__init__`` (names
-    tunekit's class also has, ``strategy`` as a read-only view) and replaces ``run`` with its own
-    loop over ``prune_configs`` and Triton's ``_bench``. Survives: built in the block on tunekit's
-    class, it keeps its own values (a read-only ``property`` made its ``__init__`` raise there),
-    its loop times both configs with its ``do_bench``, caches the faster and launches it correctly;
-    tunekit's own view of the same instance still reads its options where nothing replaced them."""
+    position, reads the config list in its ``__init__`` (``LibTuner`` hashes it) and at every call,
+    sets ``self.strategy``, ``self.keys`` and ``self.cache`` (names tunekit's class also has,
+    ``strategy`` a read-only property) and replaces ``run`` with its own loop over
+    ``prune_configs`` and Triton's ``_bench``. Survives: built in the block on tunekit's class, it
+    keeps its own values (before, its ``__init__`` raised there on the property without a setter),
+    sees the whole config list, times both configs with its ``do_bench`` (passed here to the base
+    so that the test times without a GPU; ``LibTuner`` leaves Triton's), caches the faster and
+    launches it correctly. The names it did not set still read tunekit's options, and on
+    tunekit's own class they stay read-only."""
     timed = iter([2.0, 1.0])  # the second config timed faster
 
     def do_bench(kernel_call, quantiles=None):
@@ -154,6 +157,7 @@ def test_a_subclass_with_its_own_run_keeps_the_attributes_it_sets():
                          do_bench=None, strategy=None):
                 super().__init__(fn, arg_names, configs, key, reset_to_zero, restore_value, pre_hook, post_hook,
                                  prune_configs_by, warmup, rep, use_cuda_graph, do_bench)
+                self.configs_hash = ",".join(map(str, self.configs))
                 self.keys = key
                 self.strategy = [strategy] * len(key)
                 self.cache = {}
@@ -161,7 +165,7 @@ def test_a_subclass_with_its_own_run_keeps_the_attributes_it_sets():
             def run(self, *args, **kwargs):
                 self.nargs = dict(zip(self.arg_names, args))
                 key = tuple(self.nargs[k] for k in self.keys)
-                if key not in self.cache:
+                if len(self.configs) > 1 and key not in self.cache:
                     timings = {config: self._bench(*args, config=config, **kwargs)[0]
                                for config in self.prune_configs(kwargs)}
                     self.cache[key] = min(timings, key=timings.get)
@@ -170,7 +174,11 @@ def test_a_subclass_with_its_own_run_keeps_the_attributes_it_sets():
     kernel = triton.jit(vector_add.add_kernel.fn)
     tuned = LibTunerLike(kernel, kernel.arg_names, CONFIGS, ["n"], None, None, do_bench=do_bench, strategy="log")
     assert isinstance(tuned, tunekit.Autotuner) and tuned.strategy == ["log"]
+    assert tuned.configs_hash == ",".join(map(str, CONFIGS))
     assert launch(tuned)
     assert tuned.cache == {(N,): CONFIGS[1]}
+    assert tuned.budget is tuned.options.budget
     plain = tunekit.autotune(CONFIGS, key=["n"])(triton.jit(vector_add.add_kernel.fn))
-    assert plain.strategy is plain.options.strategy and plain.budget is plain.options.budget
+    assert plain.strategy is plain.options.strategy
+    with pytest.raises(AttributeError, match="strategy"):
+        plain.strategy = "random"

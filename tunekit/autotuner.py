@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
 from triton.runtime.autotuner import Autotuner as _TritonAutotuner
 
@@ -46,30 +46,32 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Autotuner", "TuningError", "autotune"]
 
-T = TypeVar("T")
+def _settable(name: str, view: property) -> property:
+    """``view`` as a property that an instance's own value of ``name``, once set, replaces."""
 
+    def get(self: Any) -> Any:
+        return self.__dict__[name] if name in self.__dict__ else view.fget(self)  # type: ignore[misc]
 
-class _View(Generic[T]):
-    """A read-only attribute, as ``property`` makes, that an instance attribute of the same name
-    replaces: a library's subclass of Triton's Autotuner that sets ``self.strategy`` in its own
-    ``__init__`` (FlagGems' ``LibTuner``) keeps its value under ``patch_triton`` instead of failing
-    on a property without a setter. tunekit reads none of these names from an Autotuner itself."""
+    def put(self: Any, value: Any) -> None:
+        self.__dict__[name] = value
 
-    def __init__(self, getter: Callable[[Any], T]) -> None:
-        self.getter = getter
-        self.__doc__ = getter.__doc__
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> _View[T]: ...
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> T: ...
-
-    def __get__(self, obj: object, owner: type | None = None) -> T | _View[T]:
-        return self if obj is None else self.getter(obj)
+    return property(get, put, doc=view.__doc__)
 
 
 class Autotuner(_TritonAutotuner):
     """Tunes one kernel: one tuning per key, cached for the hot path. Built by ``autotune``."""
+
+    #: Read-only properties that a subclass may set in its own ``__init__``: a library's subclass
+    #: of Triton's Autotuner built on this class under ``patch_triton`` (FlagGems' ``LibTuner``
+    #: sets ``self.strategy``) keeps its value instead of failing on a property without a setter.
+    _VIEWS = ("strategy", "budget", "store", "identity", "space_hash", "benchmark_workers_started",
+              "isolation_seconds")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in Autotuner._VIEWS:
+            if name not in cls.__dict__:
+                setattr(cls, name, _settable(name, getattr(Autotuner, name)))
 
     def __init__(
         self, fn: Any, arg_names: Sequence[str], configs: Sequence[Config] | None, key: Sequence[str],
@@ -141,25 +143,25 @@ class Autotuner(_TritonAutotuner):
         if not settings.interpreting() and not os.environ.get(IN_WORKER):
             prefetch_triton_build_key()  # after the zygote's fork: the first miss's identity needs it
 
-    @_View
+    @property
     def space_hash(self) -> str:
         return self.tuning.space_hash
 
-    @_View
+    @property
     def strategy(self) -> Strategy:
         return self.options.strategy
 
-    @_View
+    @property
     def budget(self) -> Budget:
         return self.options.budget
 
-    @_View
+    @property
     def benchmark_workers_started(self) -> int:
         """Benchmark worker processes the last tuning started (0: it ran in this process, or took a
         worker kept warm by an earlier tuning)."""
         return self.tuning_report.benchmark_workers_started if self.tuning_report else 0
 
-    @_View
+    @property
     def isolation_seconds(self) -> dict[str, float]:
         """Seconds the last tuning waited for workers to start, and spent messaging them."""
         report = self.tuning_report
@@ -236,12 +238,12 @@ class Autotuner(_TritonAutotuner):
 
     # -- the miss path -------------------------------------------------------------------------
 
-    @_View
+    @property
     def store(self) -> ResultsStore:
         """The results store (``KernelTuning.store``), opened on first use."""
         return self.tuning.store
 
-    @_View
+    @property
     def identity(self) -> KernelIdentity:
         return self.tuning.identity
 
