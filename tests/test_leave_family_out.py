@@ -440,8 +440,10 @@ def test_every_design_names_the_options_that_changed(protocol):
     round), and ``warm_robust``, off in every file but ``designs-batch.json``, which replays what
     ships in batches (on by default since the transfer screens' ``worst3``), and which names
     ``believer`` (on in its candidate alone; it acts only with configs pending), and
-    ``designs-inflight.json``, what ships with configs in flight. What ships is the last rounds'
-    choices."""
+    ``designs-inflight.json``, what ships with configs in flight (and its two labels alone,
+    ``designs-inflight6.json`` and ``-inflight18.json``). The probes of ``designs-earned.json``,
+    ``-early.json`` and ``-gp-early-earned.json`` are what ships with one option more. What ships
+    is the last rounds' choices."""
     import json
 
     from tunekit.strategies import DefaultSearch
@@ -463,7 +465,11 @@ def test_every_design_names_the_options_that_changed(protocol):
              "designs-batch.json": {**steps, "alignment": True, "local_order": "forest", "warm_interleaved": True,
                                     "warm_robust": True},
              "designs-inflight.json": {**steps, "alignment": True, "local_order": "forest", "warm_interleaved": True,
-                                       "warm_robust": True, "believer": True}}
+                                       "warm_robust": True, "believer": True},
+             **{f"designs-{probe}.json": {**steps, "alignment": True, "local_order": "forest"}
+                for probe in ("earned", "early", "gp-early-earned")}}
+    in_flight = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json")
+    later.update({name: later["designs-inflight.json"] for name in in_flight})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
@@ -474,7 +480,9 @@ def test_every_design_names_the_options_that_changed(protocol):
               **{f"default-gp15-stalled50-c512-local-forest-batch{size}": 0.15 for size in (1, 4, 32)},
               **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)},
               "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15,
-              "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15}
+              "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15,
+              **{f"default-gp15-stalled50-c512-local-forest-{probe}{share}": 0.15
+                 for probe in ("earned", "early") for share in (50, 100)}}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
                           "designs-shipped.json", "designs-steps.json", "designs-alignment.json",
                           "designs-gp-share.json", "designs-gp-checked.json", "designs-gp-known-failures.json",
@@ -496,8 +504,8 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
                 # off in every round before the batches' (what ships since the transfer screens)
-                assert design["options"].get("warm_robust") is (path.name in ("designs-batch.json",
-                                                                              "designs-inflight.json")), (path.name, label)
+                assert design["options"].get("warm_robust") is (path.name in ("designs-batch.json", *in_flight)), \
+                    (path.name, label)
                 # "forest" in the local-order round's candidate and what follows it (the default since that round)
                 assert design["options"].get("local_order") == ("forest" if "-local-forest" in label
                                                                 else "random"), (path.name, label)
