@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Autotuner", "TuningError", "autotune"]
 
+
 def _settable(name: str, view: property) -> property:
     """``view`` as a property that an instance's own value of ``name``, once set, replaces."""
 
