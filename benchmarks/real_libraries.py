@@ -116,7 +116,7 @@ def flag_gems_inputs(op: str) -> tuple[Callable[[], Any], str]:
     """FlagGems 5.0.2 through ``flag_gems.use_gems()`` (its ATen overrides), forward and backward:
     ``layer_norm`` (autotuned forward, backward and weight/bias backward kernels) and ``softmax``
     (its backward is autotuned; the forward uses FlagGems' own tuner). FlagGems wraps each
-    autotuner in its ``libentry`` cache, which reads the Autotuner's ``best_config``. ``mm`` and
+    autotuner in its ``libentry`` cache, which reads the Autotuner's ``best_config``. ``mv`` and
     ``sum`` are tuned by FlagGems' ``LibTuner``, a subclass of Triton's ``Autotuner`` with its own
     ``run``: the one-line switch does not reach it, ``tk_patch`` makes tunekit's class its base."""
     import flag_gems
@@ -138,13 +138,13 @@ def flag_gems_inputs(op: str) -> tuple[Callable[[], Any], str]:
             return torch.softmax(x, dim=-1)
 
         inputs = [x]
-    elif op == "mm":  # on Hopper, the TMA kernel of FlagGems' backend: forward and both gradients
-        weight = torch.randn(N, N, **bf16) / N ** 0.5
+    elif op == "mv":  # FlagGems' mv_kernel, 48 configs (its mm on Hopper has up to 216 and 3 keys)
+        vector = torch.randn(N, device="cuda", dtype=torch.bfloat16) / N ** 0.5
 
-        def forward(x: Any, weight: Any) -> Any:
-            return torch.mm(x, weight)
+        def forward(x: Any) -> Any:
+            return x * torch.mv(x, vector)[:, None]
 
-        inputs = [x, weight]
+        inputs = [x]
     elif op == "sum":  # a sum over two dims: FlagGems' sum_dim_kernel
         def forward(x: Any) -> Any:
             return x * x.view(M, 64, N // 64).sum(dim=(1, 2), keepdim=True).view(M, 1)
