@@ -5,6 +5,7 @@
 # pyproject.toml would otherwise configure the run) and puts the folder on sys.path.
 #
 #   bash benchmarks/get_library_tests.sh [MIRROR_ROOT]      # default /work/.mirror
+#   LIBRARIES="flag_gems" bash benchmarks/get_library_tests.sh   # only these (default: all three)
 #
 # MIRROR_ROOT holds bare clones named owner+name/repo, as the session tool `fetch` leaves them
 # (fetch github:fla-org/flash-linear-attention, github:linkedin/Liger-Kernel,
@@ -22,6 +23,7 @@ DEST=$ROOT/.libtests
 
 extract() {  # LIBRARY REPO COMMIT FILE...
   local library=$1 repo=$2 commit=$3; shift 3
+  case " ${LIBRARIES:-fla liger flag_gems} " in *" $library "*) ;; *) return 0 ;; esac
   local git="git --git-dir=$MIRROR/$repo/repo"
   $git cat-file -e "$commit^{commit}" 2>/dev/null \
     || { echo "missing $commit in $MIRROR/$repo/repo: fetch the repository first" >&2; exit 1; }
@@ -40,7 +42,8 @@ extract fla fla-org+flash-linear-attention bc3b101dcb713ddc5bd8924b66754eb68b5cc
 extract liger linkedin+Liger-Kernel ead96b618e5c67bddc6a6e9bcb99bfe6b5ab661c \
   test/__init__.py test/conftest.py test/utils.py test/transformers/test_dyt.py
 extract flag_gems flagos-ai+FlagGems 30bfcc0735b8ebd48bd7339ef752ec64df69663f \
-  tests/__init__.py tests/conftest.py tests/accuracy_utils.py tests/test_layer_norm.py tests/test_softmax.py
+  tests/__init__.py tests/conftest.py tests/accuracy_utils.py tests/test_layer_norm.py tests/test_softmax.py \
+  tests/test_mv.py tests/test_amax.py
 
 cd "$ROOT"
 EXCLUDE=$(git rev-parse --git-path info/exclude)

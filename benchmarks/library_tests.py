@@ -11,6 +11,7 @@ by ``benchmarks/get_library_tests.sh``; on the device they travel with ``carry: 
     python benchmarks/library_tests.py --json OUT.json                  # all three, within --budget
     python benchmarks/library_tests.py --libraries liger --timeout 120
     python benchmarks/library_tests.py --collect-only                   # what each selection collects
+    python benchmarks/library_tests.py --libraries flag_gems --variants stock tk_patch
 
 Selections (liger and flag_gems aim at about a minute each with stock autotune from a cold cache on
 an H200; the whole run's ``--budget`` is shared out by weight, 1 : 1 : 2.5, among the runs still to
@@ -28,7 +29,10 @@ come, so what a run leaves goes to the later ones):
   layer_norm backward (2 autotuned kernels) in bfloat16 at (4096, 100) and (4096, 256); softmax
   backward (autotuned inner and non-inner kernels) at its 3 shapes, both dims, with and without
   -inf, in bfloat16. Left out: float16 and the rest of the dtype grid (the same kernels again), and
-  softmax forward (``triton.heuristics`` only, nothing autotuned).
+  softmax forward (``triton.heuristics`` only, nothing autotuned). Added for FlagGems' ``LibTuner``
+  (a subclass of Triton's ``Autotuner`` with its own ``run``, reached only by ``tk_patch``):
+  ``tests/test_mv.py`` in bfloat16 (``mv_kernel``, 48 configs, at its 3 shapes) and
+  ``tests/test_amax.py`` (12 tests, each through ``amax_kernel``, 4 configs).
 * ``fla`` (flash-linear-attention tests at main bc3b101d; wheel fla-core 0.6.0): in 0.6.0 most of
   chunk_gla's and chunk_gated_delta_rule's kernels use FLA's own ``fla_cache_autotune`` (a
   subclass of Triton's Autotuner, which the swap does not reach); the swap reaches ``chunk_fwd_h``
@@ -76,6 +80,8 @@ class Library:
     select: str
     stubs: tuple[str, ...] = ()
     weight: float = 1.0
+    #: what ``tk_patch`` imports inside ``tunekit.patch_triton()`` before the tests import the library
+    imports: tuple[str, ...] = ()
 
 
 LIBRARIES: dict[str, Library] = {
@@ -83,17 +89,21 @@ LIBRARIES: dict[str, Library] = {
         ("test/transformers/test_dyt.py",),
         "(4096 and not (dtype1 and True)) or (1023 and False and not dtype1)",
         ("transformers", "transformers.tokenization_utils_base", "tokenizers", "tokenizers.models",
-         "tokenizers.pre_tokenizers", "tokenizers.trainers")),
+         "tokenizers.pre_tokenizers", "tokenizers.trainers"), imports=("liger_kernel.ops",)),
     "flag_gems": Library(
-        ("tests/test_layer_norm.py", "tests/test_softmax.py"),
+        ("tests/test_layer_norm.py", "tests/test_softmax.py", "tests/test_mv.py", "tests/test_amax.py"),
         "(test_layer_norm[ and (dtype2 or (dtype1 and (shape1 or shape4))))"
         " or (test_layer_norm_backward and dtype2 and (shape1 or shape4))"
-        " or (test_accuracy_softmax_backward and dtype2)"),
+        " or (test_accuracy_softmax_backward and dtype2)"
+        " or (test_mv and dtype2) or test_amax", imports=("flag_gems",)),
     "fla": Library(
         ("tests/ops/test_gdn.py", "tests/ops/test_gla.py"),
         "(test_chunk_with_chunk_size and chunk32) or (test_gla and test_chunk[B4-T2048-H8-D64-)",
-        weight=2.5),
+        weight=2.5, imports=("fla.ops",)),
 }
+#: what each variant does before the tests import the library
+VARIANTS = {"stock": "Triton's autotuner", "tk": "triton.autotune = tunekit.autotune",
+            "tk_patch": "the library imported inside tunekit.patch_triton()"}
 
 
 def junit_name(nodeid: str) -> str:
@@ -155,6 +165,9 @@ def run_pytest(name: str, variant: str, limit: float, scratch: str, collect: boo
                PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"), *filter(None, [env.get("PYTHONPATH")])]))
     if variant == "tk":
         env.update(TUNEKIT_SWAP="1", TUNEKIT_STORE=str(folder / "store.db"))
+    elif variant == "tk_patch":
+        env.update(TUNEKIT_SWAP="patch", LIBTESTS_IMPORTS=",".join(library.imports),
+                   TUNEKIT_STORE=str(folder / "store.db"))
     command = [sys.executable, "-m", "pytest", *(str(LIBTESTS / name / f) for f in library.files),
                "-k", library.select, "-q", "-p", "libtests_plugin", "-p", "no:cacheprovider",
                f"--junitxml={folder / 'junit.xml'}", *(["--collect-only"] if collect else [])]
@@ -200,15 +213,18 @@ def versions() -> dict[str, str]:
 
 
 def compare(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One library's row: counts and seconds of each variant, and the tests whose outcome differs."""
+    """One library's row: counts and seconds of each variant, and per variant other than stock the
+    tests whose outcome differs from stock's."""
     by_variant = {run["variant"]: run for run in runs}
     row: dict[str, Any] = {"library": name, "files": LIBRARIES[name].files, "select": LIBRARIES[name].select,
-                           "runs": runs}
-    if {"stock", "tk"} <= by_variant.keys():
-        stock, tk = by_variant["stock"]["outcomes"], by_variant["tk"]["outcomes"]
-        row["differing"] = {test: [stock.get(test, "not_run"), tk.get(test, "not_run")]
-                            for test in sorted(stock.keys() | tk.keys())
-                            if stock.get(test, "not_run") != tk.get(test, "not_run")}
+                           "runs": runs, "differing": {}}
+    stock = by_variant.get("stock", {}).get("outcomes")
+    for variant, run in by_variant.items():
+        if variant != "stock" and stock is not None:
+            mine = run["outcomes"]
+            row["differing"][variant] = {test: [stock.get(test, "not_run"), mine.get(test, "not_run")]
+                                         for test in sorted(stock.keys() | mine.keys())
+                                         if stock.get(test, "not_run") != mine.get(test, "not_run")}
     return row
 
 
@@ -221,29 +237,32 @@ def counts_text(run: dict[str, Any] | None) -> str:
     return text + (f" +{c['not_run'] + c['timed_out']} unrun" if c["not_run"] + c["timed_out"] else "")
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    """Per library: counts, seconds, how many outcomes differ; then each differing test (with the
-    message of its failure or skip, tk's first)."""
-    print(f"{'library':<10} {'tests':>5}  {'stock p/f/s/e':<18} {'tk p/f/s/e':<18} "
-          f"{'stock s':>8} {'tk s':>8}  differ")
+def print_table(rows: list[dict[str, Any]], variants: list[str]) -> None:
+    """Per library and variant: counts, seconds, how many outcomes differ from stock's; then each
+    differing test (with the message of its failure or skip, the variant's first)."""
+    print(f"{'library':<10} {'variant':<9} {'tests':>5}  {'p/f/s/e':<18} {'seconds':>8}  differ from stock")
     for row in rows:
         runs = {run["variant"]: run for run in row["runs"]}
-        stock, tk = runs.get("stock"), runs.get("tk")
-        seconds = [f"{r['seconds']:.0f}{'!' if r['timed_out'] else ''}" if r else "-" for r in (stock, tk)]
-        tests = max((r["collected"] for r in row["runs"]), default=0)
-        print(f"{row['library']:<10} {tests:>5}  {counts_text(stock):<18} {counts_text(tk):<18} "
-              f"{seconds[0]:>8} {seconds[1]:>8}  {len(row.get('differing', {}))}")
+        for variant in variants:
+            run = runs.get(variant)
+            seconds = f"{run['seconds']:.0f}{'!' if run['timed_out'] else ''}" if run else "-"
+            differ = len(row["differing"][variant]) if variant in row["differing"] else "-"
+            print(f"{row['library']:<10} {variant:<9} {run['collected'] if run else 0:>5}  {counts_text(run):<18} "
+                  f"{seconds:>8}  {differ}")
     for row in rows:
-        for test, (stock_outcome, tk_outcome) in row.get("differing", {}).items():
-            message = next((r["messages"][test] for r in row["runs"][::-1] if test in r["messages"]), "")
-            print(f"  {row['library']}: {test}: stock {stock_outcome}, tk {tk_outcome} {message[:160]}")
+        runs = {run["variant"]: run for run in row["runs"]}
+        for variant, differing in row["differing"].items():
+            for test, (stock_outcome, outcome) in differing.items():
+                message = runs[variant]["messages"].get(test) or runs["stock"]["messages"].get(test, "")
+                print(f"  {row['library']}: {test}: stock {stock_outcome}, {variant} {outcome} {message[:160]}")
     print("(seconds with ! were cut off at their limit)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--libraries", nargs="+", default=list(LIBRARIES), choices=list(LIBRARIES))
-    parser.add_argument("--variants", nargs="+", default=["stock", "tk"], choices=["stock", "tk"])
+    parser.add_argument("--variants", nargs="+", default=["stock", "tk"], choices=list(VARIANTS),
+                        help="; ".join(f"{name}: {what}" for name, what in VARIANTS.items()))
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per pytest run, at most")
     parser.add_argument("--budget", type=float, default=540.0,
                         help="seconds for all runs, shared out by weight among the runs still to come")
@@ -279,7 +298,7 @@ def main() -> None:
             if run["collected"] == 0 or run["returncode"] not in (0, 1):
                 print("\n".join(run["output_tail"]), flush=True)
         rows.append(compare(name, runs))
-    print_table(rows)
+    print_table(rows, args.variants)
     if args.json:
         with open(args.json, "w") as file:
             json.dump({"environment": versions(), "arguments": vars(args), "rows": rows}, file, indent=1)

@@ -4,6 +4,8 @@ At import, which pytest does for ``-p`` plugins before any conftest (and so befo
 
 * ``TUNEKIT_SWAP=1``: ``triton.autotune = tunekit.autotune``, the one-line switch a library user makes
   (tunekit's store is ``TUNEKIT_STORE``, which the driver points at a fresh file);
+* ``TUNEKIT_SWAP=patch``: the modules named in ``LIBTESTS_IMPORTS`` (comma-separated) imported inside
+  ``tunekit.patch_triton()``, as a user of a library with its own ``Autotuner`` subclasses does;
 * ``LIBTESTS_STUBS``: comma-separated module names made importable as empty stand-ins when their top
   package is not installed (a helper module imports them; the selected tests never use them).
 
@@ -60,6 +62,12 @@ if os.environ.get("TUNEKIT_SWAP") == "1":
     import tunekit
 
     triton.autotune = tunekit.autotune
+elif os.environ.get("TUNEKIT_SWAP") == "patch":
+    import tunekit
+
+    with tunekit.patch_triton():
+        for _module in filter(None, os.environ.get("LIBTESTS_IMPORTS", "").split(",")):
+            importlib.import_module(_module)
 
 
 def _log(record: dict[str, Any]) -> None:

@@ -232,16 +232,25 @@ def _tunekit_made(obj: Any) -> bool:
 
 
 def tuned_by() -> dict[str, int]:
-    """How many autotuners tuned something in this process: tunekit's, and others (stock's, or a
-    library's own subclass of Triton's, which ``triton.autotune = tunekit.autotune`` does not reach)."""
+    """How many autotuners tuned something in this process: by tunekit's search; by a library's own
+    ``run`` over tunekit's class (FlagGems' ``LibTuner`` under ``patch_triton``: its policy picks, Triton's
+    benchmark times); and by others (stock's, or a library's own subclass of Triton's, which
+    ``triton.autotune = tunekit.autotune`` does not reach)."""
     import gc
 
     from triton.runtime.autotuner import Autotuner
 
-    counts = {"tuned_by_tunekit": 0, "tuned_by_others": 0}
+    counts = {"tuned_by_tunekit": 0, "tuned_by_own_run_on_tunekit": 0, "tuned_by_others": 0}
     for obj in gc.get_objects():
-        if isinstance(obj, Autotuner) and getattr(obj, "cache", None):
-            counts["tuned_by_tunekit" if _tunekit_made(obj) else "tuned_by_others"] += 1
+        if not isinstance(obj, Autotuner):
+            continue
+        cache = getattr(obj, "cache", None)
+        # a library's cache (FlagGems' is a database table) has no length: its configs_timings says it tuned
+        tuned = bool(cache) if isinstance(cache, dict) else bool(getattr(obj, "configs_timings", None))
+        if _tunekit_made(obj) and (isinstance(cache, dict) and cache or getattr(obj, "tuning_report", None)):
+            counts["tuned_by_tunekit"] += 1  # its winners in Triton's cache attribute: searched, or from the store
+        elif tuned:
+            counts["tuned_by_own_run_on_tunekit" if _tunekit_made(obj) else "tuned_by_others"] += 1
     return counts
 
 
@@ -280,7 +289,8 @@ def largest_difference(a: str, b: str) -> float:
 
 def differences_by_part(saved: str, stock_saved: str) -> dict[str, list[float]]:
     """Per part (output, then each input's gradient): this process's first call against stock's,
-    its steady-state call against its first, and both variants' first calls against PyTorch's own op."""
+    its steady-state call against its first, and both variants' first calls (and this one's steady
+    call) against PyTorch's own op."""
     import torch
 
     mine, stock = torch.load(saved), torch.load(stock_saved)
@@ -294,6 +304,7 @@ def differences_by_part(saved: str, stock_saved: str) -> dict[str, list[float]]:
     found = {"vs_stock": by_part(mine["first"], stock["first"]), "steady_vs_first": by_part(mine["steady"], mine["first"])}
     if mine["native"] is not None:
         found["vs_native"] = by_part(mine["first"], mine["native"])
+        found["steady_vs_native"] = by_part(mine["steady"], mine["native"])
         found["stock_vs_native"] = by_part(stock["first"], stock["native"])
     return found
 
@@ -331,6 +342,7 @@ def _beside_stock(op: str, variant: str, stock: list[dict[str, Any]], tk: list[d
         row["differences_by_part"] = [differences_by_part(t["saved"], s["saved"]) for s, t in pairs]
         row["tunings"] = tk[0].get("tunings")
         row["kernels_tuned_by_tunekit"] = tk[0].get("tuned_by_tunekit")
+        row["kernels_tuned_by_own_run_on_tunekit"] = tk[0].get("tuned_by_own_run_on_tunekit")
         row["kernels_tuned_by_others"] = tk[0].get("tuned_by_others")
         stock_lines = {line for r in stock for line in r["stderr"]}
         row["new_stderr_lines"] = sorted({line for r in tk for line in r["stderr"]} - stock_lines)[:10]

@@ -10,7 +10,8 @@
 #   PART=anatomy_libs: first a cProfile of one vadd_late first call, tunekit's and stock's, then PART=libs
 #   PART=suite: PART=first with KINDS (default vadd vadd_late gemm16), then PART=libs with OPS (default
 #               liger:dyt flag_gems:layer_norm flag_gems:softmax), each within its share of TIMEOUT
-#   PART=libtests: benchmarks/library_tests.py, the libraries' own tests of their autotuned ops, stock and tk
+#   PART=libtests: benchmarks/library_tests.py, the libraries' own tests of their autotuned ops, LIBRARIES
+#               (default all three), VARIANTS (default "stock tk"; tk_patch as above) within BUDGET
 #               (needs .libtests/, made by benchmarks/get_library_tests.sh, carried)
 # Writes PART's .json and .log under $OUT.
 set -uo pipefail
@@ -51,7 +52,8 @@ case "${PART:-first}" in
     OPS=${OPS-liger:dyt flag_gems:layer_norm flag_gems:softmax} PART=libs TIMEOUT=${LIBS_TIMEOUT:-320} \
         BUDGET=${BUDGET:-290} ROUNDS=${ROUNDS:-5} bash "$0" ;;
   libtests)
-    timeout "${TIMEOUT:-570}" python3 benchmarks/library_tests.py --json "$OUT/library_tests.json" 2>&1 \
+    timeout "${TIMEOUT:-570}" python3 benchmarks/library_tests.py --libraries ${LIBRARIES-liger flag_gems fla} \
+        --variants ${VARIANTS-stock tk} --budget "${BUDGET:-540}" --json "$OUT/library_tests.json" 2>&1 \
         | tee "$OUT/library_tests.log" ;;
   libs)
     timeout "${TIMEOUT:-570}" python3 benchmarks/real_libraries.py --ops ${OPS-fla:chunk_gla fla:chunk_gated_delta_rule} \
