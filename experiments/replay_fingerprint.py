@@ -13,7 +13,7 @@ machine of earlier sessions, `224200c3d65d5b60` and `0a2fd0d88d4e4c97` on an AMD
 same code at `864cdc5` on both), as the believer's made-up trials feed the forest; the first did
 not change between them.
 
-    python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json]
+    python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json] [--in-flight-only]
 
 A minute or two on one core alone.
 """
@@ -80,10 +80,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--against", type=Path, help="another run's --out file: the tunings whose times differ")
+    parser.add_argument("--in-flight-only", action="store_true", help="only the second digest's tunings")
     args = parser.parse_args()
-    times, batched = fingerprint(), batch_fingerprint()
-    print(f"{len(times)} tunings, tunekit {tunekit.__file__}: {digest_of(times)}")
-    print(f"{len(batched)} tunings with 18 configs in flight: {digest_of(batched)}")
+    times = {} if args.in_flight_only else fingerprint()
+    batched = batch_fingerprint()
+    if times:
+        print(f"{len(times)} tunings, tunekit {tunekit.__file__}: {digest_of(times)}")
+    print(f"{len(batched)} tunings with 18 configs in flight, tunekit {tunekit.__file__}: {digest_of(batched)}")
     times.update(batched)
     if args.out:
         args.out.write_text(json.dumps(times, sort_keys=True) + "\n")

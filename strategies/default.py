@@ -695,7 +695,9 @@ class DefaultSearch(ForestSearch):
         if not new:
             return
         features = self._model.features_of_encoded(self._encoded[new], self.context.key)
-        times = np.exp(self._model.per_tree_log(features).mean(axis=0))
+        # math.exp, not np.exp: NumPy's own exp on CPUs with AVX-512 differs from the C library's in
+        # the last bit, and a lie a bit off breaks the refit's ties otherwise than on other CPUs
+        times = [math.exp(log_time) for log_time in self._model.per_tree_log(features).mean(axis=0)]
         self._lied.update(new)
         self._lies += [Trial(self._configs[i], Status.OK, Timing(float(t), float(t), float(t)), key=self.context.key)
                        for i, t in zip(new, times) if math.isfinite(t)]
