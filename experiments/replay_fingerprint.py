@@ -7,11 +7,12 @@ with 16 or more CPUs keeps them; before that change, this digest was of asks of 
 on the three GEMM and convolution spaces, 2 seeds, and with the store on two of them. Run it with two tunekits (``PYTHONPATH=SITE`` puts another installed one
 first) and compare the digests; ``--out`` keeps every tuning's times, and ``--against`` names the
 tunings whose times differ from another run's ``--out`` file (one written before the second
-digest existed lacks its 10 tunings: "in one file only"). Compare digests made on one machine:
-the second depends on the CPU (`224200c3d65d5b60` and `4d881b5a503bfce6` on the Intel Xeon CPU
-machine of earlier sessions, `224200c3d65d5b60` and `0a2fd0d88d4e4c97` on an AMD EPYC one, the
-same code at `864cdc5` on both), as the believer's made-up trials feed the forest; the first did
-not change between them.
+digest existed lacks its 10 tunings: "in one file only"). Up to `583c19e` the second depended on
+the CPU (`4d881b5a503bfce6` on the Intel Xeon CPU machine of earlier sessions, `0a2fd0d88d4e4c97`
+on an AMD EPYC one, the same code at `864cdc5` on both): the believer's made-up times came from
+NumPy's `exp`, which differs in the last bit on CPUs with AVX-512. They now come from `math.exp`,
+and the AMD machine's digest did not change (`experiments/results/in-flight/README.md`). The first
+digest, `224200c3d65d5b60`, was the same on both.
 
     python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json] [--in-flight-only]
 
