@@ -1,9 +1,12 @@
-"""Third-party libraries' own GPU tests of their autotuned ops, run with stock ``triton.autotune`` and
-with ``triton.autotune = tunekit.autotune``: pass, fail, skip and error counts side by side.
+"""Third-party libraries' own GPU tests of their autotuned ops, run with stock ``triton.autotune``,
+with ``triton.autotune = tunekit.autotune`` and with the library imported inside
+``tunekit.patch_triton()``: pass, fail, skip and error counts side by side.
 
-For each library, ``python -m pytest FILES -k SELECTION -q -p libtests_plugin`` runs twice in fresh
-processes, ``stock`` then ``tk``, each with a fresh ``TRITON_CACHE_DIR`` (and for ``tk`` a fresh
-``TUNEKIT_STORE``); ``libtests_plugin.py`` swaps the autotuner before any conftest imports the
+For each library, ``python -m pytest FILES -k SELECTION -q -p libtests_plugin`` runs once per
+variant (``--variants``, in that order: ``stock``, ``tk``, ``tk_patch``) in a fresh process, each
+with a fresh ``TRITON_CACHE_DIR`` and ``FLAGGEMS_CACHE_DIR`` (FlagGems keeps its configs' timings
+there; shared, a later run would read an earlier one's), and for tunekit's a fresh
+``TUNEKIT_STORE``; ``libtests_plugin.py`` swaps the autotuner before any conftest imports the
 library. Outcomes come from ``--junitxml`` (from the plugin's per-test log when a run is killed).
 The test files are the libraries' own, at pinned commits, in ``.libtests/`` (ignored by git), made
 by ``benchmarks/get_library_tests.sh``; on the device they travel with ``carry: [".libtests"]``.
@@ -13,8 +16,8 @@ by ``benchmarks/get_library_tests.sh``; on the device they travel with ``carry: 
     python benchmarks/library_tests.py --collect-only                   # what each selection collects
     python benchmarks/library_tests.py --libraries flag_gems --variants stock tk_patch
 
-Selections (liger and flag_gems aim at about a minute each with stock autotune from a cold cache on
-an H200; the whole run's ``--budget`` is shared out by weight, 1 : 1 : 2.5, among the runs still to
+Selections (liger and flag_gems aimed at about a minute each with stock autotune from a cold cache on
+an H200, before FlagGems' ``LibTuner`` tests were added (stock then took 76 to 110 s on an H100); the whole run's ``--budget`` is shared out by weight, 1 : 1 : 2.5, among the runs still to
 come, so what a run leaves goes to the later ones):
 
 * ``liger`` (Liger-Kernel tests at main ead96b61, wheel 0.8.5), ``test/transformers/test_dyt.py``:
@@ -24,7 +27,7 @@ come, so what a run leaves goes to the later ones):
   odd size 1023 (one row) without beta in float32. ``test/utils.py`` imports transformers and
   tokenizers for other tests: stand-ins (``LIBTESTS_STUBS``) where they are not installed.
 * ``flag_gems`` (FlagGems tag v5.0.2): ``tests/test_layer_norm.py`` and ``tests/test_softmax.py``,
-  30 of 144 tests: layer_norm forward (3 kernels by row width: <= 128, <= 4096, looped) at its 5
+  30 of 144 tests (45 of 165 with the two files below): layer_norm forward (3 kernels by row width: <= 128, <= 4096, looped) at its 5
   shapes, with and without weight, in bfloat16, and the two persistent shapes in float32;
   layer_norm backward (2 autotuned kernels) in bfloat16 at (4096, 100) and (4096, 256); softmax
   backward (autotuned inner and non-inner kernels) at its 3 shapes, both dims, with and without
@@ -160,12 +163,15 @@ def run_pytest(name: str, variant: str, limit: float, scratch: str, collect: boo
     library = LIBRARIES[name]
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-{variant}-", dir=scratch))
     env = {k: v for k, v in os.environ.items() if k not in ("TUNEKIT_SWAP", "TUNEKIT_STORE")}
-    env.update(TRITON_CACHE_DIR=str(folder / "triton-cache"), LIBTESTS_LOG=str(folder / "log.jsonl"),
+    env.update(TRITON_CACHE_DIR=str(folder / "triton-cache"), FLAGGEMS_CACHE_DIR=str(folder / "flaggems-cache"),
+               LIBTESTS_LOG=str(folder / "log.jsonl"),
                LIBTESTS_SOFT_S=f"{0.85 * limit:.0f}", LIBTESTS_STUBS=",".join(library.stubs),
                PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"), *filter(None, [env.get("PYTHONPATH")])]))
     if variant == "tk":
         env.update(TUNEKIT_SWAP="1", TUNEKIT_STORE=str(folder / "store.db"))
     elif variant == "tk_patch":
+        if not library.imports:
+            raise SystemExit(f"{name}: tk_patch needs the library's modules to import in the block (Library.imports)")
         env.update(TUNEKIT_SWAP="patch", LIBTESTS_IMPORTS=",".join(library.imports),
                    TUNEKIT_STORE=str(folder / "store.db"))
     command = [sys.executable, "-m", "pytest", *(str(LIBTESTS / name / f) for f in library.files),
@@ -213,18 +219,20 @@ def versions() -> dict[str, str]:
 
 
 def compare(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One library's row: counts and seconds of each variant, and per variant other than stock the
-    tests whose outcome differs from stock's."""
-    by_variant = {run["variant"]: run for run in runs}
+    """One library's row: counts and seconds of each variant, and per other variant the tests whose
+    outcome differs from the baseline's (stock's, or without a stock run the first variant's)."""
     row: dict[str, Any] = {"library": name, "files": LIBRARIES[name].files, "select": LIBRARIES[name].select,
                            "runs": runs, "differing": {}}
-    stock = by_variant.get("stock", {}).get("outcomes")
-    for variant, run in by_variant.items():
-        if variant != "stock" and stock is not None:
-            mine = run["outcomes"]
-            row["differing"][variant] = {test: [stock.get(test, "not_run"), mine.get(test, "not_run")]
-                                         for test in sorted(stock.keys() | mine.keys())
-                                         if stock.get(test, "not_run") != mine.get(test, "not_run")}
+    if not runs:
+        return row
+    base = next((run for run in runs if run["variant"] == "stock"), runs[0])
+    row["baseline"] = base["variant"]
+    for run in runs:
+        if run is not base:
+            row["differing"][run["variant"]] = {
+                test: [base["outcomes"].get(test, "not_run"), run["outcomes"].get(test, "not_run")]
+                for test in sorted(base["outcomes"].keys() | run["outcomes"].keys())
+                if base["outcomes"].get(test, "not_run") != run["outcomes"].get(test, "not_run")}
     return row
 
 
@@ -238,24 +246,27 @@ def counts_text(run: dict[str, Any] | None) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], variants: list[str]) -> None:
-    """Per library and variant: counts, seconds, how many outcomes differ from stock's; then each
-    differing test (with the message of its failure or skip, the variant's first)."""
-    print(f"{'library':<10} {'variant':<9} {'tests':>5}  {'p/f/s/e':<18} {'seconds':>8}  differ from stock")
+    """Per library and variant: counts, seconds, how many outcomes differ from the baseline's
+    (``compare``); then each differing test (with the message of its failure or skip, the
+    variant's first)."""
+    print(f"{'library':<10} {'variant':<9} {'tests':>5}  {'p/f/s/e':<18} {'seconds':>8}  differ from")
     for row in rows:
         runs = {run["variant"]: run for run in row["runs"]}
         for variant in variants:
             run = runs.get(variant)
             seconds = f"{run['seconds']:.0f}{'!' if run['timed_out'] else ''}" if run else "-"
-            differ = len(row["differing"][variant]) if variant in row["differing"] else "-"
-            print(f"{row['library']:<10} {variant:<9} {run['collected'] if run else 0:>5}  {counts_text(run):<18} "
+            differ = (f"{len(row['differing'][variant])} ({row['baseline']})" if variant in row["differing"]
+                      else "baseline" if variant == row.get("baseline") else "-")
+            print(f"{row['library']:<10} {variant:<9} {run['collected'] if run else '-':>5}  {counts_text(run):<18} "
                   f"{seconds:>8}  {differ}")
     for row in rows:
         runs = {run["variant"]: run for run in row["runs"]}
         for variant, differing in row["differing"].items():
-            for test, (stock_outcome, outcome) in differing.items():
-                message = runs[variant]["messages"].get(test) or runs["stock"]["messages"].get(test, "")
-                print(f"  {row['library']}: {test}: stock {stock_outcome}, {variant} {outcome} {message[:160]}")
-    print("(seconds with ! were cut off at their limit)")
+            for test, (base_outcome, outcome) in differing.items():
+                message = runs[variant]["messages"].get(test) or runs[row["baseline"]]["messages"].get(test, "")
+                print(f"  {row['library']}: {test}: {row['baseline']} {base_outcome}, {variant} {outcome} "
+                      f"{message[:160]}")
+    print("(seconds with ! were cut off at their limit; - : not run)")
 
 
 def main() -> None:

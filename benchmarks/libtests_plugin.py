@@ -65,9 +65,32 @@ if os.environ.get("TUNEKIT_SWAP") == "1":
 elif os.environ.get("TUNEKIT_SWAP") == "patch":
     import tunekit
 
+    _PATCHED = [name for name in os.environ.get("LIBTESTS_IMPORTS", "").split(",") if name]
+    if not _PATCHED:  # the block would reach nothing: the run would be stock's under another name
+        raise RuntimeError("libtests_plugin: TUNEKIT_SWAP=patch needs LIBTESTS_IMPORTS, the library's modules")
     with tunekit.patch_triton():
-        for _module in filter(None, os.environ.get("LIBTESTS_IMPORTS", "").split(",")):
+        for _module in _PATCHED:
             importlib.import_module(_module)
+
+
+def _swap() -> str:
+    """What the library was decorated with: ``triton.autotune``, and under the block the modules it
+    imported and the library's classes built on tunekit's ``Autotuner``."""
+    import triton
+
+    found = f"{triton.autotune.__module__}.{triton.autotune.__qualname__}"
+    if os.environ.get("TUNEKIT_SWAP") != "patch":
+        return found
+    import tunekit
+
+    classes, stack = set(), list(tunekit.Autotuner.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if not cls.__module__.startswith("tunekit"):
+            classes.add(f"{cls.__module__}.{cls.__qualname__}")
+    return (f"{found} after tunekit.patch_triton() around {', '.join(_PATCHED)}; on tunekit's Autotuner: "
+            f"{', '.join(sorted(classes)) or 'no class of the library'}")
 
 
 def _log(record: dict[str, Any]) -> None:
@@ -79,11 +102,8 @@ def _log(record: dict[str, Any]) -> None:
 
 
 def pytest_collection_finish(session: Any) -> None:
-    """The selected tests, and which ``triton.autotune`` the library was decorated with."""
-    import triton
-
-    _log({"collected": [item.nodeid for item in session.items],
-          "autotune": f"{triton.autotune.__module__}.{triton.autotune.__qualname__}"})
+    """The selected tests, and what the library was decorated with (``_swap``)."""
+    _log({"collected": [item.nodeid for item in session.items], "autotune": _swap()})
 
 
 def pytest_runtest_logreport(report: Any) -> None:

@@ -1,6 +1,7 @@
 """Third-party kernel libraries with ``triton.autotune`` swapped for tunekit's, as a user swaps it.
 
-Each measured process is fresh, with a cold Triton cache of its own: it sets
+Each measured process is fresh, with a cold Triton cache of its own (and for FlagGems an empty
+``FLAGGEMS_CACHE_DIR``, where it keeps its configs' timings): it sets
 ``triton.autotune = tunekit.autotune`` (variant ``tk``; ``stock`` leaves Triton's; ``tk_patch``
 imports the library under ``tunekit.patch_triton()``, which reaches its own subclasses of Triton's
 ``Autotuner`` too) *before* it imports the library, builds the op's inputs on the GPU, and times the op's first forward call
@@ -207,7 +208,8 @@ def measure(library: str, op: str, variant: str, store: str, save: str, profile:
     torch.save({"first": out.detach().cpu(), "steady": steady.detach().cpu(),
                 "native": native().detach().cpu() if native is not None else None,
                 "parts": getattr(call, "parts", None)}, save)
-    return {"first_call_s": first, "op_ms": steady_ms, **tuned_by(), "tunings": tunings()}
+    return {"first_call_s": first, "op_ms": steady_ms, **tuned_by(), "tunings": tunings(),
+            "tunings_by_own_run": tunings_by_own_run()}
 
 
 def tunings() -> list[dict[str, Any]]:
@@ -222,6 +224,25 @@ def tunings() -> list[dict[str, Any]]:
             found.append({"kernel": getattr(getattr(obj, "fn", None), "__name__", str(obj)),
                           **{k: str(v) if not isinstance(v, (int, float)) else v
                              for k, v in dataclasses.asdict(report).items()}})
+    return found
+
+
+def tunings_by_own_run() -> list[dict[str, Any]]:
+    """What each autotuner that benchmarked in its own ``run`` did (stock's, or a library's
+    subclass, over tunekit's class or Triton's): its kernel, whether its base is tunekit's, how
+    many configs it timed and its seconds (Triton's ``configs_timings`` and ``bench_time``, which
+    FlagGems' ``LibTuner`` sets too; a winner its own cache held is not timed, so not listed)."""
+    import gc
+
+    from triton.runtime.autotuner import Autotuner
+
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, Autotuner) and getattr(obj, "configs_timings", None) \
+                and getattr(obj, "tuning_report", None) is None:
+            function = getattr(obj, "base_fn", None) or getattr(obj, "fn", None)
+            found.append({"kernel": getattr(function, "__name__", str(obj)), "on_tunekit_base": _tunekit_made(obj),
+                          "configs_timed": len(obj.configs_timings), "bench_s": getattr(obj, "bench_time", None)})
     return found
 
 
@@ -240,17 +261,17 @@ def tuned_by() -> dict[str, int]:
 
     from triton.runtime.autotuner import Autotuner
 
-    counts = {"tuned_by_tunekit": 0, "tuned_by_own_run_on_tunekit": 0, "tuned_by_others": 0}
+    counts = {"tuned_by_tunekit": 0, "tuned_by_library_run_on_tunekit_base": 0, "tuned_by_others": 0}
     for obj in gc.get_objects():
         if not isinstance(obj, Autotuner):
             continue
         cache = getattr(obj, "cache", None)
         # a library's cache (FlagGems' is a database table) has no length: its configs_timings says it tuned
         tuned = bool(cache) if isinstance(cache, dict) else bool(getattr(obj, "configs_timings", None))
-        if _tunekit_made(obj) and (isinstance(cache, dict) and cache or getattr(obj, "tuning_report", None)):
+        if _tunekit_made(obj) and ((isinstance(cache, dict) and cache) or getattr(obj, "tuning_report", None)):
             counts["tuned_by_tunekit"] += 1  # its winners in Triton's cache attribute: searched, or from the store
         elif tuned:
-            counts["tuned_by_own_run_on_tunekit" if _tunekit_made(obj) else "tuned_by_others"] += 1
+            counts["tuned_by_library_run_on_tunekit_base" if _tunekit_made(obj) else "tuned_by_others"] += 1
     return counts
 
 
@@ -259,9 +280,12 @@ def run_one(library: str, op: str, variant: str, store: str, scratch: str, timeo
     save = os.path.join(scratch, f"{op}-{variant}-{time.monotonic_ns()}.pt")
     command = [sys.executable, __file__, "--one", f"{library}:{op}:{'tk' if variant == 'tk_second' else variant}",
                "--store", store, "--save", save, *(["--profile", profile] if profile else [])]
+    # FlagGems keeps its configs' timings and its generated code in FLAGGEMS_CACHE_DIR (by default
+    # in the home directory): a fresh one per process, or a later process reads an earlier one's timings
+    env = {**os.environ, "FLAGGEMS_CACHE_DIR": tempfile.mkdtemp(prefix="flaggems-cache-", dir=scratch)}
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"op": op, "variant": variant, "error": f"timed out after {timeout:.0f} s"}
     record: dict[str, Any] = {"op": op, "variant": variant, "process_s": time.perf_counter() - started,
@@ -342,7 +366,8 @@ def _beside_stock(op: str, variant: str, stock: list[dict[str, Any]], tk: list[d
         row["differences_by_part"] = [differences_by_part(t["saved"], s["saved"]) for s, t in pairs]
         row["tunings"] = tk[0].get("tunings")
         row["kernels_tuned_by_tunekit"] = tk[0].get("tuned_by_tunekit")
-        row["kernels_tuned_by_own_run_on_tunekit"] = tk[0].get("tuned_by_own_run_on_tunekit")
+        row["kernels_tuned_by_library_run_on_tunekit_base"] = tk[0].get("tuned_by_library_run_on_tunekit_base")
+        row["tunings_by_own_run"] = tk[0].get("tunings_by_own_run")
         row["kernels_tuned_by_others"] = tk[0].get("tuned_by_others")
         stock_lines = {line for r in stock for line in r["stderr"]}
         row["new_stderr_lines"] = sorted({line for r in tk for line in r["stderr"]} - stock_lines)[:10]

@@ -220,6 +220,14 @@ def expected_improvement(mean: np.ndarray, spread: np.ndarray, best: float) -> n
     return (best - mean) * ndtr(z) + spread * (np.exp(-z**2 / 2.0) / math.sqrt(2 * math.pi))
 
 
+def made_up_time(log_time: float) -> float:
+    """The believer's time for a pending config predicted at ``log_time``: ``math.exp``, the C
+    library's, not ``np.exp``, which on CPUs with AVX-512 is Intel's SVML and may differ in the
+    last bits; a made-up time a bit off becomes a training target a bit off, and the refit breaks
+    its ties otherwise than on other CPUs."""
+    return math.exp(log_time)
+
+
 EARNED_WINDOW = 5  # ranked turns of each proposer that earned_gp_fraction compares
 EARNED_LEAST = 3  # turns each proposer must have had before it compares them
 
@@ -695,9 +703,7 @@ class DefaultSearch(ForestSearch):
         if not new:
             return
         features = self._model.features_of_encoded(self._encoded[new], self.context.key)
-        # math.exp, not np.exp: NumPy's own exp on CPUs with AVX-512 differs from the C library's in
-        # the last bit, and a lie a bit off breaks the refit's ties otherwise than on other CPUs
-        times = [math.exp(log_time) for log_time in self._model.per_tree_log(features).mean(axis=0)]
+        times = [made_up_time(log_time) for log_time in self._model.per_tree_log(features).mean(axis=0)]
         self._lied.update(new)
         self._lies += [Trial(self._configs[i], Status.OK, Timing(float(t), float(t), float(t)), key=self.context.key)
                        for i, t in zip(new, times) if math.isfinite(t)]
