@@ -7,12 +7,13 @@ with 16 or more CPUs keeps them; before that change, this digest was of asks of 
 on the three GEMM and convolution spaces, 2 seeds, and with the store on two of them. Run it with two tunekits (``PYTHONPATH=SITE`` puts another installed one
 first) and compare the digests; ``--out`` keeps every tuning's times, and ``--against`` names the
 tunings whose times differ from another run's ``--out`` file (one written before the second
-digest existed lacks its 10 tunings: "in one file only"). Up to `583c19e` the second depended on
+digest existed lacks its 10 tunings: "in one file only"). Before `987f671` the second depended on
 the CPU (`4d881b5a503bfce6` on the Intel Xeon CPU machine of earlier sessions, `0a2fd0d88d4e4c97`
-on an AMD EPYC one, the same code at `864cdc5` on both): the believer's made-up times came from
-NumPy's `exp`, which differs in the last bit on CPUs with AVX-512. They now come from `math.exp`,
-and the AMD machine's digest did not change (`experiments/results/in-flight/README.md`). The first
-digest, `224200c3d65d5b60`, was the same on both.
+on an AMD EPYC one, the same code at `864cdc5` on both). The likely cause: the believer's made-up
+times came from NumPy's `exp`, which on CPUs with AVX-512 is Intel's SVML. They now come from
+`math.exp`, and the AMD machine's digest did not change; no AVX-512 machine has run it since
+(`experiments/results/in-flight/README.md`). The first digest, `224200c3d65d5b60`, was the same
+on both.
 
     python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json] [--in-flight-only]
 
@@ -93,6 +94,8 @@ def main() -> None:
         args.out.write_text(json.dumps(times, sort_keys=True) + "\n")
     if args.against:
         other = json.loads(args.against.read_text())
+        if args.in_flight_only:
+            other = {label: found for label, found in other.items() if label in batched}
         same = [label for label in times if label in other and times[label] == other[label]]
         differ = sorted(label for label in times if label in other and times[label] != other[label])
         missing = sorted(times.keys() ^ other.keys())
