@@ -705,7 +705,7 @@ class DefaultSearch(ForestSearch):
         features = self._model.features_of_encoded(self._encoded[new], self.context.key)
         times = [made_up_time(log_time) for log_time in self._model.per_tree_log(features).mean(axis=0)]
         self._lied.update(new)
-        self._lies += [Trial(self._configs[i], Status.OK, Timing(float(t), float(t), float(t)), key=self.context.key)
+        self._lies += [Trial(self._configs[i], Status.OK, Timing(t, t, t), key=self.context.key)
                        for i, t in zip(new, times) if math.isfinite(t)]
         self._fitted_at = -1  # the next ranking refits, with the lies
 
