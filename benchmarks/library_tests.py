@@ -67,6 +67,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from swaps import VARIANTS
+
 ROOT = Path(__file__).resolve().parent.parent
 LIBTESTS = ROOT / ".libtests"
 OUTCOMES = ("passed", "failed", "error", "skipped", "timed_out", "not_run")
@@ -104,9 +106,6 @@ LIBRARIES: dict[str, Library] = {
         "(test_chunk_with_chunk_size and chunk32) or (test_gla and test_chunk[B4-T2048-H8-D64-)",
         weight=2.5, imports=("fla.ops",)),
 }
-#: what each variant does before the tests import the library
-VARIANTS = {"stock": "Triton's autotuner", "tk": "triton.autotune = tunekit.autotune",
-            "tk_patch": "the library imported inside tunekit.patch_triton()"}
 
 
 def junit_name(nodeid: str) -> str:
@@ -162,18 +161,18 @@ def run_pytest(name: str, variant: str, limit: float, scratch: str, collect: boo
     """One pytest process of the library's selection; its outcomes, counts and time."""
     library = LIBRARIES[name]
     folder = Path(tempfile.mkdtemp(prefix=f"{name}-{variant}-", dir=scratch))
-    env = {k: v for k, v in os.environ.items() if k not in ("TUNEKIT_SWAP", "TUNEKIT_STORE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LIBTESTS_VARIANT", "LIBTESTS_IMPORTS", "TUNEKIT_STORE")}
     env.update(TRITON_CACHE_DIR=str(folder / "triton-cache"), FLAGGEMS_CACHE_DIR=str(folder / "flaggems-cache"),
                LIBTESTS_LOG=str(folder / "log.jsonl"),
                LIBTESTS_SOFT_S=f"{0.85 * limit:.0f}", LIBTESTS_STUBS=",".join(library.stubs),
                PYTHONPATH=os.pathsep.join([str(ROOT / "benchmarks"), *filter(None, [env.get("PYTHONPATH")])]))
-    if variant == "tk":
-        env.update(TUNEKIT_SWAP="1", TUNEKIT_STORE=str(folder / "store.db"))
-    elif variant == "tk_patch":
+    env.update(LIBTESTS_VARIANT=variant)
+    if variant != "stock":
+        env.update(TUNEKIT_STORE=str(folder / "store.db"))
+    if variant == "tk_patch":
         if not library.imports:
             raise SystemExit(f"{name}: tk_patch needs the library's modules to import in the block (Library.imports)")
-        env.update(TUNEKIT_SWAP="patch", LIBTESTS_IMPORTS=",".join(library.imports),
-                   TUNEKIT_STORE=str(folder / "store.db"))
+        env.update(LIBTESTS_IMPORTS=",".join(library.imports))
     command = [sys.executable, "-m", "pytest", *(str(LIBTESTS / name / f) for f in library.files),
                "-k", library.select, "-q", "-p", "libtests_plugin", "-p", "no:cacheprovider",
                f"--junitxml={folder / 'junit.xml'}", *(["--collect-only"] if collect else [])]

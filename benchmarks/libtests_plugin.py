@@ -2,10 +2,11 @@
 
 At import, which pytest does for ``-p`` plugins before any conftest (and so before the library):
 
-* ``TUNEKIT_SWAP=1``: ``triton.autotune = tunekit.autotune``, the one-line switch a library user makes
-  (tunekit's store is ``TUNEKIT_STORE``, which the driver points at a fresh file);
-* ``TUNEKIT_SWAP=patch``: the modules named in ``LIBTESTS_IMPORTS`` (comma-separated) imported inside
-  ``tunekit.patch_triton()``, as a user of a library with its own ``Autotuner`` subclasses does;
+* ``LIBTESTS_VARIANT``: one of ``swaps.VARIANTS`` (unset: ``stock``). ``tk`` makes the one-line
+  switch a library user makes; ``tk_patch`` imports the modules named in ``LIBTESTS_IMPORTS``
+  (comma-separated) inside ``tunekit.patch_triton()``, as a user of a library with its own
+  ``Autotuner`` subclasses does. tunekit's store is ``TUNEKIT_STORE``, which the driver points at
+  a fresh file;
 * ``LIBTESTS_STUBS``: comma-separated module names made importable as empty stand-ins when their top
   package is not installed (a helper module imports them; the selected tests never use them).
 
@@ -24,6 +25,8 @@ import sys
 import time
 import types
 from typing import Any
+
+from swaps import classes_on_tunekit_base, import_swapped
 
 _STARTED = time.monotonic()
 
@@ -56,21 +59,11 @@ def _install_stubs(names: list[str]) -> None:
 
 _install_stubs([name for name in os.environ.get("LIBTESTS_STUBS", "").split(",") if name])
 
-if os.environ.get("TUNEKIT_SWAP") == "1":
-    import triton
-
-    import tunekit
-
-    triton.autotune = tunekit.autotune
-elif os.environ.get("TUNEKIT_SWAP") == "patch":
-    import tunekit
-
-    _PATCHED = [name for name in os.environ.get("LIBTESTS_IMPORTS", "").split(",") if name]
-    if not _PATCHED:  # the block would reach nothing: the run would be stock's under another name
-        raise RuntimeError("libtests_plugin: TUNEKIT_SWAP=patch needs LIBTESTS_IMPORTS, the library's modules")
-    with tunekit.patch_triton():
-        for _module in _PATCHED:
-            importlib.import_module(_module)
+_VARIANT = os.environ.get("LIBTESTS_VARIANT", "stock")
+_IMPORTS = [name for name in os.environ.get("LIBTESTS_IMPORTS", "").split(",") if name]
+if _VARIANT == "tk_patch" and not _IMPORTS:  # the block would reach nothing: the run would be stock's under another name
+    raise RuntimeError("libtests_plugin: LIBTESTS_VARIANT=tk_patch needs LIBTESTS_IMPORTS, the library's modules")
+import_swapped(_VARIANT, lambda: [importlib.import_module(module) for module in _IMPORTS])
 
 
 def _swap() -> str:
@@ -79,18 +72,10 @@ def _swap() -> str:
     import triton
 
     found = f"{triton.autotune.__module__}.{triton.autotune.__qualname__}"
-    if os.environ.get("TUNEKIT_SWAP") != "patch":
+    if _VARIANT != "tk_patch":
         return found
-    import tunekit
-
-    classes, stack = set(), list(tunekit.Autotuner.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if not cls.__module__.startswith("tunekit"):
-            classes.add(f"{cls.__module__}.{cls.__qualname__}")
-    return (f"{found} after tunekit.patch_triton() around {', '.join(_PATCHED)}; on tunekit's Autotuner: "
-            f"{', '.join(sorted(classes)) or 'no class of the library'}")
+    return (f"{found} after tunekit.patch_triton() around {', '.join(_IMPORTS)}; on tunekit's Autotuner: "
+            f"{', '.join(classes_on_tunekit_base()) or 'no class of the library'}")
 
 
 def _log(record: dict[str, Any]) -> None:

@@ -35,7 +35,6 @@ if __name__ == "__main__" and "--one" in sys.argv:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="real-lib-cache-")  # before triton is imported
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
@@ -43,6 +42,8 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
+
+from swaps import VARIANTS, import_swapped  # noqa: E402
 
 #: B, T, H, D of the issue's runs (bf16)
 SHAPE = (2, 4096, 16, 128)
@@ -176,18 +177,10 @@ def measure(library: str, op: str, variant: str, store: str, save: str, profile:
     import torch
     import triton
 
-    swapped: Any = contextlib.nullcontext()
     if variant != "stock":
-        import tunekit
-
         os.environ["TUNEKIT_STORE"] = store
-        if variant == "tk_patch":
-            swapped = tunekit.patch_triton()
-        else:
-            triton.autotune = tunekit.autotune  # the one-line switch a library user makes
     torch.zeros(1, device="cuda")  # the device is up before the library is imported (lazy imports)
-    with swapped:
-        call, _ = LIBRARIES[library](op)
+    call, _ = import_swapped(variant, lambda: LIBRARIES[library](op))
     torch.cuda.synchronize()
     profiler = None
     if profile:
@@ -422,8 +415,9 @@ def main() -> None:
     parser.add_argument("--ops", nargs="+", default=["fla:chunk_gla", "fla:chunk_gated_delta_rule", "liger:dyt",
                                                      "flag_gems:layer_norm", "flag_gems:softmax"],
                         metavar="LIBRARY:OP")
-    parser.add_argument("--variants", nargs="+", default=["stock", "tk"], choices=["stock", "tk", "tk_patch"],
-                        help="what each round measures, stock included (tk_second follows tk's last store)")
+    parser.add_argument("--variants", nargs="+", default=["stock", "tk"], choices=list(VARIANTS),
+                        help="what each round measures, stock included (tk_second follows tk's last store): "
+                        + "; ".join(f"{name}: {what}" for name, what in VARIANTS.items()))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per measured process")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for all rounds (the rest is skipped)")

@@ -9,11 +9,11 @@ first) and compare the digests; ``--out`` keeps every tuning's times, and ``--ag
 tunings whose times differ from another run's ``--out`` file (one written before the second
 digest existed lacks its 10 tunings: "in one file only"). Before `987f671` the second depended on
 the CPU (`4d881b5a503bfce6` on the Intel Xeon CPU machine of earlier sessions, `0a2fd0d88d4e4c97`
-on an AMD EPYC one, the same code at `864cdc5` on both). The likely cause: the believer's made-up
-times came from NumPy's `exp`, which on CPUs with AVX-512 is Intel's SVML. They now come from
-`math.exp`, and the AMD machine's digest did not change; no AVX-512 machine has run it since
-(`experiments/results/in-flight/README.md`). The first digest, `224200c3d65d5b60`, was the same
-on both.
+on an AMD EPYC one, the same code at `864cdc5` on both): the believer's made-up times came from
+NumPy's `exp`, which on CPUs with AVX-512 is Intel's SVML. They now come from `math.exp`, and an
+H200 host's Xeon gives `0a2fd0d88d4e4c97` with NumPy's AVX-512 code on and off, where the tunekit
+before gave `4d881b5a503bfce6` with it on (`benchmarks/results/h200-fingerprint-avx512-2026-12-07/`).
+The first digest, `224200c3d65d5b60`, was the same on both CPU machines.
 
     python experiments/replay_fingerprint.py [--out FILE.json] [--against OTHER.json] [--in-flight-only]
 
