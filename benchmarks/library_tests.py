@@ -67,7 +67,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from swaps import VARIANTS
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # swaps, beside it, however this is run
+from swaps import VARIANTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBTESTS = ROOT / ".libtests"

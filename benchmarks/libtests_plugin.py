@@ -67,15 +67,17 @@ import_swapped(_VARIANT, lambda: [importlib.import_module(module) for module in 
 
 
 def _swap() -> str:
-    """What the library was decorated with: ``triton.autotune``, and under the block the modules it
-    imported and the library's classes built on tunekit's ``Autotuner``."""
+    """What the library was decorated with: ``triton.autotune``; under the block, the modules it
+    imported; with tunekit, the library's classes built on tunekit's ``Autotuner`` (none for
+    ``tk``, whose switch does not reach them)."""
     import triton
 
     found = f"{triton.autotune.__module__}.{triton.autotune.__qualname__}"
-    if _VARIANT != "tk_patch":
-        return found
-    return (f"{found} after tunekit.patch_triton() around {', '.join(_IMPORTS)}; on tunekit's Autotuner: "
-            f"{', '.join(classes_on_tunekit_base()) or 'no class of the library'}")
+    if _VARIANT == "tk_patch":
+        found += f" after tunekit.patch_triton() around {', '.join(_IMPORTS)}"
+    if _VARIANT != "stock":
+        found += f"; on tunekit's Autotuner: {', '.join(classes_on_tunekit_base()) or 'no class of the library'}"
+    return found
 
 
 def _log(record: dict[str, Any]) -> None:

@@ -43,6 +43,7 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # swaps, beside it, however this is run
 from swaps import VARIANTS, import_swapped  # noqa: E402
 
 #: B, T, H, D of the issue's runs (bf16)
@@ -202,7 +203,8 @@ def measure(library: str, op: str, variant: str, store: str, save: str, profile:
                 "native": native().detach().cpu() if native is not None else None,
                 "parts": getattr(call, "parts", None)}, save)
     return {"first_call_s": first, "op_ms": steady_ms, **tuned_by(), "tunings": tunings(),
-            "tunings_by_own_run": tunings_by_own_run()}
+            "tunings_by_own_run": tunings_by_own_run(), "device": torch.cuda.get_device_name(),
+            "torch": torch.__version__, "triton": triton.__version__}
 
 
 def tunings() -> list[dict[str, Any]]:
@@ -404,7 +406,8 @@ def drive(args: argparse.Namespace) -> None:
             print(f"FAILED {failure['op']}:{failure['variant']}: {failure['error'][-1500:]}", flush=True)
     if args.json:
         with open(args.json, "w") as file:
-            json.dump({"records": records, "summary": rows, "shape": SHAPE}, file, indent=1, default=str)
+            json.dump({"arguments": vars(args), "shapes": {"fla": SHAPE, "liger": ROWS, "flag_gems": ROWS},
+                       "records": records, "summary": rows}, file, indent=1, default=str)
 
 
 def main() -> None:

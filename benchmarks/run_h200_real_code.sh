@@ -13,15 +13,19 @@
 #   PART=libtests: benchmarks/library_tests.py, the libraries' own tests of their autotuned ops, LIBRARIES
 #               (default all three), VARIANTS (default "stock tk"; tk_patch as above) within BUDGET
 #               (needs .libtests/, made by benchmarks/get_library_tests.sh, carried)
-# Writes PART's .json and .log under $OUT.
+# Writes PART's .json and .log under $OUT, and what ran (GPU, versions, tunekit's commit) to
+# $OUT/environment.txt.
 set -uo pipefail
 [ -n "${INSTALLED:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
 export INSTALLED=1 TUNEKIT_COMMIT=${TUNEKIT_COMMIT:-$(cat .whl/COMMIT 2>/dev/null)}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
-(cd /tmp && python3 -c "import triton, torch, tunekit; print('triton', triton.__version__, 'torch', torch.__version__, 'tunekit', tunekit.__file__)")
+{   # what ran, kept beside the results ($OUT/environment.txt)
+    nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
+    (cd /tmp && python3 -c "import triton, torch, tunekit; print('triton', triton.__version__, 'torch', torch.__version__, 'tunekit', tunekit.__file__)")
+    echo "tunekit wheel built at ${TUNEKIT_COMMIT:-unknown}"
+} | tee -a "$OUT/environment.txt"
 case "${PART:-first}" in
   first)
     timeout "${TIMEOUT:-560}" python3 benchmarks/first_call.py --kinds ${KINDS-vadd vadd_late gemm8 gemm16} \

@@ -2,9 +2,11 @@
 times in the same order: replays over evaluations should not depend on the machine, Python or
 library versions they ran on, or on which commit of a design's code, where a runs file mixes them.
 A difference names the first evaluation that differs. Designs with configs in flight (a
-``"batch"``) feed the forest made-up trials, and 4 of 8 of their replays made on an H100 host
-differed here from their 31st to 42nd evaluation on (``results/in-flight/``): for them a
-difference says the machines differ, not that the code does.
+``"batch"``) feed the forest made-up trials. Before tunekit `987f671` those came from NumPy's
+``exp``, which differs on CPUs with AVX-512, and 4 of 8 of such replays made on an H100 host
+differed on an AMD machine from their 31st to 42nd evaluation on; for runs made before that, a
+difference says the machines differ, not that the code does. Since, 8 of 8 replay the same
+(``results/in-flight/``).
 
     python experiments/same_replays.py --runs OUT/runs.jsonl.gz --designs experiments/corpus/designs-alignment.json \\
         --pick h200/gemv-n4k_k4k default-alignment 0 --pick h200/gemv-n4k_k4k optuna-gp 0

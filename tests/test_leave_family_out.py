@@ -744,6 +744,45 @@ def test_warm_local_takes_a_step_from_the_best_after_the_first_warm_config(varia
         drive(variants.WarmVariantsDefault(warm_local=True), space, evals=1, history=stored)
 
 
+def test_warm_in_flight_keeps_few_configs_pending_until_enough_are_told(variants):
+    """``warm_in_flight=3, warm_in_flight_until=12`` with the store and 8 in flight: after every ask
+    before 12 trials are told, at most 3 configs are pending; later up to 8 are. Without the store
+    it changes nothing (``test_warm_variants_without_the_store_is_default``'s check, here with 8 in
+    flight). Invalid counts are refused by name."""
+    from tunekit.config import config_json
+    from tunekit.keys import TuningKey
+    from tunekit.strategies import DefaultSearch
+    from tunekit.testing.strategies import drive, toy_space, toy_trial
+    from tunekit.trial import Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    other = TuningKey.from_json('{"args": {"M": 64}, "dtypes": []}')
+    stored = tuple(Trial(c, toy_trial(c).status, toy_trial(c).timing, key=other) for c in ok)
+
+    class Watched(variants.WarmVariantsDefault):
+        def ask(self, n):
+            picks = super().ask(n)
+            self.pending_after.append((len(self._here), int(self._pending().sum())))
+            return picks
+
+    for history, early_limit in ((stored, 3), ((), 8)):
+        search = Watched(warm_in_flight=3, warm_in_flight_until=12)
+        search.pending_after = []
+        drive(search, toy_space(), evals=40, batch=8, history=history)
+        early = [pending for told, pending in search.pending_after if told < 12]
+        late = [pending for told, pending in search.pending_after if told >= 12]
+        assert early and max(early) == early_limit
+        assert max(late) == 8
+    for seed in range(2):
+        made = drive(variants.WarmVariantsDefault(warm_in_flight=3), toy_space(), evals=30, seed=seed, batch=8)
+        shipped = drive(DefaultSearch(), toy_space(), evals=30, seed=seed, batch=8)
+        assert [config_json(c) for c in made] == [config_json(c) for c in shipped]
+    with pytest.raises(ValueError, match="warm_in_flight_until"):
+        drive(variants.WarmVariantsDefault(warm_in_flight=2, warm_in_flight_until=-1), toy_space(), evals=1)
+    with pytest.raises(ValueError, match="warm_in_flight"):
+        drive(variants.WarmVariantsDefault(warm_in_flight=1.5), toy_space(), evals=1)
+
+
 def test_a_transfer_candidate_may_name_a_subclass_with_its_own_store_only_options(transfer):
     """``warm_variants:WarmVariantsDefault`` is a ``DefaultSearch`` whose ``warm_agreeing`` acts
     only with the store; a candidate naming it may change that, and a strategy that is not a

@@ -1,4 +1,5 @@
 import itertools
+import math
 import sys
 import textwrap
 
@@ -365,6 +366,15 @@ class TestBeliever:
             monkeypatch.setattr(np, name, off_by_one_ulp(getattr(np, name)))
         for seed, found in exact.items():
             assert drive(DefaultSearch(initial=5), toy_space(), evals=40, seed=seed, batch=8) == found
+
+    def test_a_made_up_time_past_floats_range_is_infinite_not_an_error(self):
+        """``math.exp`` raises where ``np.exp`` gave ``inf``; the believer leaves an infinite
+        made-up time out, so past float's range ``made_up_time`` must say ``inf``."""
+        from tunekit.strategies.default import made_up_time
+
+        assert made_up_time(1e4) == math.inf
+        assert made_up_time(math.log(2.5)) == pytest.approx(2.5, rel=1e-15)
+        assert math.isnan(made_up_time(math.nan))
 
     @pytest.mark.parametrize("believer", [True, False])
     def test_each_forest_pick_refits_told_the_configs_in_flight(self, believer):
