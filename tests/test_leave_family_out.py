@@ -909,3 +909,35 @@ def test_a_batch_replay_is_the_tuning_asked_in_batches(protocol, tmp_path):
     assert batched["times_ms"][:10] == one["times_ms"][:10]
     assert batched["times_ms"] != one["times_ms"]
     assert (batched["batch"], one["batch"]) == (32, 1)  # each runs line says how it asked
+
+
+def test_transfer_from_protocol_relabels_the_protocols_runs_as_transfer_cv_reads_them(experiment, monkeypatch,
+                                                                                      tmp_path, capsys):
+    """The base's runs without the store become ``transfer_cv``'s "without the store", each
+    candidate's ``"+ store"`` runs its own label; seeds at or past ``--seeds``, other budgets and
+    other labels are left out; a candidate without runs is named before anything is written."""
+    import gzip
+    import json
+
+    module = experiment("transfer_from_protocol")
+    runs = tmp_path / "runs.jsonl.gz"
+    rows = [{"space": "s", "strategy": strategy, "seed": seed, "budget": budget, "times_ms": [1.0], "seconds": [1.0]}
+            for strategy in ("base", "base + store", "cap + store", "other + store", "cap")
+            for seed in (0, 1, 2) for budget in (200, 60)]
+    with gzip.open(runs, "wt") as file:
+        file.writelines(json.dumps(row) + "\n" for row in rows)
+    called = []
+    monkeypatch.setattr(module, "report", lambda *args: called.append(args) or "the report\n")
+    argv = ["transfer_from_protocol.py", "--runs", str(runs), "--base", "base", "--candidate", "base",
+            "--candidate", "cap", "--seeds", "2", "--out", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", argv)
+    module.main()
+    with gzip.open(tmp_path / "out" / "runs.jsonl.gz", "rt") as file:
+        kept = [(row["strategy"], row["seed"], row["budget"]) for row in map(json.loads, file)]
+    assert sorted(kept) == sorted((label, seed, 200) for label in (module.WITHOUT, "base", "cap") for seed in (0, 1))
+    assert called[0][2:] == (["base", "cap"], 200, 2, "base")
+    assert (tmp_path / "out" / "report.md").read_text() == "the report\n" and "the report" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", [*argv[:-2], "--candidate", "absent", "--out", str(tmp_path / "out2")])
+    with pytest.raises(SystemExit, match="no runs of absent"):
+        module.main()
+    assert not (tmp_path / "out2").exists()
