@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 from straggler_simulation import seconds_to_within, simulation_arguments, summary  # noqa: E402
 
 SHIPPED = "default-gp15-stalled50-c512-local-forest-believer-inflight18"
-CANDIDATE = "inflight18-warm-cap3-until20"
+CANDIDATE = "default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap3-until20"
 
 
 def main() -> None:

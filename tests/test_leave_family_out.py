@@ -468,7 +468,8 @@ def test_every_design_names_the_options_that_changed(protocol):
                                        "warm_robust": True, "believer": True},
              **{f"designs-{probe}.json": {**steps, "alignment": True, "local_order": "forest"}
                 for probe in ("earned", "early", "gp-early-earned")}}
-    in_flight = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json")
+    in_flight = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json",
+                 "designs-inflight18-warm-cap.json")
     later.update({name: later["designs-inflight.json"] for name in in_flight})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
@@ -481,6 +482,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)},
               "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15,
+              **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap{cap}": 0.15
+                 for cap in ("3-until20", "6-until30")},
               **{f"default-gp15-stalled50-c512-local-forest-{probe}{share}": 0.15
                  for probe in ("earned", "early") for share in (50, 100)}}
     before_interleaved = {"designs.json", "designs-v2.json", "designs-v3.json", "designs-v4.json", "designs-v5.json",
