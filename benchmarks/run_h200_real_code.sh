@@ -21,11 +21,12 @@ set -uo pipefail
 export INSTALLED=1 TUNEKIT_COMMIT=${TUNEKIT_COMMIT:-$(cat .whl/COMMIT 2>/dev/null)}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
-{   # what ran, kept beside the results ($OUT/environment.txt)
+{   # what ran, kept beside the results ($OUT/environment.txt; PART=suite and anatomy_libs add a block per part)
+    echo "PART=${PART:-first}"
     nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader; nproc
     (cd /tmp && python3 -c "import triton, torch, tunekit; print('triton', triton.__version__, 'torch', torch.__version__, 'tunekit', tunekit.__file__)")
     echo "tunekit wheel built at ${TUNEKIT_COMMIT:-unknown}"
-} | tee -a "$OUT/environment.txt"
+} 2>&1 | tee -a "$OUT/environment.txt"
 case "${PART:-first}" in
   first)
     timeout "${TIMEOUT:-560}" python3 benchmarks/first_call.py --kinds ${KINDS-vadd vadd_late gemm8 gemm16} \

@@ -16,12 +16,12 @@ ROOT=$PWD
 NO_AVX512=${NO_AVX512:-X86_V4 AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR}
 features() { (cd /tmp && env "$@" python3 -c "import numpy; from numpy._core._multiarray_umath import __cpu_features__ as f; print('numpy', numpy.__version__, [k for k, v in f.items() if v and ('512' in k or 'V4' in k)])" 2>&1 | tail -n 1); }
 {   # what ran, kept beside the results ($OUT/environment.txt)
-    lscpu | grep -E 'Model name|^CPU\(s\)'; lscpu | grep -o 'avx512[a-z_]*' | sort -u | tr '\n' ' '; echo
+    lscpu | grep -E 'Model name|^CPU\(s\)'; lscpu | grep -o 'avx512[a-z0-9_]*' | sort -u | tr '\n' ' '; echo
     python3 --version
     echo "carried $(cat .whl/COMMIT), old $(cat .whl-old/COMMIT)"
     echo "as the CPU allows: $(features)"
     echo "AVX-512 off: $(features NPY_DISABLE_CPU_FEATURES="$NO_AVX512")"
-} | tee "$OUT/environment.txt"
+} 2>&1 | tee "$OUT/environment.txt"
 run() {  # LABEL PYTHONPATH [ENV...]
     local label=$1 path=$2; shift 2
     (cd /tmp && env PYTHONPATH="$path" "$@" timeout "${LIMIT_S:-500}" python3 "$ROOT/experiments/replay_fingerprint.py" \

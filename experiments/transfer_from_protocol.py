@@ -8,7 +8,8 @@ flight where the design names a ``"batch"``, which ``transfer_cv.py``'s own repl
 
 ``--base`` is the design whose runs without the store are the comparison; each ``--candidate``
 names a design whose ``"+ store"`` runs are compared (``--base`` itself among them, as what
-ships). Only seeds below ``--seeds`` are read, so that every label has the same ones. Writes
+ships). Only seeds below ``--seeds`` and runs of ``--budget`` are read, and every label must have
+the same tunings (spaces and seeds), else it stops naming the label that lacks some. Writes
 ``DIR/runs.jsonl.gz`` (the runs relabelled as ``transfer_cv.py`` labels them) and
 ``DIR/report.md``, and prints the report.
 """
@@ -39,10 +40,14 @@ def main() -> None:
     relabel = {args.base: WITHOUT, **{f"{label} + store": label for label in args.candidate}}
     kept = [{**run, "strategy": relabel[run["strategy"]]} for run in read_runs(args.runs)
             if run["strategy"] in relabel and run["seed"] < args.seeds and run["budget"] == args.budget]
-    found = {(run["strategy"], run["seed"]) for run in kept}
-    missing = [label for label in relabel.values() if not any((label, seed) in found for seed in range(args.seeds))]
-    if missing:
-        raise SystemExit(f"{args.runs}: no runs of {', '.join(missing)} (seeds below {args.seeds})")
+    tunings = {label: {(run["space"], run["seed"]) for run in kept if run["strategy"] == label}
+               for label in relabel.values()}
+    wanted = set().union(*tunings.values())
+    for protocol_label, label in relabel.items():
+        if tunings[label] != wanted:  # transfer_cv's report would drop spaces or take medians over fewer seeds
+            raise SystemExit(f"{args.runs}: {protocol_label!r} lacks {len(wanted - tunings[label])} of the "
+                             f"{len(wanted)} tunings (space, seed below {args.seeds}, budget {args.budget}) "
+                             "the other labels have")
     args.out.mkdir(parents=True, exist_ok=True)
     with gzip.open(args.out / "runs.jsonl.gz", "wt") as file:
         file.writelines(json.dumps(run) + "\n" for run in kept)

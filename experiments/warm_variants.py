@@ -17,11 +17,12 @@
   replays ask one at a time. Not chosen (``results/transfer-screens/``, section 6).
 
 * ``warm_in_flight=k`` (with ``warm_in_flight_until=m``): with the store, at most ``k`` configs
-  pending until ``m`` trials are told; the search asks again as each is told. The idea: with 18
+  pending (but those the tuning said are late) until ``m`` trials are told; the search asks again
+  as each is told. The idea: with 18
   in flight, the transfer replays were slower with the store than without it on 8 of 58 spaces
   (one at a time: 2), as if the picks made before the warm start's neighbourhood was measured
   were wasted there. Fewer evaluations on 5 seeds, more seconds in a simulated live tuning (its
-  compiles run fewer at once): not chosen (``results/in-flight-warm-cap/``).
+  compiles run fewer at once): ``k, m`` = 3, 20 not chosen (``results/in-flight-warm-cap/``).
 
 All act only when the store holds the kernel's other keys, so without it the search is
 ``DefaultSearch``'s: a transfer candidate (``corpus/transfer-designs-screens.json``) names
@@ -108,7 +109,8 @@ class WarmVariantsDefault(DefaultSearch):
 
     def ask(self, n: int) -> list[Config]:
         if self.warm_in_flight and self._prior is not None and len(self._here) < self.warm_in_flight_until:
-            room = self.warm_in_flight - int(self._pending().sum())
+            # pending configs the tuning said are late hold no slot, as they hold no wait (``overdue``)
+            room = self.warm_in_flight - int((self._pending() & ~self._overdue).sum())
             if room < 1:
                 return []  # asked again as the next pending trial is told
             n = min(n, room)

@@ -749,7 +749,8 @@ def test_warm_local_takes_a_step_from_the_best_after_the_first_warm_config(varia
 
 def test_warm_in_flight_keeps_few_configs_pending_until_enough_are_told(variants):
     """``warm_in_flight=3, warm_in_flight_until=12`` with the store and 8 in flight: after every ask
-    before 12 trials are told, at most 3 configs are pending; later up to 8 are. Without the store
+    before 12 trials are told, at most 3 configs are pending, those the tuning said are late
+    (``overdue``) not counted; later up to 8 are. Without the store
     it changes nothing (``test_warm_variants_without_the_store_is_default``'s check, here with 8 in
     flight). Invalid counts are refused by name."""
     from tunekit.config import config_json
@@ -776,6 +777,17 @@ def test_warm_in_flight_keeps_few_configs_pending_until_enough_are_told(variants
         late = [pending for told, pending in search.pending_after if told >= 12]
         assert early and max(early) == early_limit
         assert max(late) == 8
+    # configs the tuning says are late hold no slot: asked again, it proposes as many more
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import TOY_KEY
+
+    search = variants.WarmVariantsDefault(warm_in_flight=3, warm_in_flight_until=12)
+    search.start(SearchContext(toy_space(), Budget(evals=40), TOY_KEY, 0, stored))
+    first = search.ask(8)
+    assert len(first) == 3 and search.ask(8) == []
+    search.overdue()
+    assert len(search.ask(8)) == 3
     for seed in range(2):
         made = drive(variants.WarmVariantsDefault(warm_in_flight=3), toy_space(), evals=30, seed=seed, batch=8)
         shipped = drive(DefaultSearch(), toy_space(), evals=30, seed=seed, batch=8)
@@ -917,16 +929,18 @@ def test_a_batch_replay_is_the_tuning_asked_in_batches(protocol, tmp_path):
 def test_transfer_from_protocol_relabels_the_protocols_runs_as_transfer_cv_reads_them(experiment, monkeypatch,
                                                                                       tmp_path, capsys):
     """The base's runs without the store become ``transfer_cv``'s "without the store", each
-    candidate's ``"+ store"`` runs its own label; seeds at or past ``--seeds``, other budgets and
-    other labels are left out; a candidate without runs is named before anything is written."""
+    candidate's ``"+ store"`` runs its own label (each run keeps its own times); seeds at or past
+    ``--seeds``, other budgets and other labels are left out; a label that lacks some of the others'
+    tunings (a partial replay) is named before anything is written."""
     import gzip
     import json
 
     module = experiment("transfer_from_protocol")
     runs = tmp_path / "runs.jsonl.gz"
-    rows = [{"space": "s", "strategy": strategy, "seed": seed, "budget": budget, "times_ms": [1.0], "seconds": [1.0]}
-            for strategy in ("base", "base + store", "cap + store", "other + store", "cap")
-            for seed in (0, 1, 2) for budget in (200, 60)]
+    strategies = ("base", "base + store", "cap + store", "other + store", "cap")
+    rows = [{"space": space, "strategy": strategy, "seed": seed, "budget": budget,
+             "times_ms": [float(strategies.index(strategy))], "seconds": [1.0]}
+            for space in ("s", "t") for strategy in strategies for seed in (0, 1, 2) for budget in (200, 60)]
     with gzip.open(runs, "wt") as file:
         file.writelines(json.dumps(row) + "\n" for row in rows)
     called = []
@@ -936,11 +950,20 @@ def test_transfer_from_protocol_relabels_the_protocols_runs_as_transfer_cv_reads
     monkeypatch.setattr(sys, "argv", argv)
     module.main()
     with gzip.open(tmp_path / "out" / "runs.jsonl.gz", "rt") as file:
-        kept = [(row["strategy"], row["seed"], row["budget"]) for row in map(json.loads, file)]
-    assert sorted(kept) == sorted((label, seed, 200) for label in (module.WITHOUT, "base", "cap") for seed in (0, 1))
+        kept = sorted((row["strategy"], row["space"], row["seed"], row["budget"], row["times_ms"][0])
+                      for row in map(json.loads, file))
+    # the times say which protocol label each run came from: 0 base, 1 base + store, 2 cap + store
+    assert kept == sorted((label, space, seed, 200, float(origin)) for label, origin in
+                          ((module.WITHOUT, 0), ("base", 1), ("cap", 2)) for space in ("s", "t") for seed in (0, 1))
     assert called[0][2:] == (["base", "cap"], 200, 2, "base")
     assert (tmp_path / "out" / "report.md").read_text() == "the report\n" and "the report" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", [*argv[:-2], "--candidate", "absent", "--out", str(tmp_path / "out2")])
-    with pytest.raises(SystemExit, match="no runs of absent"):
+    with pytest.raises(SystemExit, match="'absent \\+ store' lacks 4 of the 4 tunings"):
         module.main()
-    assert not (tmp_path / "out2").exists()
+    partial = [row for row in rows if not (row["strategy"] == "cap + store" and row["space"] == "t" and row["seed"] == 1)]
+    with gzip.open(runs, "wt") as file:
+        file.writelines(json.dumps(row) + "\n" for row in partial)
+    monkeypatch.setattr(sys, "argv", [*argv[:-1], str(tmp_path / "out3")])
+    with pytest.raises(SystemExit, match="'cap \\+ store' lacks 1 of the 4 tunings"):
+        module.main()
+    assert not (tmp_path / "out2").exists() and not (tmp_path / "out3").exists()
