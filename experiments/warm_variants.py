@@ -18,10 +18,9 @@
 
 * ``warm_in_flight=k`` (with ``warm_in_flight_until=m``): with the store, at most ``k`` configs
   pending (but those the tuning said are late) until ``m`` trials are told; the search asks again
-  as each is told. The idea: with 18
-  in flight, the transfer replays were slower with the store than without it on 8 of 58 spaces
-  (one at a time: 2), as if the picks made before the warm start's neighbourhood was measured
-  were wasted there. Fewer evaluations on 5 seeds, more seconds in a simulated live tuning (its
+  as each is told. The idea: with 18 in flight, the transfer replays were slower with the store
+  than without it on 8 of 58 spaces (one at a time: 2), as if the picks made before the warm
+  start's neighbourhood was measured were wasted there. Fewer evaluations on 5 seeds, more seconds in a simulated live tuning (its
   compiles run fewer at once): ``k, m`` = 3, 20 not chosen (``results/in-flight-warm-cap/``).
 
 All act only when the store holds the kernel's other keys, so without it the search is
@@ -60,8 +59,8 @@ ROBUST_ORDERS = {"mean": blend, "worst": worst_slowdown}
 
 
 class WarmVariantsDefault(DefaultSearch):
-    """``DefaultSearch`` with ``robust_by``, ``warm_agreeing`` and ``warm_local`` (module
-    docstring); by default ``DefaultSearch`` itself."""
+    """``DefaultSearch`` with ``robust_by``, ``warm_agreeing``, ``warm_local`` and
+    ``warm_in_flight`` (module docstring); by default ``DefaultSearch`` itself."""
 
     name = "default-warm-variants"
     #: Its options that act only with the store, which a transfer candidate may change.
