@@ -3,7 +3,8 @@
 # depend on the CPU through NumPy's own SIMD maths? Runs it with the carried tunekit (.whl/) and with
 # an earlier one (.whl-old/: its tunekit wheel alone, the dependencies from .whl/), each with NumPy
 # dispatching as the CPU allows and with its AVX-512 code turned off (NPY_DISABLE_CPU_FEATURES), four
-# processes at once, each with one OpenMP/BLAS thread (not pinned to a core). Prints the CPU and NumPy's features first. Carry .whl, .whl-old, .spaces.
+# processes at once, each with one OpenMP/BLAS thread (not pinned to a core). Prints the CPU and
+# NumPy's features first. Carry .whl, .whl-old, .spaces.
 # Writes $OUT/LABEL.json (every tuning's times), $OUT/LABEL.log (its digest) and
 # $OUT/environment.txt (the CPU, Python, the commits and NumPy's features as printed).
 set -uo pipefail

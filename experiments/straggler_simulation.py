@@ -63,11 +63,12 @@ def seconds_to_within(steps, optimum_ms: float, end_seconds: float) -> list[floa
 
 
 def simulated_tuning(recorded, seed: int, compiles: list[float], cut_share: float, args: argparse.Namespace,
-                     **options):
-    """One simulated live tuning of ``default`` on ``recorded``: 16 workers, 18 in flight at most,
-    the pace on, ``args.evals`` evaluations, compile seconds drawn per config from ``compiles``
-    (``cut_share`` of them slow), ``args.busy`` and ``args.strategy_seconds``; ``options``:
-    ``simulate_live_tuning``'s ``overdue`` and ``leave_late_out``."""
+                     strategy=None, **options):
+    """One simulated live tuning of ``strategy`` (by default ``default`` as it ships) on
+    ``recorded``: 16 workers, 18 in flight at most, the pace on, ``args.evals`` evaluations,
+    compile seconds drawn per config from ``compiles`` (``cut_share`` of them slow), ``args.busy``
+    and ``args.strategy_seconds``; ``options``: ``simulate_live_tuning``'s ``overdue``,
+    ``leave_late_out`` and ``history``."""
     from pace_simulation import compile_timeout, drawn_compiles
 
     from tunekit.replay import ReplayEvaluator
@@ -76,7 +77,7 @@ def simulated_tuning(recorded, seed: int, compiles: list[float], cut_share: floa
 
     space = recorded.space()
     return simulate_live_tuning(
-        make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True),
+        strategy or make_strategy("default"), space, drawn_compiles(seed, compiles, cut_share, per_config=True),
         ReplayEvaluator(recorded).trial, args.busy, paced=True, workers=16, batch=18,
         evals=min(args.evals, len(space)), seed=seed, timeout=compile_timeout, key=recorded.key(),
         strategy_seconds=args.strategy_seconds, **options)

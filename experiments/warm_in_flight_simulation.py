@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from straggler_simulation import seconds_to_within, simulation_arguments, summary  # noqa: E402
+from straggler_simulation import seconds_to_within, simulated_tuning, simulation_arguments, summary  # noqa: E402
 
 SHIPPED = "default-gp15-stalled50-c512-local-forest-believer-inflight18"
 CANDIDATE = "default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap3-until20"
@@ -38,15 +38,15 @@ def main() -> None:
     args = parser.parse_args()
 
     from leave_family_out import _spaces
-    from pace_simulation import compile_timeout, drawn_compiles, live_compiles
+    from pace_simulation import live_compiles
 
     from tunekit.compare import same_kernel_elsewhere
-    from tunekit.replay import ReplayEvaluator
     from tunekit.strategy import make_strategy
-    from tunekit.testing.live import simulate_live_tuning
 
     shipped = json.loads((HERE / "corpus" / "designs-inflight18.json").read_text())[SHIPPED]
     candidate = json.loads(args.designs.read_text())[args.candidate]
+    if candidate.get("batch") != shipped["batch"]:  # simulated_tuning keeps 18 in flight at most, as shipped's
+        raise SystemExit(f"{args.candidate}: batch {candidate.get('batch')!r}, expected {shipped['batch']}")
     corpus = _spaces(str(HERE / "corpus" / "v2.json"))
     elsewhere = same_kernel_elsewhere(corpus)
     names = [name for name in sorted(corpus) if elsewhere[name]] if args.spaces is None else args.spaces
@@ -58,17 +58,13 @@ def main() -> None:
     for name in names:
         recorded = corpus[name]
         history = [trial for other in elsewhere[name] for trial in corpus[other].trials()]
-        space = recorded.space()
         line = [f"{name}:"]
         for seed in range(args.seeds):
             seconds = []
             for design in (shipped, candidate):
-                tuning = simulate_live_tuning(
-                    make_strategy(design["strategy"], **design["options"]), space,
-                    drawn_compiles(seed, compiles, cut_share, per_config=True), ReplayEvaluator(recorded).trial,
-                    args.busy, paced=True, workers=16, batch=design["batch"], evals=min(args.evals, len(space)),
-                    seed=seed, timeout=compile_timeout, key=recorded.key(), history=history,
-                    strategy_seconds=args.strategy_seconds, overdue=True)
+                tuning = simulated_tuning(recorded, seed, compiles, cut_share, args,
+                                          make_strategy(design["strategy"], **design["options"]),
+                                          history=history, overdue=True)
                 to_5, _, to_end = seconds_to_within(tuning.result.steps, recorded.optimum_ms, tuning.seconds)
                 seconds.append((to_5, to_end))
             (base_5, base_end), (cap_5, cap_end) = seconds

@@ -20,8 +20,9 @@
   pending (but those the tuning said are late) until ``m`` trials are told; the search asks again
   as each is told. The idea: with 18 in flight, the transfer replays were slower with the store
   than without it on 8 of 58 spaces (one at a time: 2), as if the picks made before the warm
-  start's neighbourhood was measured were wasted there. Fewer evaluations on 5 seeds, more seconds in a simulated live tuning (its
-  compiles run fewer at once): ``k, m`` = 3, 20 not chosen (``results/in-flight-warm-cap/``).
+  start's neighbourhood was measured were wasted there. Fewer evaluations on 5 seeds, more
+  seconds in a simulated live tuning (its compiles run fewer at once): ``k, m`` = 3, 20 not
+  chosen (``results/in-flight-warm-cap/``).
 
 All act only when the store holds the kernel's other keys, so without it the search is
 ``DefaultSearch``'s: a transfer candidate (``corpus/transfer-designs-screens.json``) names
