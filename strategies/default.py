@@ -390,6 +390,12 @@ class DefaultSearch(ForestSearch):
             score on the gemv family and gained on a pnpoly space, and lost on a GEMM, a
             convolution and attention.
         early_gp_until: evaluations of the tuning before which ``early_gp_fraction`` applies.
+        gp_pending: at each of its turns the GP also takes the configs the other proposers have
+            pending (in flight, or asked earlier in this ask) as running trials
+            (``OptunaSearch.hold``), and scores its candidates by Optuna's q-batch expected
+            improvement jointly with them, as it does with its own pending picks. Without it the
+            GP knows none of the forest's, the local or the random pending configs and may propose
+            next to them. Asked for one config at a time nothing is pending and it changes nothing.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -407,7 +413,7 @@ class DefaultSearch(ForestSearch):
                  stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True,
                  local_order: str = "forest", warm_robust: bool = True, believer: bool = True,
                  earned_gp_fraction: float | None = None, early_gp_fraction: float | None = None,
-                 early_gp_until: int = 30) -> None:
+                 early_gp_until: int = 30, gp_pending: bool = False) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -433,6 +439,7 @@ class DefaultSearch(ForestSearch):
         self.earned_gp_fraction = earned_gp_fraction
         self.early_gp_fraction = early_gp_fraction
         self.early_gp_until = early_gp_until
+        self.gp_pending = gp_pending
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -452,7 +459,7 @@ class DefaultSearch(ForestSearch):
         if self.early_gp_fraction is not None:
             check_count(self, "early_gp_until")
         check_count(self, "gp_candidates")  # at the start, before its GP exists
-        for option in ("warm_interleaved", "warm_robust", "believer"):
+        for option in ("warm_interleaved", "warm_robust", "believer", "gp_pending"):
             if not isinstance(getattr(self, option), bool):
                 raise ValueError(f"DefaultSearch({option}={getattr(self, option)!r}): expected True or False")
         if self.local_order not in LOCAL_ORDERS:
@@ -772,6 +779,8 @@ class DefaultSearch(ForestSearch):
             self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1, gp_candidates=self.gp_candidates)
             self._gp.start(self.context)
             self._gp.tell(self._here)
+        if self.gp_pending:
+            self._gp.hold([self._configs[i] for i in np.flatnonzero(self._pending())])
         self._gp.restrict(allowed)  # the untried configs only: what the others proposed too
         picks = self._gp.ask(turns)
         self._mark(picks)

@@ -109,7 +109,8 @@ class OptunaSearch(Strategy):
         # each parameter, and whether Optuna searches it as an exponent of 2 (an IntDistribution)
         self._exponents = [(name, type(distribution).__name__ == "IntDistribution")
                            for name, distribution in self._distributions.items()]
-        self._asked: dict[str, optuna.trial.Trial] = {}  # config id -> the Optuna trial waiting for its result
+        # config id -> the Optuna trial (or its number, for held configs) waiting for its result
+        self._asked: dict[str, optuna.trial.Trial | int] = {}
         self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()
         self._all_params: list[dict] | None = None  # Optuna's parameters of every config, when first needed
@@ -212,6 +213,25 @@ class OptunaSearch(Strategy):
             self._proposed[self.context.space.position(config)] = True
             batch.append(config)
         return batch
+
+    def hold(self, configs: Sequence[Config]) -> None:
+        """Have the sampler take ``configs`` (of the Space) as running until their trials are
+        told, and never propose them: configs a strategy that shares the tuning with this one has
+        in flight. Optuna's GP then scores its candidates by their improvement jointly with the
+        running ones (q-batch log expected improvement), as it does for its own pending configs,
+        instead of proposing where they already look. Configs this sampler drew or holds already
+        are skipped."""
+        from optuna.trial import TrialState, create_trial
+
+        for config in configs:
+            config_id = config_json(config)
+            if config_id in self._asked:
+                continue
+            position = self.context.space.position(config)  # a config not of the Space: ValueError, nothing held
+            self._study.add_trial(create_trial(params=self._optuna_params(config), distributions=self._distributions,
+                                               state=TrialState.RUNNING))
+            self._asked[config_id] = self._study.get_trials(deepcopy=False)[-1].number
+            self._proposed[position] = True
 
     def restrict(self, allowed: np.ndarray | None) -> None:
         """Until the next call, propose only the configs where ``allowed`` is true (a mask over
