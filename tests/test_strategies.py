@@ -515,6 +515,85 @@ class TestBeliever:
             drive(DefaultSearch(believer="yes"), toy_space(), evals=2)
 
 
+class TestGpPending:
+    """``OptunaSearch.hold`` and ``DefaultSearch(gp_pending=True)``: the GP takes the configs the
+    other proposers have pending as running trials of its study."""
+
+    @staticmethod
+    def running(search: OptunaSearch) -> list[dict]:
+        from optuna.trial import TrialState
+
+        return [t.params for t in search._study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+
+    def test_held_configs_run_in_the_study_until_told_and_are_never_proposed(self):
+        from tunekit.budget import Budget
+        from tunekit.strategy import SearchContext
+        from tunekit.testing.strategies import toy_trial
+
+        space = toy_space()
+        search = OptunaSearch(sampler="gp", n_startup_trials=2, warm_start=0)
+        search.start(SearchContext(space, Budget(evals=50), TOY_KEY, 0))
+        configs = space.configs()
+        search.tell([toy_trial(c) for c in configs[:4]])
+        held = configs[4:7]
+        search.hold(held)
+        search.hold(held[:1])  # held already: no second running trial
+        assert sorted(map(str, self.running(search))) == sorted(str(search._optuna_params(c)) for c in held)
+        proposed = search.ask(len(space) - 7)
+        assert proposed and not {config_json(c) for c in proposed} & {config_json(c) for c in held}
+        search.tell([toy_trial(held[0])])
+        trial = next(t for t in search._study.get_trials(deepcopy=False) if t.params == search._optuna_params(held[0]))
+        assert trial.value == pytest.approx(math.log(toy_trial(held[0]).time_ms))
+        assert len(self.running(search)) == 2 + len(proposed)  # the other two held, and the proposals
+
+    def test_a_config_not_of_the_space_is_refused_and_nothing_is_held(self):
+        import triton
+        from tunekit.budget import Budget
+        from tunekit.strategy import SearchContext
+
+        search = OptunaSearch(sampler="gp", warm_start=0)
+        search.start(SearchContext(toy_space(), Budget(evals=10), TOY_KEY, 0))
+        stranger = triton.Config({"BLOCK_M": 48, "BLOCK_N": 48}, num_warps=4, num_stages=2)
+        with pytest.raises(ValueError, match="not a config of the Space"):
+            search.hold([toy_space().configs()[0], stranger])
+        assert len(self.running(search)) == 1  # the first, held before the stranger was met
+
+    def test_every_gp_turn_in_flight_has_every_pending_config_running(self):
+        """8 in flight, GP share 0.5: at each GP turn after the start, the configs pending in the
+        search (the forest's, the neighbours', the random and the GP's own) are exactly the GP
+        study's running trials; without ``gp_pending`` only the GP's own are."""
+        for gp_pending in (True, False):
+            checks = []
+
+            class Recording(DefaultSearch):
+                def _gp_picks(self, turns):
+                    picks = super()._gp_picks(turns)
+                    if self._gp is not None:
+                        pending = sorted(str(self._gp._optuna_params(self._configs[i]))
+                                         for i in np.flatnonzero(self._pending()))
+                        running = sorted(map(str, TestGpPending.running(self._gp)))
+                        checks.append((pending, running))
+                    return picks
+
+            found = drive(Recording(initial=5, min_evals=10**6, gp_fraction=0.5, gp_pending=gp_pending),
+                          toy_space(), evals=40, batch=8)
+            assert len(found) == 40 and len(checks) >= 5
+            if gp_pending:
+                assert all(pending == running for pending, running in checks)
+            else:
+                assert all(len(running) < len(pending) for pending, running in checks)
+
+    def test_asked_one_config_at_a_time_it_changes_nothing(self):
+        for seed in (0, 1):
+            assert drive(DefaultSearch(initial=5, gp_fraction=0.5, gp_pending=True), toy_space(), evals=40,
+                         seed=seed, batch=1) == \
+                drive(DefaultSearch(initial=5, gp_fraction=0.5), toy_space(), evals=40, seed=seed, batch=1)
+
+    def test_a_gp_pending_that_is_not_a_bool_is_refused(self):
+        with pytest.raises(ValueError, match="gp_pending=1"):
+            drive(DefaultSearch(gp_pending=1), toy_space(), evals=2)
+
+
 @pytest.mark.parametrize("refit_trees", [None, 8])
 def test_predictions_kept_per_tree_propose_what_predicting_afresh_proposes(refit_trees):
     """A forest search keeps each tree's predictions over the Space between refits; a search that
