@@ -1,0 +1,72 @@
+"""Forest features beyond the Space's encoding and alignment, for screening with the protocol
+(``leave_family_out.py``; a design names ``"strategy": "feature_variants:SizeProductsDefault"``).
+
+``SizeProductsDefault`` is ``DefaultSearch`` whose forests (this key's, the prior's, the failure
+forest) also see, for each pair of meta-parameters whose values are positive integers (sizes;
+not Triton's compile options), the log2 of their product: a block's threads (``block_size_x x
+block_size_y``), a tile's area, a block's extent with its per-thread tile (``block_size_x x
+tile_size_x``). A tree that splits on each size alone needs several splits to single out a
+product. Proposed from the convolution spaces of Kernel Tuner's corpus, where the optimum and the
+configs within 2 % of it lie along a ridge of ``block_size_x`` at one ``block_size_y`` and one
+tile, and ``default`` misses it in 15 % of its runs. Pairwise products of the parameters were
+tried once before as features of ``default``'s forest, on the six spaces of
+``learned_search.py``'s ``SELECTION``, and not kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from tunekit.perfmodels import RandomForest
+from tunekit.perfmodels.base import KeyLike
+from tunekit.strategies.default import DefaultSearch
+
+from tunekit.config import COMPILE_OPTIONS
+from tunekit.space import Space
+
+__all__ = ["SizeProductsDefault", "SizeProductsForest", "size_columns"]
+
+
+def size_columns(space: Space) -> list[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+    """The encoding's columns of meta-parameters whose values are all positive integers (not
+    compile options, not booleans), each with its domain's encoded values, sorted, and their
+    values' log2 in the same order."""
+    columns = []
+    for column, (name, domain) in enumerate(space.domains.items()):
+        if name in COMPILE_OPTIONS or not domain:
+            continue
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in domain):
+            encoded = space.encode([{name: value} for value in domain])[:, column]
+            order = np.argsort(encoded)
+            columns.append((column, (encoded[order], np.log2(np.asarray(domain, dtype=np.float64))[order])))
+    return columns
+
+
+class SizeProductsForest(RandomForest):
+    """``RandomForest`` whose features end with the log2 of every pair of sizes' product
+    (``size_columns``); a value missing or outside a domain gives ``MISSING``'s -1."""
+
+    def features_of_encoded(self, encoded: np.ndarray, key: KeyLike | None) -> np.ndarray:
+        base = super().features_of_encoded(encoded, key)
+        columns = getattr(self, "_size_columns", None)
+        if columns is None:
+            columns = self._size_columns = size_columns(self.space)
+        logs = []
+        for column, (known, log2) in columns:
+            at = np.clip(np.searchsorted(known, encoded[:, column]), 0, len(known) - 1)
+            logs.append(np.where(known[at] == encoded[:, column], log2[at], math.nan))
+        pairs = [np.where(np.isnan(a + b), -1.0, a + b) for a, b in itertools.combinations(logs, 2)]
+        return np.hstack([base, np.column_stack(pairs)]) if pairs else base
+
+
+class SizeProductsDefault(DefaultSearch):
+    """``DefaultSearch`` whose forests are ``SizeProductsForest`` (module docstring)."""
+
+    name = "default-size-products"
+
+    def _new_model(self, max_features: float | None = None) -> RandomForest:
+        return SizeProductsForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
+                                  max_features=self.max_features if max_features is None else max_features,
+                                  alignment=self.alignment)
