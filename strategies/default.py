@@ -396,10 +396,8 @@ class DefaultSearch(ForestSearch):
             improvement jointly with them, as it does with its own pending picks. Without it the
             GP knows none of the forest's, the local or the random pending configs and may propose
             next to them. Asked for one config at a time nothing is pending and it changes nothing.
-            Off: with 18 in flight (20 seeds) 16 of 17 folds leaving a family out chose it, by a
-            selection score lead a fraction of what the seeds move, and held out it gained nothing
-            (95.8 % of runs within 2 %, 1.107 / 1.043 / 1.005 after 20 / 50 / 200 evaluations,
-            as what ships), at more CPU per GP turn (``experiments/results/gp-pending/``).
+            Off: with 18 in flight the protocol's folds chose it by less than the seeds move, and
+            held out it gained nothing (``experiments/results/gp-pending/``).
 
     The other arguments are ``ForestSearch``'s.
     """

@@ -109,8 +109,8 @@ class OptunaSearch(Strategy):
         # each parameter, and whether Optuna searches it as an exponent of 2 (an IntDistribution)
         self._exponents = [(name, type(distribution).__name__ == "IntDistribution")
                            for name, distribution in self._distributions.items()]
-        # config id -> the Optuna trial (or its number, for held configs) waiting for its result
-        self._asked: dict[str, optuna.trial.Trial | int] = {}
+        self._asked: dict[str, int] = {}  # config id -> the number of the Optuna trial waiting for its result
+        self._told: set[str] = set()  # config ids told
         self._slowest = -math.inf  # the slowest log time told so far
         self._configs = context.space.configs()
         self._all_params: list[dict] | None = None  # Optuna's parameters of every config, when first needed
@@ -199,7 +199,7 @@ class OptunaSearch(Strategy):
             if config is None or self._proposed[self.context.space.position(config)] or not self._permitted(config):
                 self._study.tell(trial, state=TrialState.FAIL)  # rejected or repeated: draw again, for free
                 continue
-            self._asked[config_json(config)] = trial
+            self._asked[config_json(config)] = trial.number
             return config
         # the sampler keeps proposing what the Space rejects or what was tried: go where it wanted
         return self._nearest_untried(params) if params else None
@@ -215,19 +215,21 @@ class OptunaSearch(Strategy):
         return batch
 
     def hold(self, configs: Sequence[Config]) -> None:
-        """Have the sampler take ``configs`` (of the Space) as running until their trials are
-        told, and never propose them: configs a strategy that shares the tuning with this one has
-        in flight. Optuna's GP then scores its candidates by their improvement jointly with the
-        running ones (q-batch log expected improvement), as it does for its own pending configs,
-        instead of proposing where they already look. Configs this sampler drew or holds already
-        are skipped."""
+        """Have the sampler take ``configs`` (of the Space) as running trials until they are told,
+        and never propose them: configs a strategy that shares the tuning with this one has in
+        flight. Optuna's GP takes running trials into its acquisition, as it does its own pending
+        proposals (a q-batch log expected improvement from Optuna 5, a constant liar at the best
+        value in 4.8), so it does not propose where they already look; TPE's constant liar takes
+        them as its worst value. Configs drawn, held or told already are skipped; each held config
+        must be told, as a proposed one must, or it stays running. A config not of the Space is a
+        ValueError, and then none of ``configs`` is held."""
         from optuna.trial import TrialState, create_trial
 
-        for config in configs:
-            config_id = config_json(config)
-            if config_id in self._asked:
-                continue
-            position = self.context.space.position(config)  # a config not of the Space: ValueError, nothing held
+        new = {config_json(config): config for config in configs}
+        new = {config_id: config for config_id, config in new.items()
+               if config_id not in self._asked and config_id not in self._told}
+        positions = [self.context.space.position(config) for config in new.values()]  # ValueError before any change
+        for (config_id, config), position in zip(new.items(), positions):
             self._study.add_trial(create_trial(params=self._optuna_params(config), distributions=self._distributions,
                                                state=TrialState.RUNNING))
             self._asked[config_id] = self._study.get_trials(deepcopy=False)[-1].number
@@ -258,6 +260,7 @@ class OptunaSearch(Strategy):
                 self._slowest = max(self._slowest, value)
             else:
                 value = self._slowest + math.log(2) if math.isfinite(self._slowest) else math.log(FAILURE_PENALTY)
+            self._told.add(trial.config_id)
             waiting = self._asked.pop(trial.config_id, None)
             if waiting is not None:
                 self._study.tell(waiting, value)

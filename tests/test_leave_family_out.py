@@ -441,7 +441,9 @@ def test_every_design_names_the_options_that_changed(protocol):
     ships in batches (on by default since the transfer screens' ``worst3``), and which names
     ``believer`` (on in its candidate alone; it acts only with configs pending), and
     ``designs-inflight.json``, what ships with configs in flight (and its two labels alone,
-    ``designs-inflight6.json`` and ``-inflight18.json``). The probes of ``designs-earned.json``,
+    ``designs-inflight6.json`` and ``-inflight18.json``; ``-inflight18-warm-cap.json`` and
+    ``-inflight18-gp-pending.json`` add a candidate to it; ``designs-size-products.json`` names every
+    option of what ships, asked one config at a time). The probes of ``designs-earned.json``,
     ``-early.json`` and ``-gp-early-earned.json`` are what ships with one option more. What ships
     is the last rounds' choices."""
     import json
@@ -469,7 +471,7 @@ def test_every_design_names_the_options_that_changed(protocol):
              **{f"designs-{probe}.json": {**steps, "alignment": True, "local_order": "forest"}
                 for probe in ("earned", "early", "gp-early-earned")}}
     in_flight = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json",
-                 "designs-inflight18-warm-cap.json")
+                 "designs-inflight18-warm-cap.json", "designs-inflight18-gp-pending.json", "designs-size-products.json")
     later.update({name: later["designs-inflight.json"] for name in in_flight})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
@@ -482,6 +484,9 @@ def test_every_design_names_the_options_that_changed(protocol):
               **{f"default-gp15-stalled50-c512-local-forest-believer-batch{size}": 0.15 for size in (4, 32)},
               "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15,
+              "default-gp15-stalled50-c512-local-forest-believer-inflight18-gp-pending": 0.15,
+              **{f"default-gp15-stalled50-c512-local-forest-believer{size_products}": 0.15
+                 for size_products in ("", "-size-products")},
               **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap{cap}": 0.15
                  for cap in ("3-until20", "6-until30")},
               **{f"default-gp15-stalled50-c512-local-forest-{probe}{share}": 0.15

@@ -517,7 +517,8 @@ class TestBeliever:
 
 class TestGpPending:
     """``OptunaSearch.hold`` and ``DefaultSearch(gp_pending=True)``: the GP takes the configs the
-    other proposers have pending as running trials of its study."""
+    other proposers have pending as running trials of its study, which Optuna's GP sampler scores
+    its candidates against (its documented handling of running trials)."""
 
     @staticmethod
     def running(search: OptunaSearch) -> list[dict]:
@@ -525,38 +526,55 @@ class TestGpPending:
 
         return [t.params for t in search._study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
 
-    def test_held_configs_run_in_the_study_until_told_and_are_never_proposed(self):
+    @staticmethod
+    def started(**options) -> OptunaSearch:
         from tunekit.budget import Budget
         from tunekit.strategy import SearchContext
+
+        search = OptunaSearch(sampler="gp", warm_start=0, **options)
+        search.start(SearchContext(toy_space(), Budget(evals=50), TOY_KEY, 0))
+        return search
+
+    def test_held_configs_run_in_the_study_until_told_and_are_never_proposed(self):
         from tunekit.testing.strategies import toy_trial
 
-        space = toy_space()
-        search = OptunaSearch(sampler="gp", n_startup_trials=2, warm_start=0)
-        search.start(SearchContext(space, Budget(evals=50), TOY_KEY, 0))
-        configs = space.configs()
+        search = self.started(n_startup_trials=2)
+        configs = toy_space().configs()
         search.tell([toy_trial(c) for c in configs[:4]])
         held = configs[4:7]
         search.hold(held)
         search.hold(held[:1])  # held already: no second running trial
         assert sorted(map(str, self.running(search))) == sorted(str(search._optuna_params(c)) for c in held)
-        proposed = search.ask(len(space) - 7)
+        proposed = search.ask(len(configs) - 7)
         assert proposed and not {config_json(c) for c in proposed} & {config_json(c) for c in held}
         search.tell([toy_trial(held[0])])
         trial = next(t for t in search._study.get_trials(deepcopy=False) if t.params == search._optuna_params(held[0]))
         assert trial.value == pytest.approx(math.log(toy_trial(held[0]).time_ms))
-        assert len(self.running(search)) == 2 + len(proposed)  # the other two held, and the proposals
+        assert sorted(map(str, self.running(search))) == sorted(str(search._optuna_params(c))
+                                                               for c in [*held[1:], *proposed])
+
+    def test_a_held_config_told_as_a_failure_completes_and_a_told_config_is_not_held_again(self):
+        from tunekit.testing.strategies import toy_trial
+        from tunekit.trial import Status, Trial
+
+        search = self.started()
+        configs = toy_space().configs()
+        search.tell([toy_trial(configs[0])])
+        search.hold(configs[1:3])
+        search.tell([Trial(configs[1], Status.RUNTIME_ERROR, error="injected")])
+        failed = next(t for t in search._study.get_trials(deepcopy=False) if t.params == search._optuna_params(configs[1]))
+        assert failed.value == pytest.approx(math.log(toy_trial(configs[0]).time_ms) + math.log(2))  # twice the slowest
+        search.hold(configs[:2])  # both told: neither runs again
+        assert self.running(search) == [search._optuna_params(configs[2])]
 
     def test_a_config_not_of_the_space_is_refused_and_nothing_is_held(self):
         import triton
-        from tunekit.budget import Budget
-        from tunekit.strategy import SearchContext
 
-        search = OptunaSearch(sampler="gp", warm_start=0)
-        search.start(SearchContext(toy_space(), Budget(evals=10), TOY_KEY, 0))
+        search = self.started()
         stranger = triton.Config({"BLOCK_M": 48, "BLOCK_N": 48}, num_warps=4, num_stages=2)
         with pytest.raises(ValueError, match="not a config of the Space"):
             search.hold([toy_space().configs()[0], stranger])
-        assert len(self.running(search)) == 1  # the first, held before the stranger was met
+        assert self.running(search) == [] and not search._proposed.any()
 
     def test_every_gp_turn_in_flight_has_every_pending_config_running(self):
         """8 in flight, GP share 0.5: at each GP turn after the start, the configs pending in the
@@ -583,7 +601,7 @@ class TestGpPending:
             else:
                 assert all(len(running) < len(pending) for pending, running in checks)
 
-    def test_asked_one_config_at_a_time_it_changes_nothing(self):
+    def test_asked_one_config_at_a_time_gp_pending_changes_nothing(self):
         for seed in (0, 1):
             assert drive(DefaultSearch(initial=5, gp_fraction=0.5, gp_pending=True), toy_space(), evals=40,
                          seed=seed, batch=1) == \
