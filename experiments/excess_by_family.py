@@ -30,21 +30,26 @@ def main() -> None:
     parser.add_argument("--corpus", default="experiments/corpus/v2.json")
     parser.add_argument("--label", required=True)
     args = parser.parse_args()
-    optimum, family = {}, {}
+    optimum, family, size = {}, {}, {}
     for entry, space in corpus.load(args.corpus, verify=False):
-        optimum[entry.name] = space.optimum_ms
-        family[entry.name] = entry.family
+        optimum[entry.name], family[entry.name], size[entry.name] = space.optimum_ms, entry.family, len(space)
     by_family: dict[str, list[tuple[float, bool]]] = collections.defaultdict(list)
+    nothing_ran = 0
     for run in read_runs(args.runs):
         if run["strategy"] != args.label or run["space"] not in optimum:
             continue
         times = [t for t in run["times_ms"] if t is not None and math.isfinite(t)]
-        ratio = min(times) / optimum[run["space"]] if times else math.inf
-        by_family[family[run["space"]]].append((ratio, len(run["times_ms"]) < run["budget"]))
+        if not times:
+            nothing_ran += 1
+            continue
+        # ended before the budget and before the space ran out: the search's early stop
+        stopped = len(run["times_ms"]) < min(run["budget"], size[run["space"]])
+        by_family[family[run["space"]]].append((min(times) / optimum[run["space"]], stopped))
     if not by_family:
         raise SystemExit(f"no runs of {args.label!r} on the corpus's spaces in {args.runs}")
     total = sum(math.log(ratio) for runs in by_family.values() for ratio, _ in runs)
-    print(f"{args.label}: {sum(map(len, by_family.values()))} runs; summed log(best / optimum) {total:.3f}")
+    print(f"{args.label}: {sum(map(len, by_family.values()))} runs; summed log(best / optimum) {total:.3f}"
+          + (f"; {nothing_ran} runs with no working config left out" if nothing_ran else ""))
     print("| family | runs | share of the log excess | geometric mean | over 2 % | of those, stopped early |")
     print("|---|---|---|---|---|---|")
     for name, runs in sorted(by_family.items(), key=lambda item: -sum(math.log(r) for r, _ in item[1])):

@@ -65,8 +65,4 @@ class SizeProductsDefault(DefaultSearch):
     """``DefaultSearch`` whose forests are ``SizeProductsForest`` (module docstring)."""
 
     name = "default-size-products"
-
-    def _new_model(self, max_features: float | None = None) -> RandomForest:
-        return SizeProductsForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
-                                  max_features=self.max_features if max_features is None else max_features,
-                                  alignment=self.alignment)
+    model_class = SizeProductsForest

@@ -47,6 +47,9 @@ class ForestSearch(Strategy):
     """
 
     name = "rf"
+    #: The model this search fits (a subclass of ``RandomForest`` taking its arguments, for
+    #: experiments with other features: ``experiments/feature_variants.py``).
+    model_class: type[RandomForest] = RandomForest
 
     def __init__(self, top_k: int | None = None, initial: int = 10, kappa: float = 1.0, candidates: int = 20000,
                  n_estimators: int = 32, refit_growth: float = 0.1, failure_threshold: float = 0.5,
@@ -131,11 +134,11 @@ class ForestSearch(Strategy):
         return not self._learned_elsewhere and len(self._here) < self.initial
 
     def _new_model(self, max_features: float | None = None) -> RandomForest:
-        """An unfitted model with a random state drawn from this tuning's generator; its splits
-        consider ``max_features`` (this search's own when None)."""
-        return RandomForest(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
-                            max_features=self.max_features if max_features is None else max_features,
-                            alignment=self.alignment)
+        """An unfitted ``model_class`` with a random state drawn from this tuning's generator; its
+        splits consider ``max_features`` (this search's own when None)."""
+        return self.model_class(self.context.space, self.n_estimators, random_state=int(self.rng.integers(2**31)),
+                                max_features=self.max_features if max_features is None else max_features,
+                                alignment=self.alignment)
 
     def _fit(self) -> None:
         key = self.context.key

@@ -220,9 +220,11 @@ class OptunaSearch(Strategy):
         flight. Optuna's GP takes running trials into its acquisition, as it does its own pending
         proposals (a q-batch log expected improvement from Optuna 5, a constant liar at the best
         value in 4.8), so it does not propose where they already look; TPE's constant liar takes
-        them as its worst value. Configs drawn, held or told already are skipped; each held config
-        must be told, as a proposed one must, or it stays running. A config not of the Space is a
-        ValueError, and then none of ``configs`` is held."""
+        them as its worst value. Configs running in the study already (drawn by the sampler, or
+        held) or told are skipped; a config ``ask`` took as the nearest to a rejected draw is not
+        a trial of the study, and is held. Each held config must be told, as a proposed one must,
+        or it stays running. A config not of the Space is a ValueError, and then none of
+        ``configs`` is held."""
         from optuna.trial import TrialState, create_trial
 
         new = {config_json(config): config for config in configs}
@@ -261,6 +263,9 @@ class OptunaSearch(Strategy):
             else:
                 value = self._slowest + math.log(2) if math.isfinite(self._slowest) else math.log(FAILURE_PENALTY)
             self._told.add(trial.config_id)
+            index = self.context.space.index(trial.config)
+            if index is not None:  # told without being proposed here (another proposer's): not to be proposed
+                self._proposed[index] = True
             waiting = self._asked.pop(trial.config_id, None)
             if waiting is not None:
                 self._study.tell(waiting, value)

@@ -442,8 +442,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``believer`` (on in its candidate alone; it acts only with configs pending), and
     ``designs-inflight.json``, what ships with configs in flight (and its two labels alone,
     ``designs-inflight6.json`` and ``-inflight18.json``; ``-inflight18-warm-cap.json`` and
-    ``-inflight18-gp-pending.json`` add a candidate to it; ``designs-size-products.json`` names every
-    option of what ships, asked one config at a time). The probes of ``designs-earned.json``,
+    ``-inflight18-gp-pending.json`` add a candidate to it; ``designs-size-products.json`` holds what
+    ships with the same options named, asked one config at a time). The probes of ``designs-earned.json``,
     ``-early.json`` and ``-gp-early-earned.json`` are what ships with one option more. What ships
     is the last rounds' choices."""
     import json
@@ -470,9 +470,11 @@ def test_every_design_names_the_options_that_changed(protocol):
                                        "warm_robust": True, "believer": True},
              **{f"designs-{probe}.json": {**steps, "alignment": True, "local_order": "forest"}
                 for probe in ("earned", "early", "gp-early-earned")}}
-    in_flight = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json",
-                 "designs-inflight18-warm-cap.json", "designs-inflight18-gp-pending.json", "designs-size-products.json")
-    later.update({name: later["designs-inflight.json"] for name in in_flight})
+    # what ships with the believer named (it acts only with configs pending; the last file asks one at a time)
+    believer_named = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json",
+                      "designs-inflight18-warm-cap.json", "designs-inflight18-gp-pending.json",
+                      "designs-size-products.json")
+    later.update({name: later["designs-inflight.json"] for name in believer_named})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
               "default-gp15-stalled50-c256": 0.15, "default-gp15-c512": 0.15,
@@ -512,7 +514,7 @@ def test_every_design_names_the_options_that_changed(protocol):
                 assert "stalled_gp_fraction" in design["options"], (path.name, label)
                 assert "warm_interleaved" in design["options"], (path.name, label)
                 # off in every round before the batches' (what ships since the transfer screens)
-                assert design["options"].get("warm_robust") is (path.name in ("designs-batch.json", *in_flight)), \
+                assert design["options"].get("warm_robust") is (path.name in ("designs-batch.json", *believer_named)), \
                     (path.name, label)
                 # "forest" in the local-order round's candidate and what follows it (the default since that round)
                 assert design["options"].get("local_order") == ("forest" if "-local-forest" in label

@@ -547,6 +547,9 @@ class TestGpPending:
         assert sorted(map(str, self.running(search))) == sorted(str(search._optuna_params(c)) for c in held)
         proposed = search.ask(len(configs) - 7)
         assert proposed and not {config_json(c) for c in proposed} & {config_json(c) for c in held}
+        running = sorted(map(str, self.running(search)))
+        search.hold(proposed[:2])  # the sampler's own pending draws: running already
+        assert sorted(map(str, self.running(search))) == running
         search.tell([toy_trial(held[0])])
         trial = next(t for t in search._study.get_trials(deepcopy=False) if t.params == search._optuna_params(held[0]))
         assert trial.value == pytest.approx(math.log(toy_trial(held[0]).time_ms))
@@ -566,6 +569,17 @@ class TestGpPending:
         assert failed.value == pytest.approx(math.log(toy_trial(configs[0]).time_ms) + math.log(2))  # twice the slowest
         search.hold(configs[:2])  # both told: neither runs again
         assert self.running(search) == [search._optuna_params(configs[2])]
+
+    def test_a_config_told_without_being_proposed_is_never_proposed(self):
+        """A config another proposer measured, told to the sampler, is not proposed again."""
+        from tunekit.testing.strategies import toy_trial
+
+        search = self.started(n_startup_trials=2)
+        configs = toy_space().configs()
+        search.tell([toy_trial(c) for c in configs[:6]])  # none of them drawn by the sampler
+        proposed = search.ask(len(configs))
+        assert len(proposed) == len(configs) - 6
+        assert not {config_json(c) for c in proposed} & {config_json(c) for c in configs[:6]}
 
     def test_a_config_not_of_the_space_is_refused_and_nothing_is_held(self):
         import triton
