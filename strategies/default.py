@@ -392,10 +392,10 @@ class DefaultSearch(ForestSearch):
         early_gp_until: evaluations of the tuning before which ``early_gp_fraction`` applies.
         gp_pending: at each of its turns the GP also takes the configs the other proposers have
             pending (in flight, or asked earlier in this ask) as running trials
-            (``OptunaSearch.hold``), and scores its candidates by Optuna's q-batch expected
-            improvement jointly with them, as it does with its own pending picks. Without it the
-            GP knows none of the forest's, the local or the random pending configs and may propose
-            next to them. Asked for one config at a time nothing is pending and it changes nothing.
+            (``OptunaSearch.hold``), which Optuna's GP scores its candidates against, as it does
+            its own pending picks. Without it the GP knows none of the forest's, the local or the
+            random pending configs and may propose next to them. Asked for one config at a time
+            nothing is pending and it changes nothing.
             Off: with 18 in flight the protocol's folds chose it by less than the seeds move, and
             held out it gained nothing (``experiments/results/gp-pending/``).
 

@@ -218,8 +218,8 @@ class OptunaSearch(Strategy):
         """Have the sampler take ``configs`` (of the Space) as running trials until they are told,
         and never propose them: configs a strategy that shares the tuning with this one has in
         flight. Optuna's GP takes running trials into its acquisition, as it does its own pending
-        proposals (a q-batch log expected improvement from Optuna 5, a constant liar at the best
-        value in 4.8), so it does not propose where they already look; TPE's constant liar takes
+        proposals (in Optuna 5.0 and 5.1 a q-batch log expected improvement, in 4.8 a constant liar
+        at the best value), so it does not propose where they already look; TPE's constant liar takes
         them as its worst value. Configs running in the study already (drawn by the sampler, or
         held) or told are skipped; a config ``ask`` took as the nearest to a rejected draw is not
         a trial of the study, and is held. Each held config must be told, as a proposed one must,
