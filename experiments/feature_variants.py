@@ -26,16 +26,17 @@ from tunekit.strategies.default import DefaultSearch
 from tunekit.config import COMPILE_OPTIONS
 from tunekit.space import Space
 
-__all__ = ["SizeProductsDefault", "SizeProductsForest", "size_columns"]
+__all__ = ["SizeProductsDefault", "SizeProductsForest", "VaryingSizeProductsDefault", "VaryingSizeProductsForest",
+           "size_columns"]
 
 
-def size_columns(space: Space) -> list[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+def size_columns(space: Space, least_values: int = 1) -> list[tuple[int, tuple[np.ndarray, np.ndarray]]]:
     """The encoding's columns of meta-parameters whose values are all positive integers (not
-    compile options, not booleans), each with its domain's encoded values, sorted, and their
-    values' log2 in the same order."""
+    compile options, not booleans) and number ``least_values`` or more, each with its domain's
+    encoded values, sorted, and their values' log2 in the same order."""
     columns = []
     for column, (name, domain) in enumerate(space.domains.items()):
-        if name in COMPILE_OPTIONS or not domain:
+        if name in COMPILE_OPTIONS or len(domain) < max(1, least_values):
             continue
         if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in domain):
             encoded = space.encode([{name: value} for value in domain])[:, column]
@@ -48,11 +49,14 @@ class SizeProductsForest(RandomForest):
     """``RandomForest`` whose features end with the log2 of every pair of sizes' product
     (``size_columns``); a value missing or outside a domain gives ``MISSING``'s -1."""
 
+    #: ``size_columns``' ``least_values``: 1 takes domains of one value too (the form replayed first)
+    least_values = 1
+
     def features_of_encoded(self, encoded: np.ndarray, key: KeyLike | None) -> np.ndarray:
         base = super().features_of_encoded(encoded, key)
         columns = getattr(self, "_size_columns", None)
         if columns is None:
-            columns = self._size_columns = size_columns(self.space)
+            columns = self._size_columns = size_columns(self.space, self.least_values)
         logs = []
         for column, (known, log2) in columns:
             at = np.clip(np.searchsorted(known, encoded[:, column]), 0, len(known) - 1)
@@ -66,3 +70,17 @@ class SizeProductsDefault(DefaultSearch):
 
     name = "default-size-products"
     model_class = SizeProductsForest
+
+
+class VaryingSizeProductsForest(SizeProductsForest):
+    """``SizeProductsForest`` over the sizes whose domains hold two values or more: no shifted
+    copy of one size's log (a product with a one-value domain), no constant."""
+
+    least_values = 2
+
+
+class VaryingSizeProductsDefault(DefaultSearch):
+    """``DefaultSearch`` whose forests are ``VaryingSizeProductsForest``."""
+
+    name = "default-varying-size-products"
+    model_class = VaryingSizeProductsForest
