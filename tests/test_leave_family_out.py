@@ -975,3 +975,36 @@ def test_transfer_from_protocol_relabels_the_protocols_runs_as_transfer_cv_reads
     with pytest.raises(SystemExit, match="'cap \\+ store' lacks 1 of the 4 tunings"):
         module.main()
     assert not (tmp_path / "out2").exists() and not (tmp_path / "out3").exists()
+
+
+def test_size_products_add_the_log2_of_each_pair_of_sizes_product_to_every_forest(experiment):
+    """``feature_variants``: on a Space of three sizes (one a single value) and a compile option,
+    ``SizeProductsForest`` adds the three pairs' log2 products (a missing value: -1) and the
+    ``Varying`` form the one pair of the two sizes that vary; ``SizeProductsDefault``'s forests,
+    the refreshed ones too, are of that class, and its tuning runs."""
+    from tunekit.perfmodels import RandomForest
+    from tunekit.space import Space
+    from tunekit.testing.strategies import drive, toy_space
+
+    variants = experiment("feature_variants")
+    space = Space(BLOCK_M=[16, 32, 64], BLOCK_N=[48, 64], ONE=[8], num_warps=[2, 4])
+    encoded = space.encode([{"BLOCK_M": 32, "BLOCK_N": 48, "ONE": 8, "num_warps": 4},
+                            {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 2}])
+    base = RandomForest(space).features_of_encoded(encoded, None)
+    added = variants.SizeProductsForest(space).features_of_encoded(encoded, None)[:, base.shape[1]:]
+    log2 = np.log2
+    assert added[0].tolist() == pytest.approx([log2(32 * 48), log2(32 * 8), log2(48 * 8)])
+    assert added[1].tolist() == pytest.approx([log2(16 * 64), -1.0, -1.0])  # ONE missing
+    varying = variants.VaryingSizeProductsForest(space).features_of_encoded(encoded, None)[:, base.shape[1]:]
+    assert varying[:, 0].tolist() == pytest.approx([log2(32 * 48), log2(16 * 64)]) and varying.shape == (2, 1)
+
+    fitted = []
+
+    class Watched(variants.SizeProductsDefault):
+        def _fit(self):
+            super()._fit()
+            fitted.append(type(self._model))
+
+    found = drive(Watched(initial=5, min_evals=10**6, refit_trees_after=8), toy_space(), evals=14, batch=1)
+    assert len(found) == 14 and len(fitted) >= 5
+    assert set(fitted) == {variants.SizeProductsForest}
