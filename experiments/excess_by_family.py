@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus  # noqa: E402
-from learned_search import read_runs  # noqa: E402
+from learned_search import geomean, read_runs  # noqa: E402
 
 WITHIN = 1.02  # the protocol's "within 2 %"
 
@@ -55,7 +55,7 @@ def main() -> None:
     for name, runs in sorted(by_family.items(), key=lambda item: -sum(math.log(r) for r, _ in item[1])):
         excess = sum(math.log(ratio) for ratio, _ in runs)
         over = [stopped for ratio, stopped in runs if ratio > WITHIN]
-        print(f"| {name} | {len(runs)} | {excess / total if total else 0:.2f} | {math.exp(excess / len(runs)):.4f} "
+        print(f"| {name} | {len(runs)} | {excess / total if total else 0:.2f} | {geomean(r for r, _ in runs):.4f} "
               f"| {len(over)} | {sum(over)} |")
 
 

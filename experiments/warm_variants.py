@@ -80,9 +80,7 @@ class WarmVariantsDefault(DefaultSearch):
         if self.robust_by not in ROBUST_ORDERS:
             raise ValueError(f"WarmVariantsDefault(robust_by={self.robust_by!r}): expected one of "
                              f"{', '.join(map(repr, ROBUST_ORDERS))}")
-        if isinstance(self.warm_agreeing, bool) or not isinstance(self.warm_agreeing, int) or self.warm_agreeing < 0:
-            raise ValueError(f"WarmVariantsDefault(warm_agreeing={self.warm_agreeing!r}): expected an int, 0 or more")
-        for option in ("warm_local", "warm_in_flight", "warm_in_flight_until"):
+        for option in ("warm_agreeing", "warm_local", "warm_in_flight", "warm_in_flight_until"):
             value = getattr(self, option)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"WarmVariantsDefault({option}={value!r}): expected an int, 0 or more")
