@@ -50,6 +50,21 @@ def test_canonical_positions_send_every_copy_of_a_repeated_config_to_one_positio
     assert Space.from_configs(configs).canonical_positions().tolist() == [0, 1, 2, 3]
 
 
+def test_config_json_is_the_stores_canonical_text():
+    """The store keys trials by this text: sorted keys, JSON's own spelling of booleans, None, NaN
+    and non-ASCII, and ``str`` of what JSON cannot hold (a dtype), as ``json.dumps(sort_keys=True,
+    default=str)`` writes them."""
+    import torch
+
+    from tunekit.config import config_json
+
+    config = Config({"BLOCK": 64, "DTYPE": torch.float16, "EVEN": True, "SCALE": 0.5, "NAME": "\u00e9"},
+                    num_warps=4, num_stages=2)
+    assert config_json(config) == ('{"BLOCK": 64, "DTYPE": "torch.float16", "EVEN": true, "NAME": "\\u00e9", '
+                                   '"SCALE": 0.5, "num_ctas": 1, "num_stages": 2, "num_warps": 4}')
+    assert config_json({"b": None, "a": float("nan")}) == '{"a": NaN, "b": null}'
+
+
 def test_sampling_is_without_replacement_and_reproducible():
     space = Space(A=list(range(10)), B=[1, 2, 3])
     first = space.sample(30, np.random.default_rng(7))

@@ -38,10 +38,15 @@ def config_from_dict(params: Mapping[str, Any], pre_hook: Callable[..., Any] | N
     return Config(kwargs, pre_hook=pre_hook, **options)
 
 
+#: ``json.dumps(..., sort_keys=True, default=str)``'s encoder, made once: ``dumps`` makes one per
+#: call, a sixth of the time a Space of 17,956 configs takes to index them.
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def config_json(config: Config | Mapping[str, Any]) -> str:
     """The canonical text of a config: sorted-key JSON of its flat form (pre_hook not included)."""
     flat = config_to_dict(config) if isinstance(config, Config) else dict(config)
-    return json.dumps(flat, sort_keys=True, default=str)
+    return _CANONICAL_JSON.encode(flat)
 
 
 def config_source(config: Config) -> str:

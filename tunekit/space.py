@@ -124,7 +124,10 @@ class Space:
     def _enumerate(self) -> list[Config]:
         if self._explicit is not None:
             candidates: Iterable[Config] = self._explicit
-            valid = [c for c in candidates if self.satisfies(config_to_dict(c))]
+            if self.constraints:
+                valid = [c for c in candidates if self.satisfies(config_to_dict(c))]
+            else:
+                valid = list(candidates)
         else:
             names = list(self.domains)
             valid = []
@@ -223,10 +226,14 @@ class Space:
         looked up from them, value by value."""
         if False not in self._value_positions:
             # a domain's values are hashable (Space refuses others) and distinct
-            lookups = [{value: i for i, value in enumerate(domain)} for domain in self.domains.values()]
-            names = list(self.domains)
-            in_domains = np.array([[lookup.get(params.get(name), -1) for name, lookup in zip(names, lookups)]
-                                   for params in map(config_to_dict, self.configs())], dtype=int)
+            lookups = [(name, {value: i for i, value in enumerate(domain)}) for name, domain in self.domains.items()]
+            configs = self.configs()
+            # one flat pass, no list per config: at 17,956 configs those lists were most of the
+            # cost, through the garbage collections they set off
+            flat = (lookup.get(params.get(name), -1)
+                    for params in map(config_to_dict, configs) for name, lookup in lookups)
+            in_domains = np.fromiter(flat, dtype=int, count=len(configs) * len(lookups))
+            in_domains = in_domains.reshape(len(configs), len(lookups))
             in_domains.setflags(write=False)
             self._value_positions[False] = in_domains
         if ordered and True not in self._value_positions:
