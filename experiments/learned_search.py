@@ -221,9 +221,15 @@ class Table:
                 for r in self.runs[space, strategy]]
 
     def ratio_after(self, space: str, strategy: str, evaluations: int) -> list[float]:
-        stats = self.stats[space]
-        return [float(self.best(r)[min(evaluations, len(r.times_ms)) - 1]) / stats.optimum if len(r.times_ms)
-                else stats.worst / stats.optimum for r in self.runs[space, strategy]]
+        return [self.run_ratio_after(r, evaluations) for r in self.runs[space, strategy]]
+
+    def run_ratio_after(self, run: Run, evaluations: int) -> float:
+        """One run's best / optimum after ``evaluations`` (its last where it made fewer; the
+        space's worst where it made none)."""
+        stats = self.stats[run.space]
+        if not len(run.times_ms):
+            return stats.worst / stats.optimum
+        return float(self.best(run)[min(evaluations, len(run.times_ms)) - 1]) / stats.optimum
 
     def score(self, space: str, strategy: str, seconds: bool = False) -> float:
         """``tunekit.metrics``' score, within the budget only (a run is never scored where it did

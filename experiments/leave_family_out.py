@@ -12,7 +12,10 @@ replayed on every space of the corpus with the same seeds and budget; each tunin
 Then, for each family F of the corpus, the design with the best selection score on the other
 families is chosen, and its runs on F are F's held-out runs: no design choice ever sees the
 family it is judged on. The selection score is the mean over spaces of log(best / optimum)
-averaged at 20, 50 and 200 evaluations (lower is better). ``OUT/report.md`` gives:
+averaged at 20, 50 and 200 evaluations (lower is better). With ``--incumbent LABEL`` (what ships
+now), another design is chosen only where its lead over LABEL is more than the seeds move it: the
+95 % interval of the difference, over a paired bootstrap of the seeds, lies below 0. Without it,
+any lead, however small, wins. ``OUT/report.md`` gives:
 
 * the held-out figures over every family together and per family: runs within 2 % of the optimum
   in the budget, geometric mean of best / optimum after 20, 50 and 200 evaluations, beside the
@@ -39,6 +42,9 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
@@ -264,17 +270,82 @@ def affordable(ms_per_config: dict[str, float], designs: Sequence[str], limit: f
     return within or list(designs)
 
 
-def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequence[str]) -> dict[str, str]:
-    """family -> the design chosen on every other family."""
+#: Bootstrap replicates over the seeds when a design's lead over the incumbent is judged.
+LEAD_REPLICATES = 2000
+
+
+class Choice(NamedTuple):
+    """The design a fold (or the whole corpus) chose, and, where an incumbent was named and another
+    design scored better, that design's lead: its selection score minus the incumbent's and the
+    95 % interval of that difference over the seeds (negative: ahead)."""
+
+    label: str
+    leader: str | None = None
+    lead: tuple[float, float, float] | None = None
+
+    def note(self) -> str:
+        """The lead in words ('' where there was none to judge)."""
+        if self.leader is None or self.lead is None:
+            return ""
+        difference, low, high = self.lead
+        figures = f"{difference:+.4f} ({low:+.4f} to {high:+.4f})"
+        if self.label == self.leader:
+            return f"led the incumbent by {figures}, beyond the seeds"
+        return f"kept: {self.leader} led by {figures}, within what the seeds move"
+
+
+def lead(table: Table, challenger: str, incumbent: str, spaces: Sequence[str],
+         replicates: int = LEAD_REPLICATES) -> tuple[float, float, float]:
+    """``challenger``'s selection score minus ``incumbent``'s on ``spaces`` (negative: a lead) and
+    the 95 % percentile interval of that difference over a paired bootstrap of the seeds both ran
+    on every one of them: each replicate draws the seeds with replacement and takes both labels'
+    runs of those seeds on every space. With fewer than two such seeds the interval is unbounded."""
+    observed = selection_score(table, challenger, spaces) - selection_score(table, incumbent, spaces)
+    by_seed = {label: [{run.seed: run for run in table.runs[space, label]} for space in spaces]
+               for label in (challenger, incumbent)}
+    seeds = sorted(set.intersection(*(set(runs) for label in by_seed for runs in by_seed[label])))
+    if len(seeds) < 2:
+        return observed, -math.inf, math.inf
+    points = checkpoints(table)
+
+    def logs(label: str) -> np.ndarray:
+        """spaces x seeds: each run's log best / optimum, the mean over the checkpoints."""
+        return np.array([[statistics.fmean(math.log(table.run_ratio_after(runs[seed], n)) for n in points)
+                          for seed in seeds] for runs in by_seed[label]])
+
+    differences = logs(challenger) - logs(incumbent)
+    drawn = np.random.default_rng(0).integers(0, len(seeds), size=(replicates, len(seeds)))
+    replicated = differences[:, drawn].mean(axis=(0, 2))  # spaces x replicates x seeds -> replicates
+    low, high = np.percentile(replicated, [2.5, 97.5])
+    return observed, float(low), float(high)
+
+
+def choose(table: Table, designs: Sequence[str], spaces: Sequence[str], incumbent: str | None = None
+           ) -> Choice:
+    """The design of the best selection score on ``spaces``; with an ``incumbent`` among
+    ``designs`` (and runs on every space), that one unless the best's lead over it is more than the
+    seeds move it (``lead``'s interval below 0): a lead within the seeds is a tie, and a tie keeps
+    what ships."""
+    best = min(designs, key=lambda label: selection_score(table, label, spaces))
+    if (incumbent is None or incumbent not in designs or best == incumbent
+            or not math.isfinite(selection_score(table, incumbent, spaces))):
+        return Choice(best)
+    found = lead(table, best, incumbent, spaces)
+    return Choice(best if found[2] < 0 else incumbent, best, found)
+
+
+def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequence[str],
+                   incumbent: str | None = None) -> dict[str, Choice]:
+    """family -> the design chosen on every other family (``choose``)."""
     chosen = {}
     for family in families:
         training = [s for other, spaces in families.items() if other != family for s in spaces]
-        chosen[family] = min(designs, key=lambda label: selection_score(table, label, training))
+        chosen[family] = choose(table, designs, training, incumbent)
     return chosen
 
 
 def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequence[str], budget: int,
-           seeds: int) -> str:
+           seeds: int, incumbent: str | None = None) -> str:
     spaces = _spaces(str(manifest))
     entries = {entry.name: entry for entry in corpus.entries(manifest)}
     runs = [as_run(r) for r in read_runs(out / "runs.jsonl.gz")]
@@ -295,7 +366,8 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
              if timing and timing["space"] == largest else {})
     judged_alone = bool(alone) and all(label in alone for label in designs)  # one measure for every design
     candidates = affordable(alone if judged_alone else in_parallel, designs)
-    chosen = cross_validate(table, families, candidates)
+    choices = cross_validate(table, families, candidates, incumbent)
+    chosen = {family: choice.label for family, choice in choices.items()}
     held_out = [(family, name) for family, names in families.items() for name in names]
     # the held-out table: each family's runs of the design chosen without it
     held = Table([r for r in runs for family, name in held_out if r.space == name and r.strategy == chosen[family]],
@@ -340,15 +412,22 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
               f"mean over spaces; over seconds on the {len(timed)} spaces whose recorded costs are real.",
               "", "## Per family, held out", ""]
     for family, names in sorted(families.items()):
-        lines += [f"### {family} ({len(names)} spaces; chosen without it: {chosen[family]})", ""]
+        note = choices[family].note()
+        lines += [f"### {family} ({len(names)} spaces; chosen without it: {chosen[family]}"
+                  + (f"; {note}" if note else "") + ")", ""]
         # every design too, where there is a choice: what the fold chose against, family by family
         lines += markdown(header, [row("held-out design", figures(held, "held-out", names, timed), points)]
                           + [row(label, figures(table, label, names, timed), points)
                              for label in [*baselines, *(designs if len(designs) > 1 else ())]])
         lines.append("")
     lines += transfer_rows(table, spaces)
-    whole = min(candidates, key=lambda label: selection_score(table, label, everything))
-    lines += [f"Chosen on the whole corpus (what ships): {whole}.", ""]
+    whole = choose(table, candidates, everything, incumbent)
+    if incumbent is not None:
+        lines += [f"Incumbent: {incumbent}. Another design is chosen only where its lead over it is more "
+                  f"than the seeds move it ({LEAD_REPLICATES} replicates of a paired bootstrap over the "
+                  "seeds; 95 % interval of the selection score's difference below 0).", ""]
+    note = whole.note()
+    lines += [f"Chosen on the whole corpus (what ships): {whole.label}{f' ({note})' if note else ''}.", ""]
     where_alone = f" (on {', '.join(filter(None, (timing['machine'], timing['processor'])))})" if alone else ""
     lines += [f"## Strategy CPU time per proposed config on {largest} ({len(spaces[largest])} configs)", "",
               "The median over tunings of the CPU time per proposed config: alone, one tuning at a time in one "
@@ -412,9 +491,14 @@ def main() -> None:
     parser.add_argument("--replay-only", action="store_true", help="replay, and leave the report for later")
     parser.add_argument("--time-alone", type=int, default=0, metavar="SEEDS",
                         help="first time each tunekit strategy alone on the largest space, SEEDS tunings each")
+    parser.add_argument("--incumbent", metavar="LABEL",
+                        help="the design that ships now: another is chosen only where it leads it by more "
+                             "than the seeds move the lead")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     designs = json.loads(args.designs.read_text())
+    if args.incumbent is not None and args.incumbent not in designs:
+        parser.error(f"--incumbent {args.incumbent!r}: not a design of {args.designs} ({', '.join(designs)})")
     if args.no_baselines and args.baseline:
         parser.error("--no-baselines with --baseline: name baselines or none")
     baselines = [] if args.no_baselines else args.baseline or list(BASELINES)
@@ -445,7 +529,7 @@ def main() -> None:
                    args.stop_after, args.transfer, args.only, args.family, batch_of=batch_of)
     if args.replay_only:
         return
-    text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds)
+    text = report(args.corpus, args.out, list(designs), baselines, args.budget, args.seeds, args.incumbent)
     (args.out / "report.md").write_text(text)
     print(text)
 

@@ -9,7 +9,8 @@
 # ONLY="LABEL ..." replays those labels' runs alone (labels without spaces: not "LABEL + store");
 # FAMILIES="FAMILY ..." those families' spaces alone (with REPORT=0: a report needs every space's runs).
 # BASELINES="NAME ..." the baselines replayed beside the designs (unset: random rf lfbo; empty or
-# only white space: none).
+# only white space: none). INCUMBENT=LABEL: the design that ships now, which the report's choices
+# keep unless another leads it by more than the seeds move the lead.
 set -uo pipefail
 if [ -n "${FAMILIES:-}" ] && [ "${REPORT:-1}" = 1 ]; then
     echo "FAMILIES=$FAMILIES needs REPORT=0: a report needs every space's runs" >&2; exit 2
@@ -29,12 +30,13 @@ baselines() {
 transfers() { for t in ${TRANSFER:-}; do printf -- '--transfer %s ' "$t"; done; }   # TRANSFER="LABEL ...": with the store too
 only() { for l in ${ONLY:-}; do printf -- '--only %s ' "$l"; done; }
 families() { for f in ${FAMILIES:-}; do printf -- '--family %s ' "$f"; done; }
+incumbent() { [ -n "${INCUMBENT:-}" ] && printf -- '--incumbent %s ' "$INCUMBENT"; }
 timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
-    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) $(only) $(families) --seeds "${SEEDS:-5}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) $(only) $(families) $(incumbent) --seeds "${SEEDS:-5}" \
     --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --time-alone "${TIME_ALONE:-0}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1
 echo "exit $?"
 tail -n 5 "$OUT/protocol.log"
 [ "${REPORT:-1}" = 1 ] || exit 0   # REPORT=0: the report is made where the runs are fetched to (it takes minutes)
 python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
-    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) --seeds "${SEEDS:-5}" \
+    --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) $(incumbent) --seeds "${SEEDS:-5}" \
     --out "$OUT/protocol" --report-only > /dev/null && head -n 30 "$OUT/protocol/report.md"

@@ -85,11 +85,77 @@ def test_each_family_is_judged_by_the_design_chosen_on_the_others(protocol, tmp_
     runs = [run(space, design, seed, good if (design == "near") == (space != "b1") else bad)
             for space in ("a1", "a2", "b1") for design in ("near", "far") for seed in range(3)]
     table = Table(runs, {name: stats_of(tmp_path, name) for name in ("a1", "a2", "b1")}, budget=20)
-    chosen = protocol.cross_validate(table, families, ["near", "far"])
+    choices = protocol.cross_validate(table, families, ["near", "far"])
+    chosen = {family: choice.label for family, choice in choices.items()}
     assert chosen == {"A": "far", "B": "near"}  # never the design that did well on the family itself
     assert protocol.selection_score(table, "near", ["a1", "a2"]) == 0.0  # log(1 / 1) at every checkpoint
     found = protocol.figures(table, "near", ["a1", "a2", "b1"])
     assert (found["reached"], found["runs"]) == (6, 9)
+
+
+def test_an_incumbent_is_kept_unless_the_lead_over_it_is_more_than_the_seeds_move(protocol, tmp_path):
+    """``steady`` is 2x the optimum in every seed. ``clear`` finds the optimum in every seed: its
+    lead is the same in each, and it is chosen. ``lucky`` finds it in 6 of 10 seeds and is 4x in the
+    others: its mean is ahead (log 4 x 0.4 < log 2), but a seed's difference is +-log 2, and the
+    bootstrap's interval includes 0: the incumbent is kept, and chosen without one."""
+    from learned_search import Table
+
+    spaces = ["s1", "s2"]
+    runs = [run(space, "steady", seed, [2.0]) for space in spaces for seed in range(10)]
+    runs += [run(space, "clear", seed, [1.0]) for space in spaces for seed in range(10)]
+    runs += [run(space, "lucky", seed, [1.0] if seed < 6 else [4.0])
+             for space in spaces for seed in range(10)]
+    table = Table(runs, {name: stats_of(tmp_path, name) for name in spaces}, budget=20)
+
+    clear = protocol.choose(table, ["steady", "clear"], spaces, incumbent="steady")
+    assert clear.label == "clear" and clear.leader == "clear"
+    assert clear.lead == pytest.approx((-np.log(2), -np.log(2), -np.log(2)))
+    assert "beyond the seeds" in clear.note()
+
+    lucky = protocol.choose(table, ["steady", "lucky"], spaces, incumbent="steady")
+    difference, low, high = lucky.lead
+    assert lucky.label == "steady" and lucky.leader == "lucky"
+    assert difference == pytest.approx(0.4 * np.log(4) - np.log(2)) and low < difference < 0 < high
+    assert "kept: lucky led by" in lucky.note()
+    assert protocol.choose(table, ["steady", "lucky"], spaces).label == "lucky"  # no incumbent: any lead wins
+    assert protocol.choose(table, ["steady", "lucky"], spaces, incumbent="lucky") == protocol.Choice("lucky")
+
+    one_seed = Table([r for r in runs if r.seed == 0], table.stats, budget=20)
+    alone = protocol.choose(one_seed, ["steady", "clear"], spaces, incumbent="steady")
+    assert alone.label == "steady" and alone.lead[1:] == (-np.inf, np.inf)  # one seed shows no lead
+
+
+def test_the_lead_over_the_incumbent_is_the_seed_bootstraps_selection_score_interval(experiment, protocol,
+                                                                                     tmp_path):
+    """The choice's bootstrap is ``seed_bootstrap``'s (the same draws of the seeds, the same
+    selection score): what that script prints for two labels is what a fold weighs."""
+    from learned_search import Table
+
+    bootstrap = experiment("seed_bootstrap")
+    spaces = ["a1", "a2", "a3"]
+    rng = np.random.default_rng(5)
+    runs = [run(space, label, seed, [8.0, float(rng.choice([1.0, 2.0, 4.0]))])
+            for space in spaces for label in ("one", "other") for seed in range(6)]
+    table = Table(runs, {name: stats_of(tmp_path, name) for name in spaces}, budget=20)
+    difference, low, high = protocol.lead(table, "one", "other", spaces)
+    one, other = (bootstrap.per_run(table, spaces, label, 6) for label in ("one", "other"))
+    drawn = np.random.default_rng(0).integers(0, 6, size=(protocol.LEAD_REPLICATES, 6))
+    replicated = bootstrap.figures(one, drawn)[:, -1] - bootstrap.figures(other, drawn)[:, -1]
+    assert (low, high) == pytest.approx(tuple(np.percentile(replicated, [2.5, 97.5])))
+    assert difference == pytest.approx(bootstrap.figures(one, np.arange(6)[None])[0, -1]
+                                       - bootstrap.figures(other, np.arange(6)[None])[0, -1])
+    assert low < high
+
+
+def test_an_incumbent_that_is_not_a_design_is_refused(protocol, monkeypatch, tmp_path, capsys):
+    designs = tmp_path / "designs.json"
+    designs.write_text('{"default-a": {"strategy": "default", "options": {"gp_fraction": 0.0}}}')
+    monkeypatch.setattr(sys, "argv", ["leave_family_out.py", "--designs", str(designs), "--no-baselines",
+                                      "--incumbent", "default-b", "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit):
+        protocol.main()
+    assert "--incumbent 'default-b'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(experiment, protocol, tmp_path):
