@@ -14,8 +14,8 @@ families is chosen, and its runs on F are F's held-out runs: no design choice ev
 family it is judged on. The selection score is the mean over spaces of log(best / optimum)
 averaged at 20, 50 and 200 evaluations (lower is better). With ``--incumbent LABEL`` (what ships
 now), another design is chosen only where its lead over LABEL is more than the seeds move it: the
-95 % interval of the difference, over a paired bootstrap of the seeds, lies below 0. Without it,
-any lead, however small, wins. ``OUT/report.md`` gives:
+95 % interval of the difference, over a paired bootstrap of the seeds both ran, lies below 0
+(``choose``). Without it, any lead, however small, wins. ``OUT/report.md`` gives:
 
 * the held-out figures over every family together and per family: runs within 2 % of the optimum
   in the budget, geometric mean of best / optimum after 20, 50 and 200 evaluations, beside the
@@ -275,36 +275,43 @@ LEAD_REPLICATES = 2000
 
 
 class Choice(NamedTuple):
-    """The design a fold (or the whole corpus) chose, and, where an incumbent was named and another
-    design scored better, that design's lead: its selection score minus the incumbent's and the
-    95 % interval of that difference over the seeds (negative: ahead)."""
+    """The design a fold (or the whole corpus) chose and, where an incumbent was weighed against a
+    design of a better selection score, that design (``leader``) and the difference of their
+    scores on the seeds both ran with its 95 % interval (``lead``; negative: the leader ahead).
+    ``remark``: why an incumbent named was not weighed."""
 
     label: str
     leader: str | None = None
     lead: tuple[float, float, float] | None = None
+    remark: str = ""
 
     def note(self) -> str:
-        """The lead in words ('' where there was none to judge)."""
+        """The choice's grounds in words ('' where the best score alone chose)."""
+        if self.remark:
+            return self.remark
         if self.leader is None or self.lead is None:
             return ""
         difference, low, high = self.lead
         figures = f"{difference:+.4f} ({low:+.4f} to {high:+.4f})"
         if self.label == self.leader:
-            return f"led the incumbent by {figures}, beyond the seeds"
-        return f"kept: {self.leader} led by {figures}, within what the seeds move"
+            return f"ahead of the incumbent by {figures}, more than the seeds move"
+        return (f"kept: {self.leader} scored better, by {figures} on the seeds both ran, within what the "
+                "seeds move")
 
 
 def lead(table: Table, challenger: str, incumbent: str, spaces: Sequence[str],
          replicates: int = LEAD_REPLICATES) -> tuple[float, float, float]:
-    """``challenger``'s selection score minus ``incumbent``'s on ``spaces`` (negative: a lead) and
-    the 95 % percentile interval of that difference over a paired bootstrap of the seeds both ran
-    on every one of them: each replicate draws the seeds with replacement and takes both labels'
-    runs of those seeds on every space. With fewer than two such seeds the interval is unbounded."""
-    observed = selection_score(table, challenger, spaces) - selection_score(table, incumbent, spaces)
+    """``challenger``'s selection score minus ``incumbent``'s on ``spaces`` (negative: a lead), over
+    the seeds both ran on every one of them, and the 95 % percentile interval of that difference
+    over a paired bootstrap of those seeds: each replicate draws them with replacement and takes
+    both labels' runs of those seeds on every space (``seed_bootstrap.py``'s draws). Where they
+    share no seed, the difference of their selection scores; with fewer than two, the interval
+    is unbounded."""
     by_seed = {label: [{run.seed: run for run in table.runs[space, label]} for space in spaces]
                for label in (challenger, incumbent)}
     seeds = sorted(set.intersection(*(set(runs) for label in by_seed for runs in by_seed[label])))
-    if len(seeds) < 2:
+    if not seeds:
+        observed = selection_score(table, challenger, spaces) - selection_score(table, incumbent, spaces)
         return observed, -math.inf, math.inf
     points = checkpoints(table)
 
@@ -314,6 +321,9 @@ def lead(table: Table, challenger: str, incumbent: str, spaces: Sequence[str],
                           for seed in seeds] for runs in by_seed[label]])
 
     differences = logs(challenger) - logs(incumbent)
+    observed = float(differences.mean(axis=1).mean())  # as selection_score averages: over seeds, then spaces
+    if len(seeds) < 2:
+        return observed, -math.inf, math.inf
     drawn = np.random.default_rng(0).integers(0, len(seeds), size=(replicates, len(seeds)))
     replicated = differences[:, drawn].mean(axis=(0, 2))  # spaces x replicates x seeds -> replicates
     low, high = np.percentile(replicated, [2.5, 97.5])
@@ -322,16 +332,28 @@ def lead(table: Table, challenger: str, incumbent: str, spaces: Sequence[str],
 
 def choose(table: Table, designs: Sequence[str], spaces: Sequence[str], incumbent: str | None = None
            ) -> Choice:
-    """The design of the best selection score on ``spaces``; with an ``incumbent`` among
-    ``designs`` (and runs on every space), that one unless the best's lead over it is more than the
-    seeds move it (``lead``'s interval below 0): a lead within the seeds is a tie, and a tie keeps
-    what ships."""
-    best = min(designs, key=lambda label: selection_score(table, label, spaces))
-    if (incumbent is None or incumbent not in designs or best == incumbent
-            or not math.isfinite(selection_score(table, incumbent, spaces))):
+    """The design of the best selection score on ``spaces``. With an ``incumbent`` among
+    ``designs`` with runs on every space: of the designs that score better than it, the best of
+    those whose lead over it is more than the seeds move it (``lead``'s interval below 0), else
+    the incumbent: a lead within the seeds is a tie, and a tie keeps what ships. Each design
+    that scores better is weighed (no correction for their number)."""
+    scores = {label: selection_score(table, label, spaces) for label in designs}
+    best = min(designs, key=lambda label: scores[label])
+    if incumbent is None:
         return Choice(best)
-    found = lead(table, best, incumbent, spaces)
-    return Choice(best if found[2] < 0 else incumbent, best, found)
+    if incumbent not in scores:
+        return Choice(best, remark=f"the incumbent is not a candidate ({incumbent})")
+    if not math.isfinite(scores[incumbent]):
+        return Choice(best, remark=f"the incumbent lacks runs on these spaces ({incumbent})")
+    ahead = [label for label in designs if scores[label] < scores[incumbent]]
+    if not ahead:
+        return Choice(incumbent)
+    leads = {label: lead(table, label, incumbent, spaces) for label in ahead}
+    clear = [label for label in ahead if leads[label][2] < 0]
+    if clear:
+        chosen = min(clear, key=lambda label: scores[label])
+        return Choice(chosen, chosen, leads[chosen])
+    return Choice(incumbent, best, leads[best])
 
 
 def cross_validate(table: Table, families: dict[str, list[str]], designs: Sequence[str],
@@ -425,7 +447,9 @@ def report(manifest: Path, out: Path, designs: Sequence[str], baselines: Sequenc
     if incumbent is not None:
         lines += [f"Incumbent: {incumbent}. Another design is chosen only where its lead over it is more "
                   f"than the seeds move it ({LEAD_REPLICATES} replicates of a paired bootstrap over the "
-                  "seeds; 95 % interval of the selection score's difference below 0).", ""]
+                  "seeds; 95 % interval of the selection score's difference below 0)"
+                  + ("." if incumbent in candidates else f"; but it takes more than {MAX_MS_PER_CONFIG:g} ms "
+                     "per config, so it is no candidate, and the best score chooses."), ""]
     note = whole.note()
     lines += [f"Chosen on the whole corpus (what ships): {whole.label}{f' ({note})' if note else ''}.", ""]
     where_alone = f" (on {', '.join(filter(None, (timing['machine'], timing['processor'])))})" if alone else ""

@@ -30,7 +30,7 @@ baselines() {
 transfers() { for t in ${TRANSFER:-}; do printf -- '--transfer %s ' "$t"; done; }   # TRANSFER="LABEL ...": with the store too
 only() { for l in ${ONLY:-}; do printf -- '--only %s ' "$l"; done; }
 families() { for f in ${FAMILIES:-}; do printf -- '--family %s ' "$f"; done; }
-incumbent() { [ -n "${INCUMBENT:-}" ] && printf -- '--incumbent %s ' "$INCUMBENT"; }
+incumbent() { [[ ${INCUMBENT:-} =~ ^[[:space:]]*$ ]] || printf -- '--incumbent %s ' "$INCUMBENT"; }
 timeout "${LIMIT_S:-540}" python3 experiments/leave_family_out.py --corpus "${CORPUS:-experiments/corpus/v1.json}" \
     --designs "${DESIGNS:-experiments/corpus/designs.json}" $(baselines) $(transfers) $(only) $(families) $(incumbent) --seeds "${SEEDS:-5}" \
     --jobs "${JOBS:-16}" --stop-after "${STOP_AFTER:-420}" --time-alone "${TIME_ALONE:-0}" $([ "${REPORT:-1}" = 1 ] || echo --replay-only) --out "$OUT/protocol" > "$OUT/protocol.log" 2>&1

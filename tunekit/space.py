@@ -228,8 +228,8 @@ class Space:
             # a domain's values are hashable (Space refuses others) and distinct
             lookups = [(name, {value: i for i, value in enumerate(domain)}) for name, domain in self.domains.items()]
             configs = self.configs()
-            # one flat pass, no list per config: at 17,956 configs those lists were most of the
-            # cost, through the garbage collections they set off
+            # one flat pass, no list per config: those lists set off garbage collections, which
+            # cost the more objects the process holds (a replay holding a corpus: most of the time)
             flat = (lookup.get(params.get(name), -1)
                     for params in map(config_to_dict, configs) for name, lookup in lookups)
             in_domains = np.fromiter(flat, dtype=int, count=len(configs) * len(lookups))
