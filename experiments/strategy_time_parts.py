@@ -2,7 +2,10 @@
 per seed, each the first on its Space in a fresh process (as ``strategy_time.py`` times them),
 with the CPU time of a few of its steps summed, per proposed config.
 
-    python experiments/strategy_time_parts.py [--seeds 3] [--corpus MANIFEST]
+    [PYTHONPATH=SITE] python experiments/strategy_time_parts.py [--seeds 3] [--corpus MANIFEST]
+
+``SITE``: a folder another tunekit was installed into, which is then the one timed (as in
+``strategy_time.py``); the header names the tunekit timed.
 
 The steps nest: ``gp_turns`` holds Optuna's ``fit_kernel_params`` (the GP's kernel fit, by
 L-BFGS) and its acquisition; ``forest_fits`` holds ``PerfModel.fit`` (scikit-learn's trees) and
@@ -54,7 +57,8 @@ def _worker(corpus: str, seed: int, budget: int) -> None:
     for owner, name, label in ((DefaultSearch, "start", "start"), (Space, "configs", "start: configs"),
                                (Space, "encoded", "start: encoded"), (DefaultSearch, "_gp_picks", "gp_turns"),
                                (optuna_gp, "fit_kernel_params", "gp_turns: kernel fit"),
-                               (ForestSearch, "_fit", "forest_fits"), (PerfModel, "fit", "forest_fits: trees"),
+                               (ForestSearch, "_fit", "forest_fits"),
+                               (PerfModel, "fit", "forest_fits: trees"),
                                (ForestSearch, "_whole_space_predictions", "forest_fits: predictions"),
                                (DefaultSearch, "tell", "tell")):
         _timed(owner, name, label, spent)
@@ -65,7 +69,10 @@ def _worker(corpus: str, seed: int, budget: int) -> None:
     spent.clear()
     line = _tuning(corpus, largest, "default", "default", "{}", seed, budget)
     configs = len(line["times_ms"])
-    print(json.dumps({"space": largest, "total": 1e3 * line["cpu_seconds"] / configs,
+    import tunekit
+
+    print(json.dumps({"space": largest, "tunekit": tunekit.__file__,
+                      "total": 1e3 * line["cpu_seconds"] / configs,
                       **{label: 1e3 * seconds / configs for label, seconds in spent.items()}}))
 
 
@@ -87,8 +94,9 @@ def main() -> None:
         if done.returncode:
             raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
         lines.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    labels = ["total", *sorted({label for line in lines for label in line} - {"space", "total"})]
-    print(f"{lines[0]['space']}, {args.budget} evaluations, ms of CPU per proposed config, seeds 0-{args.seeds - 1}:")
+    labels = ["total", *sorted({label for line in lines for label in line} - {"space", "tunekit", "total"})]
+    print(f"{lines[0]['space']}, {args.budget} evaluations, ms of CPU per proposed config, "
+          f"seeds 0-{args.seeds - 1} ({lines[0]['tunekit']}):")
     for label in labels:
         print(f"{label:>26}: " + "  ".join(f"{line.get(label, 0.0):6.2f}" for line in lines))
 
