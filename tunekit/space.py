@@ -229,7 +229,7 @@ class Space:
             lookups = [(name, {value: i for i, value in enumerate(domain)}) for name, domain in self.domains.items()]
             configs = self.configs()
             # one flat pass, no list per config: those lists set off garbage collections, which
-            # cost the more objects the process holds (a replay holding a corpus: most of the time)
+            # cost the more objects the process holds
             flat = (lookup.get(params.get(name), -1)
                     for params in map(config_to_dict, configs) for name, lookup in lookups)
             in_domains = np.fromiter(flat, dtype=int, count=len(configs) * len(lookups))
