@@ -35,19 +35,28 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _worker(corpus: str, space: str | None, strategy: str, options: str, seed: int, budget: int) -> None:
-    """One tuning in this process; prints its line as JSON."""
+def timed_and_warm_up(corpus: str, space: str | None = None) -> tuple[str, str]:
+    """The space to time (``space``, or the corpus's largest) and the smallest other one, whose
+    tuning warms the imports first."""
     sys.path.insert(0, str(HERE))
-    from leave_family_out import _spaces, _tuning
-
-    import tunekit
+    from leave_family_out import _spaces
 
     spaces = _spaces(corpus)
     timed = space or max(spaces, key=lambda name: len(spaces[name]))
     others = [name for name in spaces if name != timed]
     if not others:
         raise SystemExit(f"{corpus} has one space: the imports are warmed on another than the timed one")
-    smallest = min(others, key=lambda name: len(spaces[name]))
+    return timed, min(others, key=lambda name: len(spaces[name]))
+
+
+def _worker(corpus: str, space: str | None, strategy: str, options: str, seed: int, budget: int) -> None:
+    """One tuning in this process; prints its line as JSON."""
+    sys.path.insert(0, str(HERE))
+    from leave_family_out import _tuning
+
+    import tunekit
+
+    timed, smallest = timed_and_warm_up(corpus, space)
     _tuning(corpus, smallest, strategy, strategy, options, seed, 10)  # the imports, untimed
     line = _tuning(corpus, timed, strategy, strategy, options, seed, budget)
     print(json.dumps({"space": timed, "tunekit": tunekit.__file__, "times_ms": line["times_ms"],

@@ -46,7 +46,8 @@ def _timed(owner: object, name: str, label: str, spent: collections.Counter) -> 
 def _worker(corpus: str, seed: int, budget: int) -> None:
     sys.path.insert(0, str(HERE))
     import optuna._gp.gp as optuna_gp
-    from leave_family_out import _spaces, _tuning
+    from leave_family_out import _tuning
+    from strategy_time import timed_and_warm_up
 
     from tunekit.perfmodels.base import PerfModel
     from tunekit.space import Space
@@ -62,9 +63,7 @@ def _worker(corpus: str, seed: int, budget: int) -> None:
                                (ForestSearch, "_whole_space_predictions", "forest_fits: predictions"),
                                (DefaultSearch, "tell", "tell")):
         _timed(owner, name, label, spent)
-    spaces = _spaces(corpus)
-    largest = max(spaces, key=lambda name: len(spaces[name]))
-    smallest = min((name for name in spaces if name != largest), key=lambda name: len(spaces[name]))
+    largest, smallest = timed_and_warm_up(corpus)
     _tuning(corpus, smallest, "default", "default", "{}", seed, 10)  # the imports, untimed
     spent.clear()
     line = _tuning(corpus, largest, "default", "default", "{}", seed, budget)
