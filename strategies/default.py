@@ -166,7 +166,7 @@ from tunekit.perfmodels import RandomForest
 
 from tunekit.config import Config, config_to_dict
 from tunekit.keys import TuningKey, alike, key_distance, next_power_of_2
-from tunekit.strategy import check_count
+from tunekit.strategy import check_count, check_growth
 from tunekit.trial import Status, Timing, Trial
 
 from .forest import ForestSearch
@@ -398,6 +398,11 @@ class DefaultSearch(ForestSearch):
             nothing is pending and it changes nothing.
             Off: with 18 in flight the protocol's folds chose it by less than the seeds move, and
             held out it gained nothing (``experiments/results/gp-pending/``).
+        gp_refit_growth: None, the GP's kernel is fitted at each of its turns; a number, it is
+            fitted again only once the tuning's trials grew by that fraction since its last fit
+            (at least one), its posterior taking every trial with the last fit's kernel between
+            (``OptunaSearch``'s option). The fit is about 40 % of ``default``'s time per config on
+            the largest space (``experiments/results/strategy-time/``).
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -415,7 +420,8 @@ class DefaultSearch(ForestSearch):
                  stalled_after: int = 20, warm_scaled: bool = False, warm_interleaved: bool = True,
                  local_order: str = "forest", warm_robust: bool = True, believer: bool = True,
                  earned_gp_fraction: float | None = None, early_gp_fraction: float | None = None,
-                 early_gp_until: int = 30, gp_pending: bool = False) -> None:
+                 early_gp_until: int = 30, gp_pending: bool = False,
+                 gp_refit_growth: float | None = None) -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -442,6 +448,7 @@ class DefaultSearch(ForestSearch):
         self.early_gp_fraction = early_gp_fraction
         self.early_gp_until = early_gp_until
         self.gp_pending = gp_pending
+        self.gp_refit_growth = gp_refit_growth
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -461,6 +468,7 @@ class DefaultSearch(ForestSearch):
         if self.early_gp_fraction is not None:
             check_count(self, "early_gp_until")
         check_count(self, "gp_candidates")  # at the start, before its GP exists
+        check_growth(self, "gp_refit_growth")
         for option in ("warm_interleaved", "warm_robust", "believer", "gp_pending"):
             if not isinstance(getattr(self, option), bool):
                 raise ValueError(f"DefaultSearch({option}={getattr(self, option)!r}): expected True or False")
@@ -778,7 +786,8 @@ class DefaultSearch(ForestSearch):
         if self._model is None or turns == 0:
             return []
         if self._gp is None:
-            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1, gp_candidates=self.gp_candidates)
+            self._gp = OptunaGPSearch(warm_start=0, n_startup_trials=1, gp_candidates=self.gp_candidates,
+                                      gp_refit_growth=self.gp_refit_growth)
             self._gp.start(self.context)
             self._gp.tell(self._here)
         if self.gp_pending:

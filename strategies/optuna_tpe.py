@@ -32,7 +32,7 @@ import numpy as np
 from tunekit.compat import finite_candidates_gp_sampler
 from tunekit.config import Config, config_json, config_to_dict
 from tunekit.space import Space, is_power_of_two
-from tunekit.strategy import SearchContext, Strategy, check_count
+from tunekit.strategy import SearchContext, Strategy, check_count, check_growth
 from tunekit.trial import Trial
 
 #: What a failed config is told as before any config ran (as a time in ms; its log is told).
@@ -70,17 +70,23 @@ class OptunaSearch(Strategy):
         warm_start: best configs of other keys (from the store) proposed first.
         gp_candidates: with ``sampler="gp"``, the untried configs the GP's acquisition is scored on
             per proposal, at most (a seeded sample where there are more; its cost grows with them).
+        gp_refit_growth: with ``sampler="gp"``, None: the GP's kernel is fitted at every proposal
+            (Optuna's way); a number: fitted again only once the trials grew by that fraction since
+            its last fit (at least one), the last fit's kernel serving in between
+            (``tunekit.compat.finite_candidates_gp_sampler``).
     """
 
     name = "optuna"
 
     def __init__(self, sampler: str = "tpe", n_startup_trials: int = 10, max_redraws: int = 5,
-                 warm_start: int = 8, gp_candidates: int = MAX_GP_CANDIDATES) -> None:
+                 warm_start: int = 8, gp_candidates: int = MAX_GP_CANDIDATES,
+                 gp_refit_growth: float | None = None) -> None:
         self.sampler = sampler
         self.n_startup_trials = n_startup_trials
         self.max_redraws = max_redraws
         self.warm_start = warm_start
         self.gp_candidates = gp_candidates
+        self.gp_refit_growth = gp_refit_growth
 
     def _make_sampler(self, seed: int):
         import optuna
@@ -92,7 +98,8 @@ class OptunaSearch(Strategy):
                                               constant_liar=True)
         if self.sampler == "gp":
             return finite_candidates_gp_sampler(seed, self.n_startup_trials,
-                                                lambda: self._untried_params(self.gp_candidates))
+                                                lambda: self._untried_params(self.gp_candidates),
+                                                refit_growth=self.gp_refit_growth)
         if self.sampler == "cmaes":
             return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=self.n_startup_trials)
         return optuna.samplers.RandomSampler(seed=seed)
@@ -101,6 +108,7 @@ class OptunaSearch(Strategy):
         import optuna
 
         check_count(self, "gp_candidates")
+        check_growth(self, "gp_refit_growth")
         super().start(context)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._rng = np.random.default_rng(context.seed)
@@ -281,5 +289,6 @@ class OptunaGPSearch(OptunaSearch):
     name = "optuna-gp"
 
     def __init__(self, sampler: str = "gp", n_startup_trials: int = 10, max_redraws: int = 5,
-                 warm_start: int = 8, gp_candidates: int = MAX_GP_CANDIDATES) -> None:
-        super().__init__(sampler, n_startup_trials, max_redraws, warm_start, gp_candidates)
+                 warm_start: int = 8, gp_candidates: int = MAX_GP_CANDIDATES,
+                 gp_refit_growth: float | None = None) -> None:
+        super().__init__(sampler, n_startup_trials, max_redraws, warm_start, gp_candidates, gp_refit_growth)

@@ -7,13 +7,16 @@ A release that lays these out otherwise fails here, by name, not deep inside a t
 PyTorch's one private attribute, ``torch.library._impls`` (the operators given kernels from Python,
 as ``"namespace/operator/dispatch key"``), is read by ``aten_replaced``: checked on torch 2.11 and 2.13.
 
-Optuna's one private hook, ``GPSampler._optimize_acqf`` with ``SearchSpace.get_normalized_params``
-taking the trial's parameters, is overridden here (``finite_candidates_gp_sampler``): checked on
-Optuna 4.8 (the floor, in CI's lowest-versions run: the second argument appeared there) and 5.1.
+Optuna's private GP API is used here alone (``finite_candidates_gp_sampler``): ``GPSampler._optimize_acqf``
+with ``SearchSpace.get_normalized_params`` taking the trial's parameters is overridden, and
+``optuna._gp.gp.fit_kernel_params`` (with ``GPRegressor``'s constructor and ``_cache_matrix``) is wrapped
+so that a sampler may keep its last kernel: checked on Optuna 4.8 (the floor, in CI's lowest-versions
+run: the second argument appeared there) and 5.1.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -153,21 +156,86 @@ def triton_error_types() -> tuple[type, type, tuple[type, ...]]:
     return OutOfResources, CompilationError, (PTXASError,)
 
 
-def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: Callable[[], list[dict]]) -> Any:
+class _KernelReuse:
+    """What one GP proposal asks of Optuna's kernel fit: ``reuse``, keep the cached kernel instead
+    of fitting it again; ``fitted``, set when a fit ran."""
+
+    def __init__(self, reuse: bool) -> None:
+        self.reuse = reuse
+        self.fitted = False
+
+
+_KERNEL_REUSE: contextvars.ContextVar[_KernelReuse | None] = contextvars.ContextVar("tunekit_kernel_reuse",
+                                                                                      default=None)
+
+
+def _wrap_fit_kernel_params() -> None:
+    """Wrap ``optuna._gp.gp.fit_kernel_params`` (once per process) so that a GP proposal made under
+    ``_KERNEL_REUSE`` with ``reuse`` set takes the cached kernel's length scales, scale and noise
+    over the new trials without fitting them, as Optuna's own fallback takes its default ones.
+    Every other call, tunekit's or not, goes to the function it wrapped."""
+    from optuna._gp import gp
+
+    fit = gp.fit_kernel_params
+    if getattr(fit, "tunekit_wraps", None) is not None:
+        return
+
+    def fit_kernel_params(X: Any, Y: Any, is_categorical: Any, log_prior: Any, minimum_noise: float,
+                          deterministic_objective: bool, gpr_cache: Any = None, **kwargs: Any) -> Any:
+        asked = _KERNEL_REUSE.get()
+        if asked is None or not asked.reuse or gpr_cache is None:
+            if asked is not None:
+                asked.fitted = True
+            return fit(X, Y, is_categorical, log_prior, minimum_noise, deterministic_objective, gpr_cache, **kwargs)
+        import torch
+
+        kept = gp.GPRegressor(is_categorical=torch.from_numpy(is_categorical), X_train=torch.from_numpy(X),
+                              y_train=torch.from_numpy(Y),
+                              inverse_squared_lengthscales=gpr_cache.inverse_squared_lengthscales,
+                              kernel_scale=gpr_cache.kernel_scale, noise_var=gpr_cache.noise_var)
+        kept._cache_matrix()
+        return kept
+
+    fit_kernel_params.tunekit_wraps = fit  # type: ignore[attr-defined]
+    gp.fit_kernel_params = fit_kernel_params
+
+
+def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: Callable[[], list[dict]],
+                                 refit_growth: float | None = None) -> Any:
     """Optuna's ``GPSampler`` whose acquisition is maximised over ``candidates()`` (Optuna's
     parameter dicts) by scoring each, through the method Optuna names for overriding the
-    acquisition's optimisation; with no candidates left, Optuna's own optimisation runs."""
+    acquisition's optimisation; with no candidates left, Optuna's own optimisation runs.
+
+    ``refit_growth``: None, the kernel is fitted at every proposal (Optuna's way); a number, it is
+    fitted again only once the completed trials grew by that fraction of those of its last fit (at
+    least one), the posterior taking every trial with the last fit's kernel in between (the fit is
+    most of a proposal's time and its kernel moves little from one trial to the next)."""
     import numpy as np
     import optuna
     import torch
 
+    if refit_growth is not None:
+        _wrap_fit_kernel_params()
+
     class FiniteCandidatesGPSampler(optuna.samplers.GPSampler):
-        def _sample_relative_impl(self, *args: Any, **kwargs: Any) -> Any:
-            # Optuna runs this under ``torch.device("cpu")``, a TorchFunctionMode through which every
-            # torch call of the GP's fit passes in Python (about 7 % of a default tuning's time).
-            # With torch functions' overrides off, the tensors are made on the CPU all the same.
-            with torch._C.DisableTorchFunction():
-                return super()._sample_relative_impl(*args, **kwargs)
+        _fitted_on = 0  # completed trials at the kernel's last fit
+
+        def _sample_relative_impl(self, study: Any, completed_trials: list, *args: Any, **kwargs: Any) -> Any:
+            asked = None
+            if refit_growth is not None:
+                grown = len(completed_trials) - self._fitted_on
+                asked = _KernelReuse(reuse=self._fitted_on > 0 and grown < max(1.0, refit_growth * self._fitted_on))
+            token = _KERNEL_REUSE.set(asked)
+            try:
+                # Optuna runs this under ``torch.device("cpu")``, a TorchFunctionMode through which every
+                # torch call of the GP's fit passes in Python (about 7 % of a default tuning's time).
+                # With torch functions' overrides off, the tensors are made on the CPU all the same.
+                with torch._C.DisableTorchFunction():
+                    return super()._sample_relative_impl(study, completed_trials, *args, **kwargs)
+            finally:
+                _KERNEL_REUSE.reset(token)
+                if asked is not None and asked.fitted:
+                    self._fitted_on = len(completed_trials)
 
         def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:
             params = candidates()
