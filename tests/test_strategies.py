@@ -943,6 +943,95 @@ def test_the_gp_fits_with_the_callers_torch_function_modes_off():
         torch.set_default_device(None)
 
 
+@pytest.fixture
+def kernel_fits(monkeypatch) -> list:
+    """The trials each of Optuna's kernel fits ran on (Optuna's ``GPRegressor._fit_kernel_params``,
+    under tunekit's wrapper, which keeps a kernel without calling it), in order."""
+    from optuna._gp.gp import GPRegressor
+
+    from tunekit import compat
+
+    compat._wrap_kernel_fit()
+    fits = []
+    fit = GPRegressor._fit_kernel_params.tunekit_wraps
+
+    def recorded(self, *args, **kwargs):
+        fits.append(len(self._y_train))
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPRegressor._fit_kernel_params, "tunekit_wraps", recorded)
+    return fits
+
+
+def test_the_gp_keeps_its_kernel_until_the_trials_grow_by_gp_refit_growth(kernel_fits):
+    """``gp_refit_growth=0.5``: the GP's kernel is fitted at its first proposal and again only once
+    the completed trials grew by half of those of the last fit (at least one), while each proposal's
+    posterior takes every trial (with the last fit's kernel in between); None fits at every
+    proposal, as Optuna does. A plain Optuna ``GPSampler`` in the same process still fits at every
+    proposal after tunekit's wrapper of Optuna's fit is in place."""
+    import optuna
+
+    from tunekit.budget import Budget
+    from tunekit.strategies.optuna_tpe import OptunaGPSearch
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_trial
+
+    def tune(search, evals: int = 16):
+        trained_on = []  # the trials in the GP each proposal's acquisition used
+        search.start(SearchContext(toy_space(), Budget(evals=evals), TOY_KEY, 0, ()))
+        sampler = search._study.sampler
+        for _ in range(evals):
+            search.tell([toy_trial(c) for c in search.ask(1)])
+            if sampler._gprs_cache_list is not None:
+                trained_on.append(len(sampler._gprs_cache_list[0]._y_train))
+        return trained_on
+
+    trained_on = tune(OptunaGPSearch(n_startup_trials=3, gp_refit_growth=0.5))
+    # 3, then a growth of max(1, 1.5) -> 5, of 2.5 -> 8, of 4 -> 12
+    assert kernel_fits == [3, 5, 8, 12], kernel_fits
+    assert trained_on == list(range(3, 16)), trained_on
+    kernel_fits.clear()
+    assert tune(OptunaGPSearch(n_startup_trials=3)) == list(range(3, 16))
+    assert kernel_fits == list(range(3, 16))
+    kernel_fits.clear()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=0, n_startup_trials=3))
+    study.optimize(lambda trial: (trial.suggest_float("x", -1, 1) - 0.3) ** 2, n_trials=8)
+    assert kernel_fits == list(range(3, 8))
+
+
+def test_a_kept_kernel_is_the_last_fits_and_default_passes_gp_refit_growth_on(kernel_fits, gps_made):
+    """Between fits the GP's length scales, scale and noise are those of its last fit, not the
+    defaults Optuna falls back to; ``DefaultSearch(gp_refit_growth=...)`` gives its GP the option;
+    a growth that is not None or a number of at least 0 is refused by name."""
+    from tunekit.budget import Budget
+    from tunekit.strategies.optuna_tpe import OptunaGPSearch
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_trial
+
+    search = OptunaGPSearch(n_startup_trials=4, gp_refit_growth=10.0)  # one fit, then its kernel kept
+    search.start(SearchContext(toy_space(), Budget(evals=12), TOY_KEY, 0, ()))
+    kernels = []
+    for _ in range(12):
+        search.tell([toy_trial(c) for c in search.ask(1)])
+        cached = search._study.sampler._gprs_cache_list
+        if cached is not None:
+            kernels.append(np.append(cached[0].inverse_squared_lengthscales.detach().numpy(),
+                                     [float(cached[0].kernel_scale), float(cached[0].noise_var)]))
+    assert kernel_fits == [4] and len(kernels) == 8
+    assert all(np.array_equal(kernel, kernels[0]) for kernel in kernels) and not np.allclose(kernels[0], 1.0)
+    run_at_a_new_key(DefaultSearch(gp_fraction=0.5, gp_refit_growth=0.2, min_evals=10**6), (), toy_trial,
+                     evals=30)
+    (gp,) = gps_made
+    assert gp.gp_refit_growth == 0.2
+    for wrong in (-0.1, True, "0.1", math.nan):
+        with pytest.raises(ValueError, match="gp_refit_growth"):
+            run_at_a_new_key(DefaultSearch(gp_refit_growth=wrong), (), toy_trial, evals=2)
+        with pytest.raises(ValueError, match="gp_refit_growth"):
+            context = SearchContext(toy_space(), Budget(evals=2), TOY_KEY, 0, ())
+            OptunaGPSearch(gp_refit_growth=wrong).start(context)
+
+
 def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, space=None, batch: int = 4,
                      key=TOY_KEY) -> list:
     """Configs ``strategy`` measures at ``key`` (M=1 by default) with ``history`` in the store,

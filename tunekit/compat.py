@@ -9,8 +9,8 @@ as ``"namespace/operator/dispatch key"``), is read by ``aten_replaced``: checked
 
 Optuna's private GP API is used here alone (``finite_candidates_gp_sampler``): ``GPSampler._optimize_acqf``
 with ``SearchSpace.get_normalized_params`` taking the trial's parameters is overridden, and
-``optuna._gp.gp.fit_kernel_params`` (with ``GPRegressor``'s constructor and ``_cache_matrix``) is wrapped
-so that a sampler may keep its last kernel: checked on Optuna 4.8 (the floor, in CI's lowest-versions
+``GPRegressor._fit_kernel_params`` (with ``_cache_matrix`` and the way ``fit_kernel_params`` makes a
+regressor of the cached kernel) is wrapped so that a sampler may keep its last kernel: checked on Optuna 4.8 (the floor, in CI's lowest-versions
 run: the second argument appeared there) and 5.1.
 """
 
@@ -169,35 +169,32 @@ _KERNEL_REUSE: contextvars.ContextVar[_KernelReuse | None] = contextvars.Context
                                                                                       default=None)
 
 
-def _wrap_fit_kernel_params() -> None:
-    """Wrap ``optuna._gp.gp.fit_kernel_params`` (once per process) so that a GP proposal made under
-    ``_KERNEL_REUSE`` with ``reuse`` set takes the cached kernel's length scales, scale and noise
-    over the new trials without fitting them, as Optuna's own fallback takes its default ones.
-    Every other call, tunekit's or not, goes to the function it wrapped."""
-    from optuna._gp import gp
+def _wrap_kernel_fit() -> None:
+    """Wrap Optuna's ``GPRegressor._fit_kernel_params`` (once per process) so that a fit asked under
+    ``_KERNEL_REUSE`` with ``reuse`` set keeps the kernel the regressor was made with: Optuna's
+    ``fit_kernel_params`` makes it with the length scales, scale and noise of the sampler's last fit,
+    over the new trials. Every other call, tunekit's or not, goes to Optuna's method (looked up in
+    the wrapper's ``tunekit_wraps``). The class is patched, not ``fit_kernel_params``: Optuna's GP
+    sampler reaches that function through a lazy module that copies it when first loaded."""
+    from optuna._gp.gp import GPRegressor
 
-    fit = gp.fit_kernel_params
-    if getattr(fit, "tunekit_wraps", None) is not None:
+    if getattr(GPRegressor._fit_kernel_params, "tunekit_wraps", None) is not None:
         return
 
-    def fit_kernel_params(X: Any, Y: Any, is_categorical: Any, log_prior: Any, minimum_noise: float,
-                          deterministic_objective: bool, gpr_cache: Any = None, **kwargs: Any) -> Any:
+    def _fit_kernel_params(self: Any, *args: Any, **kwargs: Any) -> Any:
         asked = _KERNEL_REUSE.get()
-        if asked is None or not asked.reuse or gpr_cache is None:
-            if asked is not None:
-                asked.fitted = True
-            return fit(X, Y, is_categorical, log_prior, minimum_noise, deterministic_objective, gpr_cache, **kwargs)
-        import torch
+        if asked is not None and asked.reuse:
+            try:
+                self._cache_matrix()
+                return self
+            except RuntimeError:  # the kept kernel's covariance of the new trials does not factor: fit
+                pass
+        if asked is not None:
+            asked.fitted = True
+        return _fit_kernel_params.tunekit_wraps(self, *args, **kwargs)  # type: ignore[attr-defined]
 
-        kept = gp.GPRegressor(is_categorical=torch.from_numpy(is_categorical), X_train=torch.from_numpy(X),
-                              y_train=torch.from_numpy(Y),
-                              inverse_squared_lengthscales=gpr_cache.inverse_squared_lengthscales,
-                              kernel_scale=gpr_cache.kernel_scale, noise_var=gpr_cache.noise_var)
-        kept._cache_matrix()
-        return kept
-
-    fit_kernel_params.tunekit_wraps = fit  # type: ignore[attr-defined]
-    gp.fit_kernel_params = fit_kernel_params
+    _fit_kernel_params.tunekit_wraps = GPRegressor._fit_kernel_params  # type: ignore[attr-defined]
+    GPRegressor._fit_kernel_params = _fit_kernel_params  # type: ignore[method-assign]
 
 
 def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: Callable[[], list[dict]],
@@ -215,7 +212,7 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
     import torch
 
     if refit_growth is not None:
-        _wrap_fit_kernel_params()
+        _wrap_kernel_fit()
 
     class FiniteCandidatesGPSampler(optuna.samplers.GPSampler):
         _fitted_on = 0  # completed trials at the kernel's last fit
@@ -224,7 +221,8 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
             asked = None
             if refit_growth is not None:
                 grown = len(completed_trials) - self._fitted_on
-                asked = _KernelReuse(reuse=self._fitted_on > 0 and grown < max(1.0, refit_growth * self._fitted_on))
+                kept = self._gprs_cache_list is not None and self._fitted_on > 0
+                asked = _KernelReuse(reuse=kept and grown < max(1.0, refit_growth * self._fitted_on))
             token = _KERNEL_REUSE.set(asked)
             try:
                 # Optuna runs this under ``torch.device("cpu")``, a TorchFunctionMode through which every

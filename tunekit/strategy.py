@@ -140,8 +140,11 @@ def check_growth(strategy: Strategy, option: str) -> None:
     """Refuse a ``strategy`` option that is neither None nor a real number of at least 0 (a share of
     trials grown since a model's last fit), naming the strategy and the option."""
     value = getattr(strategy, option)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
-        raise ValueError(f"{type(strategy).__name__}({option}={value!r}): expected None or a number of at least 0")
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{type(strategy).__name__}({option}={value!r}): expected None or a number "
+                         "of at least 0")
 
 
 def register_strategy(name: str, cls: type[Strategy] | str) -> None:
