@@ -7,11 +7,12 @@ A release that lays these out otherwise fails here, by name, not deep inside a t
 PyTorch's one private attribute, ``torch.library._impls`` (the operators given kernels from Python,
 as ``"namespace/operator/dispatch key"``), is read by ``aten_replaced``: checked on torch 2.11 and 2.13.
 
-Optuna's private GP API is used here alone (``finite_candidates_gp_sampler``): ``GPSampler._optimize_acqf``
-with ``SearchSpace.get_normalized_params`` taking the trial's parameters is overridden, and
-``GPRegressor._fit_kernel_params`` (with ``_cache_matrix`` and the way ``fit_kernel_params`` makes a
-regressor of the cached kernel) is wrapped so that a sampler may keep its last kernel: checked on Optuna 4.8 (the floor, in CI's lowest-versions
-run: the second argument appeared there) and 5.1.
+Optuna's private GP API is used here alone (``finite_candidates_gp_sampler``):
+``GPSampler._optimize_acqf`` with ``SearchSpace.get_normalized_params`` taking the trial's
+parameters is overridden, and ``GPRegressor._fit_kernel_params`` (with ``_cache_matrix`` and the
+way ``fit_kernel_params`` makes a regressor of the cached kernel) is wrapped so that a sampler may
+keep its last kernel: checked on Optuna 4.8 (the floor, in CI's lowest-versions run: the second
+argument appeared there) and 5.1.
 """
 
 from __future__ import annotations
