@@ -575,7 +575,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     ``-inflight18-gp-pending.json`` add a candidate to it; ``designs-size-products.json`` and
     ``-size-products-varying.json`` hold what ships with the same options named, asked one config at
     a time, as ``designs-initial.json`` does beside two sizes of its start and ``designs-gp-refit.json``
-    beside two growths before the GP's kernel is fitted again). The probes of ``designs-earned.json``,
+    beside two growths before the GP's kernel is fitted again, which ``-inflight18-gp-refit.json``
+    puts beside what ships with 18 in flight). The probes of ``designs-earned.json``,
     ``-early.json`` and ``-gp-early-earned.json`` are what ships with one option more. What ships
     is the last rounds' choices."""
     import json
@@ -606,7 +607,7 @@ def test_every_design_names_the_options_that_changed(protocol):
     believer_named = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json",
                       "designs-inflight18-warm-cap.json", "designs-inflight18-gp-pending.json",
                       "designs-size-products.json", "designs-size-products-varying.json",
-                      "designs-initial.json", "designs-gp-refit.json")
+                      "designs-initial.json", "designs-gp-refit.json", "designs-inflight18-gp-refit.json")
     later.update({name: later["designs-inflight.json"] for name in believer_named})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
@@ -620,6 +621,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight18-gp-pending": 0.15,
+              **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-refit{growth}": 0.15
+                 for growth in (10, 25)},
               **{f"default-gp15-stalled50-c512-local-forest-believer{variant}": 0.15
                  for variant in ("", "-size-products", "-varying-size-products", "-initial6", "-initial15",
                                  "-refit10", "-refit25")},
