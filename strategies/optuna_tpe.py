@@ -109,6 +109,9 @@ class OptunaSearch(Strategy):
 
         check_count(self, "gp_candidates")
         check_growth(self, "gp_refit_growth")
+        if self.gp_refit_growth is not None and self.sampler != "gp":
+            raise ValueError(f"{type(self).__name__}(gp_refit_growth={self.gp_refit_growth!r}) needs "
+                             f"sampler='gp' (it is {self.sampler!r}): only a GP fits a kernel")
         super().start(context)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._rng = np.random.default_rng(context.seed)

@@ -971,6 +971,7 @@ def test_the_gp_keeps_its_kernel_until_the_trials_grow_by_gp_refit_growth(kernel
     proposal after tunekit's wrapper of Optuna's fit is in place."""
     import optuna
 
+    from tunekit import compat
     from tunekit.budget import Budget
     from tunekit.strategies.optuna_tpe import OptunaGPSearch
     from tunekit.strategy import SearchContext
@@ -990,20 +991,22 @@ def test_the_gp_keeps_its_kernel_until_the_trials_grow_by_gp_refit_growth(kernel
     # 3, then a growth of max(1, 1.5) -> 5, of 2.5 -> 8, of 4 -> 12
     assert kernel_fits == [3, 5, 8, 12], kernel_fits
     assert trained_on == list(range(3, 16)), trained_on
-    kernel_fits.clear()
-    assert tune(OptunaGPSearch(n_startup_trials=3)) == list(range(3, 16))
-    assert kernel_fits == list(range(3, 16))
+    assert compat._KERNEL_REUSE.get() is None  # nothing asked of the fit outlives a proposal
     kernel_fits.clear()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=0, n_startup_trials=3))
     study.optimize(lambda trial: (trial.suggest_float("x", -1, 1) - 0.3) ** 2, n_trials=8)
     assert kernel_fits == list(range(3, 8))
+    kernel_fits.clear()
+    assert tune(OptunaGPSearch(n_startup_trials=3)) == list(range(3, 16))
+    assert kernel_fits == list(range(3, 16))
 
 
 def test_a_kept_kernel_is_the_last_fits_and_default_passes_gp_refit_growth_on(kernel_fits, gps_made):
     """Between fits the GP's length scales, scale and noise are those of its last fit, not the
     defaults Optuna falls back to; ``DefaultSearch(gp_refit_growth=...)`` gives its GP the option;
-    a growth that is not None or a number of at least 0 is refused by name."""
+    a growth that is not None or a finite number of at least 0 is refused by name, as is a growth
+    for a sampler that fits no kernel."""
     from tunekit.budget import Budget
     from tunekit.strategies.optuna_tpe import OptunaGPSearch
     from tunekit.strategy import SearchContext
@@ -1024,12 +1027,79 @@ def test_a_kept_kernel_is_the_last_fits_and_default_passes_gp_refit_growth_on(ke
                      evals=30)
     (gp,) = gps_made
     assert gp.gp_refit_growth == 0.2
-    for wrong in (-0.1, True, "0.1", math.nan):
+    with pytest.raises(ValueError, match="gp_refit_growth=0.1.*needs sampler='gp'"):
+        tpe = OptunaSearch(sampler="tpe", gp_refit_growth=0.1)
+        tpe.start(SearchContext(toy_space(), Budget(evals=2), TOY_KEY, 0, ()))
+    for wrong in (-0.1, True, "0.1", math.nan, math.inf):
         with pytest.raises(ValueError, match="gp_refit_growth"):
             run_at_a_new_key(DefaultSearch(gp_refit_growth=wrong), (), toy_trial, evals=2)
         with pytest.raises(ValueError, match="gp_refit_growth"):
             context = SearchContext(toy_space(), Budget(evals=2), TOY_KEY, 0, ())
             OptunaGPSearch(gp_refit_growth=wrong).start(context)
+
+
+def test_a_kernel_optuna_did_not_fit_is_never_kept(kernel_fits, monkeypatch):
+    """Faults injected into a GP sampler with ``refit_growth=10`` (one fit, then its kernel kept):
+    (1) a kept kernel whose covariance of the new trials does not factor (Optuna 4.8's Cholesky
+    error, NumPy's ``LinAlgError``) is fitted instead of raising; (2) where that fit raises too,
+    after which Optuna gives its default kernel, the next proposal fits, not keeps that kernel;
+    (3) a change of the search space's dimensions, which clears Optuna's cache, is fitted, not
+    given the default kernel. What survives: every proposal is made, and every kernel kept is one
+    Optuna fitted."""
+    import optuna
+    from optuna._gp.gp import GPRegressor
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    from tunekit.compat import finite_candidates_gp_sampler
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = finite_candidates_gp_sampler(0, 3, lambda: [], refit_growth=10.0)
+    study = optuna.create_study(sampler=sampler)
+    rng = np.random.default_rng(0)
+    both = {"x": FloatDistribution(-1, 1), "y": FloatDistribution(-1, 1)}
+    for x, y in rng.uniform(-1, 1, (4, 2)):
+        study.add_trial(create_trial(params={"x": x, "y": y}, distributions=both,
+                                     value=(x - 0.3) ** 2 + y * y))
+
+    def propose(names=("x", "y")) -> np.ndarray:
+        """One proposal told its value; the GP's length scales and scale it used."""
+        trial = study.ask()
+        params = {name: trial.suggest_float(name, -1, 1) for name in names}
+        study.tell(trial, sum((value - 0.3) ** 2 for value in params.values()))
+        kernel = sampler._gprs_cache_list[0]
+        return np.append(kernel.inverse_squared_lengthscales.detach().numpy(), float(kernel.kernel_scale))
+
+    first = propose()
+    assert kernel_fits == [4]
+    cache_matrix = GPRegressor._cache_matrix
+    not_factoring = [True]  # the next kept kernel's matrices only
+
+    def once_not_factoring(self):
+        if not_factoring and not_factoring.pop():
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
+        return cache_matrix(self)
+
+    monkeypatch.setattr(GPRegressor, "_cache_matrix", once_not_factoring)
+    refitted = propose()  # (1)
+    assert kernel_fits == [4, 5] and not np.array_equal(refitted, first)
+    fit = GPRegressor._fit_kernel_params.tunekit_wraps
+
+    def raising(self, *args, **kwargs):
+        raise RuntimeError("injected: the kernel's fit did not converge")
+
+    monkeypatch.setattr(GPRegressor._fit_kernel_params, "tunekit_wraps", raising)
+    not_factoring.append(True)  # (2) the kept kernel does not factor, and its fit raises
+    assert np.allclose(propose(), 1.0)  # Optuna's default kernel, as Optuna alone gives
+    monkeypatch.setattr(GPRegressor._fit_kernel_params, "tunekit_wraps", fit)
+    fits = len(kernel_fits)
+    fitted_again = propose()
+    assert len(kernel_fits) == fits + 1 and not np.allclose(fitted_again, 1.0)
+    assert all(np.array_equal(propose(), fitted_again) for _ in range(2))  # kept, as the rule says
+    propose(names=("x",))  # (3) a trial without y: the search space is {x} at the next proposal
+    fits = len(kernel_fits)
+    only_x = propose(names=("x",))
+    assert len(kernel_fits) == fits + 1 and len(only_x) == 2 and not np.allclose(only_x, 1.0)
 
 
 def run_at_a_new_key(strategy, history, trial_of, evals: int, seed: int = 0, space=None, batch: int = 4,

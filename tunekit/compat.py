@@ -158,12 +158,16 @@ def triton_error_types() -> tuple[type, type, tuple[type, ...]]:
 
 
 class _KernelReuse:
-    """What one GP proposal asks of Optuna's kernel fit: ``reuse``, keep the cached kernel instead
-    of fitting it again; ``fitted``, set when a fit ran."""
+    """What one GP proposal asks of Optuna's kernel fit. ``kept``: the length-scale tensors of the
+    sampler's cached kernels (Optuna builds a regressor to refit from the cached one's tensors, and
+    from fresh ones where it has no cache or falls back to its default kernel); a regressor built
+    from one of them keeps its kernel instead of being fitted again. ``fitted``: a fit returned;
+    ``failed``: a fit raised (Optuna then tries its default kernel, or keeps it)."""
 
-    def __init__(self, reuse: bool) -> None:
-        self.reuse = reuse
+    def __init__(self, kept: list[Any]) -> None:
+        self.kept = kept
         self.fitted = False
+        self.failed = False
 
 
 _KERNEL_REUSE: contextvars.ContextVar[_KernelReuse | None] = contextvars.ContextVar("tunekit_kernel_reuse",
@@ -171,12 +175,13 @@ _KERNEL_REUSE: contextvars.ContextVar[_KernelReuse | None] = contextvars.Context
 
 
 def _wrap_kernel_fit() -> None:
-    """Wrap Optuna's ``GPRegressor._fit_kernel_params`` (once per process) so that a fit asked under
-    ``_KERNEL_REUSE`` with ``reuse`` set keeps the kernel the regressor was made with: Optuna's
-    ``fit_kernel_params`` makes it with the length scales, scale and noise of the sampler's last fit,
-    over the new trials. Every other call, tunekit's or not, goes to Optuna's method (looked up in
-    the wrapper's ``tunekit_wraps``). The class is patched, not ``fit_kernel_params``: Optuna's GP
+    """Wrap Optuna's ``GPRegressor._fit_kernel_params`` (once per process) so that, under
+    ``_KERNEL_REUSE``, a regressor that Optuna's ``fit_kernel_params`` built from a kept kernel (the
+    sampler's last fit, over the new trials) caches its matrices instead of running L-BFGS; where they
+    do not factor, it is fitted. Every other call, tunekit's or not, goes to Optuna's method (looked up
+    in the wrapper's ``tunekit_wraps``). The class is patched, not ``fit_kernel_params``: Optuna's GP
     sampler reaches that function through a lazy module that copies it when first loaded."""
+    import numpy as np
     from optuna._gp.gp import GPRegressor
 
     if getattr(GPRegressor._fit_kernel_params, "tunekit_wraps", None) is not None:
@@ -184,15 +189,21 @@ def _wrap_kernel_fit() -> None:
 
     def _fit_kernel_params(self: Any, *args: Any, **kwargs: Any) -> Any:
         asked = _KERNEL_REUSE.get()
-        if asked is not None and asked.reuse:
+        if asked is None:
+            return _fit_kernel_params.tunekit_wraps(self, *args, **kwargs)  # type: ignore[attr-defined]
+        if any(self.inverse_squared_lengthscales is kept for kept in asked.kept):
             try:
                 self._cache_matrix()
                 return self
-            except RuntimeError:  # the kept kernel's covariance of the new trials does not factor: fit
+            except (RuntimeError, np.linalg.LinAlgError):  # Cholesky's error in Optuna 5 and in 4.8
                 pass
-        if asked is not None:
-            asked.fitted = True
-        return _fit_kernel_params.tunekit_wraps(self, *args, **kwargs)  # type: ignore[attr-defined]
+        try:
+            fitted = _fit_kernel_params.tunekit_wraps(self, *args, **kwargs)  # type: ignore[attr-defined]
+        except BaseException:
+            asked.failed = True
+            raise
+        asked.fitted = True
+        return fitted
 
     _fit_kernel_params.tunekit_wraps = GPRegressor._fit_kernel_params  # type: ignore[attr-defined]
     GPRegressor._fit_kernel_params = _fit_kernel_params  # type: ignore[method-assign]
@@ -207,7 +218,9 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
     ``refit_growth``: None, the kernel is fitted at every proposal (Optuna's way); a number, it is
     fitted again only once the completed trials grew by that fraction of those of its last fit (at
     least one), the posterior taking every trial with the last fit's kernel in between (the fit is
-    most of a proposal's time and its kernel moves little from one trial to the next)."""
+    most of a proposal's time and its kernel moves little from one trial to the next). A kernel
+    Optuna did not fit (its default, after a failed fit or a change of the search space's
+    dimensions) is never kept: the next proposal fits."""
     import numpy as np
     import optuna
     import torch
@@ -216,14 +229,15 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
         _wrap_kernel_fit()
 
     class FiniteCandidatesGPSampler(optuna.samplers.GPSampler):
-        _fitted_on = 0  # completed trials at the kernel's last fit
+        _fitted_on = 0  # completed trials at the kernel's last fit; 0: the next proposal fits
 
         def _sample_relative_impl(self, study: Any, completed_trials: list, *args: Any, **kwargs: Any) -> Any:
             asked = None
             if refit_growth is not None:
                 grown = len(completed_trials) - self._fitted_on
-                kept = self._gprs_cache_list is not None and self._fitted_on > 0
-                asked = _KernelReuse(reuse=kept and grown < max(1.0, refit_growth * self._fitted_on))
+                keep = self._fitted_on > 0 and grown < max(1.0, refit_growth * self._fitted_on)
+                cached = [*(self._gprs_cache_list or ()), *(self._constraints_gprs_cache_list or ())]
+                asked = _KernelReuse([gpr.inverse_squared_lengthscales for gpr in cached] if keep else [])
             token = _KERNEL_REUSE.set(asked)
             try:
                 # Optuna runs this under ``torch.device("cpu")``, a TorchFunctionMode through which every
@@ -233,7 +247,9 @@ def finite_candidates_gp_sampler(seed: int, n_startup_trials: int, candidates: C
                     return super()._sample_relative_impl(study, completed_trials, *args, **kwargs)
             finally:
                 _KERNEL_REUSE.reset(token)
-                if asked is not None and asked.fitted:
+                if asked is not None and asked.failed:
+                    self._fitted_on = 0  # Optuna kept its default kernel somewhere: fit at the next proposal
+                elif asked is not None and asked.fitted:
                     self._fitted_on = len(completed_trials)
 
         def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:

@@ -26,6 +26,7 @@ import copy
 import hashlib
 import importlib
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -137,13 +138,13 @@ def check_count(strategy: Strategy, option: str) -> None:
 
 
 def check_growth(strategy: Strategy, option: str) -> None:
-    """Refuse a ``strategy`` option that is neither None nor a real number of at least 0 (a share of
-    trials grown since a model's last fit), naming the strategy and the option."""
+    """Refuse a ``strategy`` option that is neither None nor a finite number of at least 0 (a share
+    of trials grown since a model's last fit), naming the strategy and the option."""
     value = getattr(strategy, option)
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{type(strategy).__name__}({option}={value!r}): expected None or a number "
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValueError(f"{type(strategy).__name__}({option}={value!r}): expected None or a finite number "
                          "of at least 0")
 
 
