@@ -45,7 +45,8 @@ from tunekit.metrics import SpaceStats  # noqa: E402
 from tunekit.strategy import make_strategy  # noqa: E402
 
 #: The options of ``DefaultSearch`` that act only when the store holds the kernel's other keys.
-STORE_ONLY = ("warm_start", "warm_spread", "warm_keys", "warm_scaled", "warm_interleaved", "warm_robust")
+STORE_ONLY = ("warm_start", "warm_spread", "warm_keys", "warm_scaled", "warm_interleaved", "warm_robust",
+              "prior_target")
 #: Evaluations to within 5 % that issue 31 asks for on spaces of kernels with 3 shapes or more.
 TARGET_EVALS = 10
 WITHOUT = "without the store"

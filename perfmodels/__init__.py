@@ -8,9 +8,10 @@ imported as ``tunekit.perfmodels``.
 Each offers ``as_perf_model(key)``, the callable Triton's ``prune_configs_by`` takes.
 """
 
-from .base import PerfModel, alignment_columns, alignment_features, dtype_bytes, key_of, trials_from_rows
+from .base import (PerfModel, alignment_columns, alignment_features, dtype_bytes, key_of, relative_to_fastest,
+                   trials_from_rows)
 from .forest import RandomForest
 from .shared_memory import SharedMemoryModel
 
 __all__ = ["PerfModel", "RandomForest", "SharedMemoryModel", "alignment_columns", "alignment_features",
-           "dtype_bytes", "key_of", "trials_from_rows"]
+           "dtype_bytes", "key_of", "relative_to_fastest", "trials_from_rows"]

@@ -19,6 +19,7 @@ import json
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from tunekit.config import COMPILE_OPTIONS, Config
 from tunekit.keys import TuningKey, as_key
 from tunekit.space import Space, is_power_of_two
 from tunekit.store import trial_from_row
-from tunekit.trial import Source, Trial
+from tunekit.trial import Source, Timing, Trial
 
 #: A key as the models' public methods take it: a ``TuningKey``, or its ``{"args": ..., "dtypes": ...}`` form.
 KeyLike = TuningKey | Mapping[str, Any]
@@ -130,6 +131,25 @@ def trials_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Trial]:
     """Trials from ``ResultsStore.rows`` (or an export), each knowing its key; re-timings left out
     (each repeats a measured trial of the same config)."""
     return [trial_from_row(row) for row in rows if row.get("source") != Source.RETIMED]
+
+
+def relative_to_fastest(trials: Sequence[Trial]) -> list[Trial]:
+    """``trials`` with each successful trial's times over the fastest successful trial's median at
+    its key (failures as they are): fit on these, a model learns each key's slowdowns, not its
+    scale, as transfer Bayesian optimisation normalises each task's outputs. Fit on raw times, a
+    forest spends its first splits on the key features, which set each shape's scale and nothing
+    of the order of its configs. Trials without a key are one group."""
+    fastest: dict[TuningKey | None, float] = {}
+    for trial in trials:
+        if trial.ok:
+            fastest[trial.key] = min(fastest.get(trial.key, math.inf), trial.time_ms)
+
+    def scaled(value: float | None, by: float) -> float | None:
+        return None if value is None else value / by
+
+    return [replace(t, timing=Timing(t.timing.median_ms / fastest[t.key], scaled(t.timing.p20_ms, fastest[t.key]),
+                                     scaled(t.timing.p80_ms, fastest[t.key])))
+            if t.ok and t.timing is not None else t for t in trials]
 
 
 class PerfModel(BaseEstimator):

@@ -162,7 +162,7 @@ from typing import TypeVar
 
 import numpy as np
 from scipy.special import ndtr
-from tunekit.perfmodels import RandomForest
+from tunekit.perfmodels import RandomForest, relative_to_fastest
 
 from tunekit.config import Config, config_to_dict
 from tunekit.keys import TuningKey, alike, key_distance, next_power_of_2
@@ -176,6 +176,8 @@ from .optuna_tpe import OptunaGPSearch
 INITIAL_DESIGNS = ("maximin", "random")
 #: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
 LOCAL_ORDERS = ("random", "forest")
+#: What the store's prior learns of each stored key's trials (``DefaultSearch``'s ``prior_target``).
+PRIOR_TARGETS = ("time", "slowdown")
 
 ConfigId = TypeVar("ConfigId", int, str)  # a config as a position in a Space or a JSON text
 
@@ -406,6 +408,12 @@ class DefaultSearch(ForestSearch):
             (an H100 host's core) and no figure moved by more than the seeds move, a tie, which
             keeps what ships; at 0.25, with 18 in flight, fewer runs came within 2 %
             (``experiments/results/gp-refit/``).
+        prior_target: what the store's prior (the forest fit on the kernel's stored trials, whose
+            ranking is one of the warm start's turns and whose prediction is a feature of the
+            search's forest) learns of each stored key's trials: ``"time"``, their log time;
+            ``"slowdown"``, their log time over that key's fastest (``relative_to_fastest``), so
+            that its splits go to the configs and how they fare with the key's sizes rather than
+            to each shape's scale. Acts only with the store.
 
     The other arguments are ``ForestSearch``'s.
     """
@@ -424,7 +432,7 @@ class DefaultSearch(ForestSearch):
                  local_order: str = "forest", warm_robust: bool = True, believer: bool = True,
                  earned_gp_fraction: float | None = None, early_gp_fraction: float | None = None,
                  early_gp_until: int = 30, gp_pending: bool = False,
-                 gp_refit_growth: float | None = None) -> None:
+                 gp_refit_growth: float | None = None, prior_target: str = "time") -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -452,6 +460,7 @@ class DefaultSearch(ForestSearch):
         self.early_gp_until = early_gp_until
         self.gp_pending = gp_pending
         self.gp_refit_growth = gp_refit_growth
+        self.prior_target = prior_target
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -475,6 +484,9 @@ class DefaultSearch(ForestSearch):
         for option in ("warm_interleaved", "warm_robust", "believer", "gp_pending"):
             if not isinstance(getattr(self, option), bool):
                 raise ValueError(f"DefaultSearch({option}={getattr(self, option)!r}): expected True or False")
+        if self.prior_target not in PRIOR_TARGETS:
+            raise ValueError(f"DefaultSearch(prior_target={self.prior_target!r}): expected one of "
+                             f"{', '.join(map(repr, PRIOR_TARGETS))}")
         if self.local_order not in LOCAL_ORDERS:
             raise ValueError(f"DefaultSearch(local_order={self.local_order!r}): expected one of "
                              f"{', '.join(map(repr, LOCAL_ORDERS))}")
@@ -501,7 +513,9 @@ class DefaultSearch(ForestSearch):
         self._stored_here = [t for t in context.history if t.key == here]  # a re-tuning's stored trials
         if self._learned_elsewhere:
             # every feature at every split: the prior predicts, it is not what the search explores with
-            self._prior = self._new_model(max_features=1.0).fit(list(context.history), context.key)
+            stored = list(context.history)
+            self._prior = self._new_model(max_features=1.0).fit(
+                relative_to_fastest(stored) if self.prior_target == "slowdown" else stored, context.key)
             features = self._prior.features_of_encoded(self._encoded, context.key)
             self._prior_failing = self._prior.failure_probability_of(features) > self.failure_threshold
             predicted = np.where(self._ruled_out(), np.inf, self._prior.regressor_.predict(features))

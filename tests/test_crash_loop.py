@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -116,11 +115,12 @@ def test_a_mark_of_a_live_process_is_left_alone_and_a_finished_launch_leaves_non
         assert all(not t.crashed for t in store.history(kernel.identity))
 
 
-def run_script(body: str, *args: str) -> subprocess.CompletedProcess:
-    """``body`` as a script file of its own (its kernels live in ``__main__``: no worker can import them)."""
-    script = Path(tempfile.mkdtemp(prefix="crash-loop-")) / "script.py"
+def run_script(body: str, store_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``body`` as a script file beside the store (its kernels live in ``__main__``: no worker can
+    import them), run with the store's path and ``args``."""
+    script = store_path.parent / "script.py"
     script.write_text(textwrap.dedent(body))
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, str(script), str(store_path), *args], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TRITON_INTERPRET="1"))
 
 
@@ -152,9 +152,9 @@ def test_a_crash_of_a_kernel_no_worker_can_import_happens_once(store_path):
     """Injected: a segfaulting config of a kernel defined in the script (``__main__``), which a
     benchmark worker cannot import, so tuning stays in-process. Survives: the second run skips the
     crashed config and tunes; so do later runs."""
-    assert run_script(SCRIPT_KERNEL, str(store_path), "4096").returncode == -signal.SIGSEGV
+    assert run_script(SCRIPT_KERNEL, store_path, "4096").returncode == -signal.SIGSEGV
     for _ in range(2):
-        again = run_script(SCRIPT_KERNEL, str(store_path), "4096")
+        again = run_script(SCRIPT_KERNEL, store_path, "4096")
         assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]
 
 
@@ -162,10 +162,10 @@ def test_a_config_that_ran_at_one_shape_and_crashes_at_another_crashes_once(stor
     """Injected: a config that runs at n = 1000 and stores far out of bounds at n = 4000, tuned
     in-process at 1000 (so the store knows it ran), then at 4000. Survives: the run after the
     crash at 4000 records it and tunes."""
-    first = run_script(SCRIPT_KERNEL, str(store_path), "1000")
+    first = run_script(SCRIPT_KERNEL, store_path, "1000")
     assert first.returncode == 0 and first.stdout.split()[:2] == ["ok", "True"], first.stderr[-2000:]
-    assert run_script(SCRIPT_KERNEL, str(store_path), "4000").returncode == -signal.SIGSEGV
-    again = run_script(SCRIPT_KERNEL, str(store_path), "4000")
+    assert run_script(SCRIPT_KERNEL, store_path, "4000").returncode == -signal.SIGSEGV
+    again = run_script(SCRIPT_KERNEL, store_path, "4000")
     assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]
 
 
@@ -204,9 +204,9 @@ def test_a_crash_with_a_hook_from_the_script_happens_once_and_the_kernel_stays_u
     """Injected: a segfaulting config of an importable kernel tuned with a ``pre_hook`` defined in the
     script. Survives: after the crash, isolation is wanted but the hook cannot reach a worker, so the
     next runs tune in-process without the crashed config, instead of failing to start a worker."""
-    assert run_script(HOOK_SCRIPT, str(store_path)).returncode == -signal.SIGSEGV
+    assert run_script(HOOK_SCRIPT, store_path).returncode == -signal.SIGSEGV
     for _ in range(2):
-        again = run_script(HOOK_SCRIPT, str(store_path))
+        again = run_script(HOOK_SCRIPT, store_path)
         assert again.returncode == 0 and again.stdout.split() == ["ok", "True", "64"], again.stderr[-2000:]
 
 

@@ -607,7 +607,8 @@ def test_every_design_names_the_options_that_changed(protocol):
     believer_named = ("designs-inflight.json", "designs-inflight6.json", "designs-inflight18.json",
                       "designs-inflight18-warm-cap.json", "designs-inflight18-gp-pending.json",
                       "designs-size-products.json", "designs-size-products-varying.json",
-                      "designs-initial.json", "designs-gp-refit.json", "designs-inflight18-gp-refit.json")
+                      "designs-initial.json", "designs-gp-refit.json", "designs-inflight18-gp-refit.json",
+                      "designs-prior-target.json", "designs-inflight18-prior-target.json")
     later.update({name: later["designs-inflight.json"] for name in believer_named})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
@@ -621,11 +622,11 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp15-stalled50-c512-local-forest-believer-inflight18": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight18-gp-pending": 0.15,
-              **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-refit{growth}": 0.15
-                 for growth in (10, 25)},
+              **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-{variant}": 0.15
+                 for variant in ("refit10", "refit25", "prior-slowdown")},
               **{f"default-gp15-stalled50-c512-local-forest-believer{variant}": 0.15
                  for variant in ("", "-size-products", "-varying-size-products", "-initial6", "-initial15",
-                                 "-refit10", "-refit25")},
+                                 "-refit10", "-refit25", "-prior-slowdown")},
               **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap{cap}": 0.15
                  for cap in ("3-until20", "6-until30")},
               **{f"default-gp15-stalled50-c512-local-forest-{probe}{share}": 0.15

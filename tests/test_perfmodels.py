@@ -279,3 +279,22 @@ def test_alignment_lets_a_forest_single_out_unseen_aligned_sizes():
     plain = RandomForest(space).fit(train, key(64)).predict(unseen, key(64))
     assert all(t < 1.25 for t in aligned)  # bootstrap samples that lack an aligned size blur it a little
     assert all(t > 1.5 for t in plain)
+
+
+def test_relative_to_fastest_divides_each_keys_times_by_its_own_fastest():
+    """Times at two keys of a 100x different scale become slowdowns over each key's fastest
+    successful trial (its 20/80 % quantiles too, a missing one staying missing); a failed trial,
+    which is faster than nothing, is left as it is and sets no key's fastest."""
+    from tunekit.perfmodels import relative_to_fastest
+
+    small, large = (TuningKey(("M",), (m,), ()) for m in (2, 64))
+    configs = [config_from_dict({"BLOCK": b}) for b in (16, 32, 64)]
+    trials = [Trial(configs[0], Status.OK, Timing(2.0, 1.5, None), key=small),
+              Trial(configs[1], Status.OK, Timing(3.0, 2.5, 3.5), key=small),
+              Trial(configs[0], Status.OK, Timing(500.0, 400.0, 600.0), key=large),
+              Trial(configs[1], Status.OK, Timing(200.0, 150.0, 250.0), key=large),
+              Trial(configs[2], Status.OUT_OF_RESOURCES, error="injected", key=large)]
+    relative = relative_to_fastest(trials)
+    assert [t.timing for t in relative] == [Timing(1.0, 0.75, None), Timing(1.5, 2.5 / 2, 3.5 / 2),
+                                            Timing(2.5, 2.0, 3.0), Timing(1.0, 0.75, 1.25), None]
+    assert [(t.config, t.key, t.status) for t in relative] == [(t.config, t.key, t.status) for t in trials]

@@ -1217,6 +1217,33 @@ def test_default_warm_start_tries_the_nearest_keys_measured_best_first():
         assert config_json(slowest_first[1]) in {config_json(c) for c in warm[1:3]}
 
 
+def test_default_prior_target_slowdown_fits_the_store_prior_on_each_keys_slowdowns():
+    """The store holds the toy at M=2 and at M=64, there 1000x slower. With ``prior_target="slowdown"``
+    the prior learns each key's times over its fastest: it predicts M=64's fastest config at about
+    1x (log 0) where, fit on log time (what ships), it predicts about 1000x its M=2 time. A value
+    that is neither is refused, naming the option."""
+    from tunekit.budget import Budget
+    from tunekit.strategy import SearchContext
+    from tunekit.testing.strategies import toy_time, toy_trial
+    from tunekit.trial import Status, Timing, Trial
+
+    ok = [c for c in toy_space().configs() if toy_trial(c).ok]
+    near, far = (TuningKey.from_json(f'{{"args": {{"M": {m}}}, "dtypes": []}}') for m in (2, 64))
+    history = tuple(Trial(c, Status.OK, Timing(scale * toy_time(c), scale * toy_time(c), scale * toy_time(c)),
+                          key=key) for key, scale in ((near, 1.0), (far, 1000.0)) for c in ok)
+    fastest = min(ok, key=toy_time)
+    predicted = {}
+    for target in ("time", "slowdown"):
+        strategy = DefaultSearch(prior_target=target)
+        strategy.start(SearchContext(toy_space(), Budget(evals=10), TOY_KEY, 0, history))
+        predicted[target] = float(strategy._prior.predict_log([fastest], far)[0])
+    # a forest averages its leaves' neighbours: within 0.5 of each, 6.9 (log 1000) apart
+    assert abs(predicted["slowdown"]) < 0.5
+    assert abs(predicted["time"] - math.log(1000 * toy_time(fastest))) < 0.5
+    with pytest.raises(ValueError, match="prior_target='log'"):
+        DefaultSearch(prior_target="log").start(SearchContext(toy_space(), Budget(evals=10), TOY_KEY, 0, history))
+
+
 def test_default_warm_keys_takes_each_nearest_keys_measured_best_in_turn():
     """The store holds four other keys, each with its own fastest and second fastest config (of
     the toy's slowest): M=2, M=16 and M=64 of this key's dtypes (M=4), nearest first, and M=1 of
