@@ -38,7 +38,6 @@ sys.path.insert(0, str(HERE))
 from leave_family_out import _spaces
 
 from tunekit.compare import same_kernel_elsewhere
-from tunekit.config import config_json
 from tunekit.perfmodels import RandomForest
 from tunekit.trial import Timing, Trial
 
@@ -81,7 +80,8 @@ def main() -> None:
     parser.add_argument("--corpus", default=str(HERE / "corpus" / "v2.json"))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--within", type=float, default=0.05)
-    parser.add_argument("--min-shapes", type=int, default=2, help="spaces of kernels recorded at this many shapes or more")
+    parser.add_argument("--min-shapes", type=int, default=2,
+                        help="spaces of kernels recorded at this many shapes or more")
     args = parser.parse_args()
     spaces = _spaces(args.corpus)
     elsewhere = same_kernel_elsewhere(spaces)
