@@ -16,9 +16,9 @@ is recorded elsewhere (the store of a transfer replay: whole recorded spaces):
   transfer Bayesian optimisation standardises each task's outputs;
 - ``rank``: each trial's rank among its shape's, from 0 (fastest) to 1.
 
-and prints, per space, the rank in each prior's order (configs it expects to fail last) of the
-first config within ``--within`` of the optimum, the median over ``--seeds`` forests. From the
-recordings alone; minutes on one core.
+and prints, per space, the rank in each prior's order (configs it expects to fail, by
+``DefaultSearch``'s ``failure_threshold``, last) of the first config within ``--within`` of the
+optimum, the median over ``--seeds`` forests. From the recordings alone; minutes on one core.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ sys.path.insert(0, str(HERE))
 from leave_family_out import _spaces
 
 from tunekit.compare import same_kernel_elsewhere
-from tunekit.perfmodels import RandomForest
+from tunekit.perfmodels import RandomForest, relative_to_fastest
+from tunekit.strategies import DefaultSearch
 from tunekit.trial import Timing, Trial
 
 TARGETS = ("log time", "log slowdown", "standardised", "rank")
@@ -50,9 +51,8 @@ def retimed(trials: list[Trial], target: str) -> list[Trial]:
         return trials
     ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
     if target == "log slowdown":
-        best = ok[0].time_ms
-        new = {id(t): t.time_ms / best for t in ok}
-    elif target == "standardised":
+        return relative_to_fastest(trials)  # DefaultSearch's prior_target="slowdown"
+    if target == "standardised":
         logs = np.log([t.time_ms for t in ok])
         spread = logs.std() or 1.0
         new = {id(t): math.exp((log - logs.mean()) / spread) for t, log in zip(ok, logs)}
@@ -68,7 +68,7 @@ def first_near_rank(space, others, target: str, seed: int, within: float) -> int
     configs = [t.config for t in space.trials()]
     features = model.features_of_encoded(recorded.encode(configs), space.key())
     predicted = model.regressor_.predict(features)
-    predicted[model.failure_probability_of(features) > model.failure_threshold] = np.inf
+    predicted[model.failure_probability_of(features) > DefaultSearch().failure_threshold] = np.inf  # as its prior
     times = np.array([t.time_ms if t.ok else np.inf for t in space.trials()])
     near = times <= times.min() * (1 + within)
     order = np.argsort(predicted, kind="stable")

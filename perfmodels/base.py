@@ -133,23 +133,31 @@ def trials_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Trial]:
     return [trial_from_row(row) for row in rows if row.get("source") != Source.RETIMED]
 
 
-def relative_to_fastest(trials: Sequence[Trial]) -> list[Trial]:
+def relative_to_fastest(trials: Sequence[Trial], key: KeyLike | None = None) -> list[Trial]:
     """``trials`` with each successful trial's times over the fastest successful trial's median at
     its key (failures as they are): fit on these, a model learns each key's slowdowns, not its
     scale, as transfer Bayesian optimisation normalises each task's outputs. Fit on raw times, a
     forest spends its first splits on the key features, which set each shape's scale and nothing
-    of the order of its configs. Trials without a key are one group."""
+    of the order of its configs. A trial without a key was measured at ``key``, as ``fit`` takes
+    it. A key whose trials are a few configs (a tuning stopped early) has its best of those as 1."""
+    at = as_key(key)
     fastest: dict[TuningKey | None, float] = {}
     for trial in trials:
         if trial.ok:
-            fastest[trial.key] = min(fastest.get(trial.key, math.inf), trial.time_ms)
+            fastest[trial.key or at] = min(fastest.get(trial.key or at, math.inf), trial.time_ms)
 
     def scaled(value: float | None, by: float) -> float | None:
         return None if value is None else value / by
 
-    return [replace(t, timing=Timing(t.timing.median_ms / fastest[t.key], scaled(t.timing.p20_ms, fastest[t.key]),
-                                     scaled(t.timing.p80_ms, fastest[t.key])))
-            if t.ok and t.timing is not None else t for t in trials]
+    def relative(trial: Trial) -> Trial:
+        if not trial.ok or trial.timing is None:
+            return trial
+        by = fastest[trial.key or at]
+        timing = trial.timing
+        return replace(trial, timing=Timing(timing.median_ms / by, scaled(timing.p20_ms, by),
+                                            scaled(timing.p80_ms, by)))
+
+    return [relative(t) for t in trials]
 
 
 class PerfModel(BaseEstimator):

@@ -3,14 +3,20 @@ temporary directories; nothing here mocks Triton's compile or launch path."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # Before triton is imported anywhere: kernels decorated from here on are interpreted.
 os.environ["TRITON_INTERPRET"] = "1"
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-# No test may write the user's own cache; tests that use the default store get this one.
-os.environ["TUNEKIT_STORE"] = os.path.join(tempfile.mkdtemp(prefix="tunekit-tests-"), "default.db")
+# No test may write the user's own cache; tests that use the default store get this one, removed
+# when the test session's process ends (not a forked child's: the session still uses it).
+_DEFAULT_STORE_DIR = tempfile.mkdtemp(prefix="tunekit-tests-")
+_SESSION_PID = os.getpid()
+atexit.register(lambda: os.getpid() == _SESSION_PID and shutil.rmtree(_DEFAULT_STORE_DIR, ignore_errors=True))
+os.environ["TUNEKIT_STORE"] = os.path.join(_DEFAULT_STORE_DIR, "default.db")
 os.environ.pop("TUNEKIT_MODE", None)
 
 import pytest  # noqa: E402

@@ -120,7 +120,8 @@ def run_script(body: str, store_path: Path, *args: str) -> subprocess.CompletedP
     import them), run with the store's path and ``args``."""
     script = store_path.parent / "script.py"
     script.write_text(textwrap.dedent(body))
-    return subprocess.run([sys.executable, str(script), str(store_path), *args], capture_output=True, text=True, timeout=300,
+    command = [sys.executable, str(script), str(store_path), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TRITON_INTERPRET="1"))
 
 

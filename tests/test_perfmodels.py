@@ -284,7 +284,8 @@ def test_alignment_lets_a_forest_single_out_unseen_aligned_sizes():
 def test_relative_to_fastest_divides_each_keys_times_by_its_own_fastest():
     """Times at two keys of a 100x different scale become slowdowns over each key's fastest
     successful trial (its 20/80 % quantiles too, a missing one staying missing); a failed trial,
-    which is faster than nothing, is left as it is and sets no key's fastest."""
+    which is faster than nothing, is left as it is and sets no key's fastest. A trial without a
+    key was measured at the key given, as ``fit`` takes it: one group with that key's trials."""
     from tunekit.perfmodels import relative_to_fastest
 
     small, large = (TuningKey(("M",), (m,), ()) for m in (2, 64))
@@ -298,3 +299,6 @@ def test_relative_to_fastest_divides_each_keys_times_by_its_own_fastest():
     assert [t.timing for t in relative] == [Timing(1.0, 0.75, None), Timing(1.5, 2.5 / 2, 3.5 / 2),
                                             Timing(2.5, 2.0, 3.0), Timing(1.0, 0.75, 1.25), None]
     assert [(t.config, t.key, t.status) for t in relative] == [(t.config, t.key, t.status) for t in trials]
+    keyless = Trial(configs[2], Status.OK, Timing(100.0, 100.0, 100.0))
+    assert [t.time_ms for t in relative_to_fastest([*trials, keyless], key=large)] == \
+        [1.0, 1.5, 5.0, 2.0, math.inf, 1.0]  # 100 ms at M=64 is its fastest now

@@ -10,9 +10,11 @@ tables and tuning-curve PNGs.
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -96,7 +98,8 @@ def live(strategy: str | None, seconds: float, rounds: int = 5) -> int:
 
     m = n = k = 4096
     a, b, c = matmul.inputs(m, n, k, dtype=torch.bfloat16, device="cuda")
-    scratch = tempfile.mkdtemp(prefix="tunekit-demo-")
+    scratch = tempfile.mkdtemp(prefix="tunekit-demo-")  # the two cold compile caches and the store
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     print(f"GEMM {m}x{n}x{k} bf16 on {torch.cuda.get_device_name()}: tunekit over {len(matmul.space())} configs "
           f"(strategy {strategy or 'default'}, {seconds:g} s budget) against stock triton.autotune over the "
           "tutorial's 8 configs, each from its own cold compile cache.")
