@@ -411,7 +411,7 @@ class DefaultSearch(ForestSearch):
         prior_target: what the store's prior (the forest fit on the kernel's stored trials, whose
             ranking is one of the warm start's turns and whose prediction is a feature of the
             search's forest) learns of each stored key's trials: ``"time"``, their log time;
-            ``"slowdown"``, their log time over that key's fastest (``relative_to_fastest``), so
+            ``"slowdown"``, the log of their time over that key's fastest (``relative_to_fastest``), so
             that its splits go to the configs and how they fare with the key's sizes rather than
             to each shape's scale. Acts only with the store. Off: replayed with the store on
             the 58 spaces of kernels recorded at other shapes (20 seeds), one at a time and with
