@@ -49,9 +49,9 @@ def retimed(trials: list[Trial], target: str) -> list[Trial]:
     """``trials`` of one shape with times that make the forest's log-time target ``target``."""
     if target == "log time":
         return trials
-    ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
     if target == "log slowdown":
         return relative_to_fastest(trials)  # DefaultSearch's prior_target="slowdown"
+    ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms)
     if target == "standardised":
         logs = np.log([t.time_ms for t in ok])
         spread = logs.std() or 1.0

@@ -18,7 +18,8 @@ Whether a baseline that scores higher on a family does so by more than the seeds
 Without ``--against``, one label's own figures and their intervals, beside issue 31's targets:
 whether a figure misses its target by more than the seeds move it. ``--larger-than-budget``, with
 or without ``--against`` (not with ``--by-family``, which takes whole families), takes only the
-spaces of more configs than the budget (the report's second table).
+spaces of more configs than the budget (the report's second table). ``--first-seed N`` takes seeds
+N to N + ``--seeds`` - 1 instead of 0 on: a round on fresh seeds.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ from leave_family_out import TARGETS, _spaces, checkpoints
 from tunekit.metrics import SpaceStats, score_over_evaluations
 
 
-def per_run(table: Table, spaces: list[str], label: str, seeds: int) -> dict[str, np.ndarray]:
-    """Each (space, seed) run's figures of ``label``, seeds 0 to ``seeds`` - 1 (a label run on more
-    seeds is compared on these with one run on fewer): within 2 % (0 or 1), its score (NaN where
+def per_run(table: Table, spaces: list[str], label: str, seeds: int, first: int = 0) -> dict[str, np.ndarray]:
+    """Each (space, seed) run's figures of ``label``, ``seeds`` seeds from ``first`` on (a label run on
+    more seeds is compared on these with one run on fewer): within 2 % (0 or 1), its score (NaN where
     the space's score range starts past the budget; a space's score is the mean of its runs') and
     log best / optimum at each checkpoint (spaces x seeds, and spaces x seeds x checkpoints)."""
     points = checkpoints(table)
@@ -48,14 +49,15 @@ def per_run(table: Table, spaces: list[str], label: str, seeds: int) -> dict[str
     logs = np.empty((len(spaces), seeds, len(points)))
     for row, space in enumerate(spaces):
         runs = {run.seed: run for run in table.runs.get((space, label), [])}
-        missing = sorted(set(range(seeds)) - set(runs))
+        wanted = range(first, first + seeds)
+        missing = sorted(set(wanted) - set(runs))
         if missing:
             raise ValueError(f"{label} on {space}: no runs of seeds {missing} (runs of seeds {sorted(runs)}, "
-                             f"expected 0-{seeds - 1})")
-        single = Table([runs[seed] for seed in range(seeds)], table.stats, table.budget)
+                             f"expected {first}-{first + seeds - 1})")
+        single = Table([runs[seed] for seed in wanted], table.stats, table.budget)
         within[row] = single.within(space, label)
         scores[row] = [score_over_evaluations(table.stats[space], [table.best(runs[seed])], table.budget)
-                       for seed in range(seeds)]
+                       for seed in wanted]
         for column, n in enumerate(points):
             logs[row, :, column] = np.log(single.ratio_after(space, label, n))
     return {"within": within, "scores": scores, "logs": logs}
@@ -106,6 +108,8 @@ def main() -> None:
     parser.add_argument("--label", required=True)
     parser.add_argument("--against", help="the label to compare with (without it: --label's own figures)")
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the seeds are this one and the next --seeds - 1 (a round on fresh seeds)")
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--replicates", type=int, default=2000)
     parser.add_argument("--by-family", action="store_true",
@@ -140,7 +144,8 @@ def main() -> None:
             parser.error(f"no family of {args.corpus} has runs of both {args.label!r} and {args.against!r} "
                          "on every space")
         spaces = sorted(name for names in ran.values() for name in names)
-        label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
+        label, against = (per_run(table, spaces, name, args.seeds, args.first_seed)
+                          for name in (args.label, args.against))
         rows = {family: [spaces.index(name) for name in names] for family, names in ran.items()}
         print(f"{args.label} minus {args.against}: {args.seeds} seeds, {args.replicates} replicates over the "
               "seeds; 95 % intervals in brackets\n")
@@ -152,7 +157,7 @@ def main() -> None:
              "selection score (lower is better)"]
     everything = np.arange(args.seeds)[None]
     if not args.against:
-        alone = per_run(table, spaces, args.label, args.seeds)
+        alone = per_run(table, spaces, args.label, args.seeds, args.first_seed)
         goals = [f">= {100 * TARGETS['within']:g}",
                  *(f"<= {TARGETS[n]}" if n in TARGETS else "" for n in checkpoints(table)), ""]
         print(f"{args.label}: {len(spaces)} spaces, {args.seeds} seeds, {args.replicates} replicates over the seeds")
@@ -161,7 +166,8 @@ def main() -> None:
             print(f"{name.replace(' (points)', ' (%)')}: {value:.4f} (95 % interval {low:.4f} to {high:.4f})"
                   + (f"; target {goal}" if goal else ""))
         return
-    label, against = (per_run(table, spaces, name, args.seeds) for name in (args.label, args.against))
+    label, against = (per_run(table, spaces, name, args.seeds, args.first_seed)
+                      for name in (args.label, args.against))
     observed = figures(label, everything)[0] - figures(against, everything)[0]
     differences = figures(label, drawn) - figures(against, drawn)
     print(f"{args.label} minus {args.against}: {len(spaces)} spaces, {args.seeds} seeds, "

@@ -250,6 +250,11 @@ def test_the_seed_bootstrap_takes_every_space_s_runs_of_the_seeds_it_draws(exper
         bootstrap.per_run(table, spaces, "absent", 4)
     # fewer seeds than were run: the first ones ("lucky" on seeds 0 and 1 finds the optimum every time)
     assert bootstrap.figures(bootstrap.per_run(table, spaces, "lucky", 2), np.arange(2)[None])[0][0] == 100.0
+    # a round on later seeds (--first-seed): seeds 2 and 3, where "lucky" never finds it
+    later = bootstrap.per_run(table, spaces, "lucky", 2, first=2)
+    assert bootstrap.figures(later, np.arange(2)[None])[0][0] == 0.0
+    with pytest.raises(ValueError, match=r"no runs of seeds \[4\] .*expected 3-4"):
+        bootstrap.per_run(table, spaces, "sure", 2, first=3)
 
 
 def test_the_seed_bootstrap_by_family_gives_the_report_s_family_figures(experiment, protocol, tmp_path):
