@@ -155,6 +155,7 @@ and 1.005 after 200; with the store, slower than without it on 8 of 58 spaces (o
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -162,6 +163,7 @@ from typing import TypeVar
 
 import numpy as np
 from scipy.special import ndtr
+from scipy.stats import qmc
 from tunekit.perfmodels import RandomForest, relative_to_fastest
 
 from tunekit.config import Config, config_to_dict
@@ -173,11 +175,14 @@ from .forest import ForestSearch
 from .optuna_tpe import OptunaGPSearch
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
-INITIAL_DESIGNS = ("maximin", "random")
+INITIAL_DESIGNS = ("maximin", "random", "latin")
 #: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
 LOCAL_ORDERS = ("random", "forest")
 #: What the store's prior learns of each stored key's trials (``DefaultSearch``'s ``prior_target``).
 PRIOR_TARGETS = ("time", "slowdown")
+
+#: The keyword that seeds ``scipy.stats.qmc``'s engines (``rng`` from SciPy 1.15, ``seed`` before).
+QMC_RNG = "rng" if "rng" in inspect.signature(qmc.LatinHypercube).parameters else "seed"
 
 ConfigId = TypeVar("ConfigId", int, str)  # a config as a position in a Space or a JSON text
 
@@ -275,8 +280,10 @@ class DefaultSearch(ForestSearch):
         patience: evaluations the expected improvement must stay under ``noise`` before stopping.
         min_evals: evaluations of this tuning before an early stop is considered.
         initial_design: how the start without the store picks its ``initial`` configs:
-            ``"maximin"`` (each as far as possible from those picked) or ``"random"`` (not chosen
-            on top of the shipped options: ``experiments/results/random-start/``).
+            ``"maximin"`` (each as far as possible from those picked), ``"random"`` (not chosen
+            on top of the shipped options: ``experiments/results/random-start/``) or ``"latin"``
+            (the configs nearest a Latin hypercube's points, so that each parameter's values come
+            about equally often: maximin takes the extremes; ``experiments/results/latin-start/``).
         local_best: the neighbours of this many fastest configs share the local proposals (1:
             the best's alone; more search around several good configs, as parallel pattern
             searches do).
@@ -499,6 +506,7 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
         self._unit_encoded: np.ndarray | None = None  # the encoding scaled to [0, 1], made at the first spread
+        self._latin_design: list[int] | None = None  # the start's configs (initial_design="latin"), made at its first ask
         self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
         self._gp: OptunaGPSearch | None = None  # made at its first turn (_gp_picks)
         self._proposer: dict[int, str] = {}  # "gp" or "forest", for each ranked turn not yet told
@@ -628,6 +636,10 @@ class DefaultSearch(ForestSearch):
             picks: list[Config]
             if self.initial_design == "random":
                 picks = self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
+            elif self.initial_design == "latin":
+                if self._latin_design is None:
+                    self._latin_design = self._latin(self.initial)
+                picks = self._take([i for i in self._latin_design if not self._tried[i]][:count])
             else:
                 picks = self._spread(count)
             self._started_with |= self._tried & ~tried
@@ -883,6 +895,32 @@ class DefaultSearch(ForestSearch):
             nearest = np.minimum(nearest, np.abs(in_pool - in_pool[pick]).sum(axis=1))
             nearest[pick] = -1.0
         return self._take(chosen)
+
+    def _latin(self, count: int) -> list[int]:
+        """``count`` untried configs nearest the points of a Latin hypercube (``scipy.stats.qmc``,
+        its centred discrepancy optimised) over the parameters' value positions, each value a
+        stripe of equal width: each parameter's values come about equally often, where maximin
+        takes its extremes. Each point takes the nearest config (L1) not yet taken, from those the
+        prior does not expect to fail and that fit in shared memory."""
+        positions = self.context.space.value_positions().astype(float)
+        levels = positions.max(axis=0) + 1
+        varying = levels > 1
+        unit = (positions[:, varying] + 0.5) / levels[varying]  # a value's stripe's centre
+        pool = self._fitting(np.flatnonzero(~self._tried & ~self._prior_failing))
+        if not len(pool):
+            return []
+        if not varying.any():
+            return [int(i) for i in pool[:count]]
+        points = qmc.LatinHypercube(int(varying.sum()), optimization="random-cd",
+                                    **{QMC_RNG: np.random.default_rng(int(self.rng.integers(2**63)))}).random(count)
+        free = np.ones(len(pool), dtype=bool)
+        chosen = []
+        for point in points[:min(count, len(pool))]:
+            distance = np.where(free, np.abs(unit[pool] - point).sum(axis=1), np.inf)
+            pick = int(np.argmin(distance))
+            chosen.append(int(pool[pick]))
+            free[pick] = False
+        return chosen
 
     def _neighbours_of_best(self, count: int) -> list[Config]:
         """Up to ``count`` untried neighbours (one parameter one step away) of the ``local_best``
