@@ -112,8 +112,53 @@ class TestDefaultSearchRandomStart(StrategyConformance):
         assert starts != maximin
 
     def test_an_unknown_initial_design_is_refused_by_name(self):
-        with pytest.raises(ValueError, match="initial_design='sobol'.*'maximin', 'random'"):
+        with pytest.raises(ValueError, match="initial_design='sobol'.*'maximin', 'random', 'latin'"):
             drive(DefaultSearch(initial_design="sobol"), toy_space(), evals=2)
+
+
+class TestDefaultSearchLatinStart(StrategyConformance):
+    """``initial_design="latin"``: the start takes the configs nearest a Latin hypercube's points."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, initial_design="latin")
+
+    @staticmethod
+    def ten_by_ten() -> Space:
+        """Two parameters of 10 values (one listed out of order, one of powers of two) and a flag:
+        every combination exists, so each point of a 10-point hypercube has its own config."""
+        return Space(X=[3, 1, 4, 0, 5, 9, 2, 6, 8, 7], Y=[2**i for i in range(10)], FLAG=[0, 1])
+
+    def start_of(self, strategy, space, seed, batch):
+        """The start's 10 configs, asked ``batch`` at a time (the start needs no trials told)."""
+        from tunekit.budget import Budget
+        from tunekit.strategy import SearchContext
+
+        strategy.start(SearchContext(space, Budget(evals=10), TOY_KEY, seed))
+        return [config_to_dict(c) for _ in range(0, 10, batch) for c in strategy.ask(batch)]
+
+    def test_each_value_of_a_parameter_comes_once_where_maximin_takes_the_extremes(self):
+        space = self.ten_by_ten()
+        for seed in range(3):
+            start = self.start_of(DefaultSearch(initial=10, initial_design="latin"), space, seed, batch=10)
+            assert sorted(c["X"] for c in start) == list(range(10))
+            assert sorted(c["Y"] for c in start) == [2**i for i in range(10)]
+            assert sorted(c["FLAG"] for c in start) == [0] * 5 + [1] * 5
+            maximin = self.start_of(DefaultSearch(initial=10), space, seed, batch=10)
+            assert sorted(c["X"] for c in maximin) != list(range(10))
+
+    def test_the_start_is_the_same_asked_one_at_a_time_seeded_and_differs_by_seed(self):
+        space = self.ten_by_ten()
+        starts = [self.start_of(DefaultSearch(initial=10, initial_design="latin"), space, seed, batch=10)
+                  for seed in range(3)]
+        assert starts[0] == self.start_of(DefaultSearch(initial=10, initial_design="latin"), space, 0, batch=1)
+        assert len({tuple(tuple(sorted(c.items())) for c in start) for start in starts}) == 3
+
+    def test_a_constrained_space_gives_distinct_configs_of_the_space(self):
+        space = toy_space()
+        for seed in range(3):
+            start = drive(DefaultSearch(initial=10, initial_design="latin"), space, evals=10, seed=seed, batch=3)
+            assert len({config_json(c) for c in start}) == 10
+            assert all(c in space for c in start)
 
 
 class TestDefaultSearchAroundSeveralBest(StrategyConformance):
