@@ -175,7 +175,7 @@ from .forest import ForestSearch
 from .optuna_tpe import OptunaGPSearch
 
 #: ``DefaultSearch``'s ways of picking the start's configs.
-INITIAL_DESIGNS = ("maximin", "random", "latin")
+INITIAL_DESIGNS = ("maximin", "random", "latin", "latin-maximin")
 #: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
 LOCAL_ORDERS = ("random", "forest")
 #: What the store's prior learns of each stored key's trials (``DefaultSearch``'s ``prior_target``).
@@ -283,7 +283,8 @@ class DefaultSearch(ForestSearch):
             ``"maximin"`` (each as far as possible from those picked), ``"random"`` (not chosen
             on top of the shipped options: ``experiments/results/random-start/``) or ``"latin"``
             (the configs nearest a Latin hypercube's points, so that each parameter's values come
-            about equally often: maximin takes the extremes; ``experiments/results/latin-start/``).
+            about equally often: maximin takes the extremes; ``experiments/results/latin-start/``)
+            or ``"latin-maximin"`` (half of each, in turn).
         local_best: the neighbours of this many fastest configs share the local proposals (1:
             the best's alone; more search around several good configs, as parallel pattern
             searches do).
@@ -636,9 +637,9 @@ class DefaultSearch(ForestSearch):
             picks: list[Config]
             if self.initial_design == "random":
                 picks = self._take(self.rng.permutation(self._fitting(np.flatnonzero(~self._tried)))[:count])
-            elif self.initial_design == "latin":
+            elif self.initial_design in ("latin", "latin-maximin"):
                 if self._latin_design is None:
-                    self._latin_design = self._latin(self.initial)
+                    self._latin_design = self._latin_start()
                 picks = self._take([i for i in self._latin_design if not self._tried[i]][:count])
             else:
                 picks = self._spread(count)
@@ -870,7 +871,21 @@ class DefaultSearch(ForestSearch):
         a tile that runs out of shared memory at one shape usually does at the others)."""
         return super()._failing(indices, features) | self._prior_failing[indices]
 
+    def _latin_start(self) -> list[int]:
+        """The start's configs: the ``initial`` nearest a Latin hypercube's points, or with
+        ``"latin-maximin"`` half of them, each followed by one of as many maximin configs far from
+        them all (the extremes of the parameters' ranges, which suit some kernels)."""
+        if self.initial_design == "latin":
+            return self._latin(self.initial)
+        latin = self._latin((self.initial + 1) // 2)
+        far = self._spread_indices(self.initial - len(latin), also_far_from=np.asarray(latin, dtype=int))
+        return [i for pair in itertools.zip_longest(latin, far) for i in pair if i is not None]
+
     def _spread(self, count: int, also_far_from: np.ndarray | None = None) -> list[Config]:
+        """``_spread_indices``' configs, taken."""
+        return self._take(self._spread_indices(count, also_far_from))
+
+    def _spread_indices(self, count: int, also_far_from: np.ndarray | None = None) -> list[int]:
         """Untried configs far from every tried one (greedy maximin over the encoding scaled to
         [0, 1]; the first at random, where none is tried), from a random pool of at most
         ``candidates``, leaving out those the prior expects to fail. ``also_far_from``: configs
@@ -891,10 +906,10 @@ class DefaultSearch(ForestSearch):
         chosen = []
         for _ in range(min(count, len(pool))):
             pick = int(self.rng.integers(len(pool))) if not np.isfinite(nearest).any() else int(np.argmax(nearest))
-            chosen.append(pool[pick])
+            chosen.append(int(pool[pick]))
             nearest = np.minimum(nearest, np.abs(in_pool - in_pool[pick]).sum(axis=1))
             nearest[pick] = -1.0
-        return self._take(chosen)
+        return chosen
 
     def _latin(self, count: int) -> list[int]:
         """``count`` untried configs nearest the points of a Latin hypercube (``scipy.stats.qmc``,
