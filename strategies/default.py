@@ -283,8 +283,9 @@ class DefaultSearch(ForestSearch):
             ``"maximin"`` (each as far as possible from those picked), ``"random"`` (not chosen
             on top of the shipped options: ``experiments/results/random-start/``) or ``"latin"``
             (the configs nearest a Latin hypercube's points, so that each parameter's values come
-            about equally often: maximin takes the extremes; ``experiments/results/latin-start/``)
-            or ``"latin-maximin"`` (half of each, in turn).
+            about equally often, where maximin takes the extremes) or ``"latin-maximin"`` (half of
+            each, in turn). Neither was chosen (``experiments/results/latin-start/``): ``"latin"``
+            gained on Triton GEMMs and lost on kernels whose fastest configs take extreme values.
         local_best: the neighbours of this many fastest configs share the local proposals (1:
             the best's alone; more search around several good configs, as parallel pattern
             searches do).
