@@ -285,7 +285,8 @@ class DefaultSearch(ForestSearch):
             (the configs nearest a Latin hypercube's points, so that each parameter's values come
             about equally often, where maximin takes the extremes) or ``"latin-maximin"`` (half of
             each, in turn). Neither was chosen (``experiments/results/latin-start/``): ``"latin"``
-            gained on Triton GEMMs and lost on kernels whose fastest configs take extreme values.
+            gained on Triton GEMMs and lost on the Kernel Tuner convolution, GEMM and pnpoly
+            spaces and on softmax.
         local_best: the neighbours of this many fastest configs share the local proposals (1:
             the best's alone; more search around several good configs, as parallel pattern
             searches do).
@@ -508,7 +509,7 @@ class DefaultSearch(ForestSearch):
             raise ValueError(f"DefaultSearch(warm_spread={self.warm_spread!r}): expected 0 or more")
         super().start(context)
         self._unit_encoded: np.ndarray | None = None  # the encoding scaled to [0, 1], made at the first spread
-        self._latin_design: list[int] | None = None  # the start's configs (initial_design="latin"), made at its first ask
+        self._latin_design: list[int] | None = None  # the Latin hypercube start's, made at its first ask
         self._forest_turns = 0  # proposals the forest's ranking was asked for, the GP's turns among them
         self._gp: OptunaGPSearch | None = None  # made at its first turn (_gp_picks)
         self._proposer: dict[int, str] = {}  # "gp" or "forest", for each ranked turn not yet told
@@ -891,7 +892,8 @@ class DefaultSearch(ForestSearch):
         [0, 1]; the first at random, where none is tried), from a random pool of at most
         ``candidates``, leaving out those the prior expects to fail. ``also_far_from``: configs
         (indices) treated as tried, and left out, though they may not be yet (the warm start's,
-        which ``warm_interleaved`` measures between these)."""
+        which ``warm_interleaved`` measures between these, or the Latin hypercube's of
+        ``"latin-maximin"``)."""
         measured = self._tried.copy()
         if also_far_from is not None:
             measured[also_far_from] = True
@@ -914,26 +916,30 @@ class DefaultSearch(ForestSearch):
 
     def _latin(self, count: int) -> list[int]:
         """``count`` untried configs nearest the points of a Latin hypercube (``scipy.stats.qmc``,
-        its centred discrepancy optimised) over the parameters' value positions, each value a
-        stripe of equal width: each parameter's values come about equally often, where maximin
-        takes its extremes. Each point takes the nearest config (L1) not yet taken, from those the
-        prior does not expect to fail and that fit in shared memory."""
-        positions = self.context.space.value_positions().astype(float)
-        levels = positions.max(axis=0) + 1
-        varying = levels > 1
-        unit = (positions[:, varying] + 0.5) / levels[varying]  # a value's stripe's centre
+        its centred discrepancy optimised) over the parameters' values, each value present among
+        the candidates (a missing one too) a stripe of equal width by size: each parameter's values
+        come about equally often, where maximin takes its extremes. Each point takes the nearest
+        config (L1) not yet taken, from those the prior does not expect to fail and that fit in
+        shared memory, one copy of a config listed twice. SciPy draws the points: the same seed
+        gives other points under SciPy 1.10 than under 1.17 and 1.18, which replayed alike."""
         pool = self._fitting(np.flatnonzero(~self._tried & ~self._prior_failing))
+        pool = pool[self._canonical[pool] == pool]
         if not len(pool):
             return []
-        if not varying.any():
+        columns = []  # each varying parameter's stripe centres, a value's rank among those present
+        for positions in self.context.space.value_positions()[pool].T:
+            present, rank = np.unique(positions, return_inverse=True)
+            if len(present) > 1:
+                columns.append((rank.ravel() + 0.5) / len(present))
+        if not columns:
             return [int(i) for i in pool[:count]]
-        points = qmc.LatinHypercube(int(varying.sum()), optimization="random-cd",
-                                    **{QMC_RNG: np.random.default_rng(int(self.rng.integers(2**63)))}).random(count)
+        unit = np.column_stack(columns)
+        seed = np.random.default_rng(int(self.rng.integers(2**63)))
+        points = qmc.LatinHypercube(len(columns), optimization="random-cd", **{QMC_RNG: seed}).random(count)
         free = np.ones(len(pool), dtype=bool)
         chosen = []
         for point in points[:min(count, len(pool))]:
-            distance = np.where(free, np.abs(unit[pool] - point).sum(axis=1), np.inf)
-            pick = int(np.argmin(distance))
+            pick = int(np.argmin(np.where(free, np.abs(unit - point).sum(axis=1), np.inf)))
             chosen.append(int(pool[pick]))
             free[pick] = False
         return chosen

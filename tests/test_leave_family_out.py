@@ -629,7 +629,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               "default-gp15-stalled50-c512-local-forest-believer-inflight6": 0.15,
               "default-gp15-stalled50-c512-local-forest-believer-inflight18-gp-pending": 0.15,
               **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-{variant}": 0.15
-                 for variant in ("refit10", "refit25", "prior-slowdown", "latin-start", "latin-maximin-start")},
+                 for variant in ("refit10", "refit25", "prior-slowdown", "latin-start",
+                                 "latin-maximin-start")},
               **{f"default-gp15-stalled50-c512-local-forest-believer{variant}": 0.15
                  for variant in ("", "-size-products", "-varying-size-products", "-initial6", "-initial15",
                                  "-refit10", "-refit25", "-prior-slowdown", "-latin-start",

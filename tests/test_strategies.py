@@ -1,4 +1,5 @@
 import itertools
+import json
 import math
 import sys
 import textwrap
@@ -130,35 +131,95 @@ class TestDefaultSearchLatinStart(StrategyConformance):
 
     def start_of(self, strategy, space, seed, batch):
         """The start's 10 configs, asked ``batch`` at a time (the start needs no trials told)."""
-        from tunekit.budget import Budget
-        from tunekit.strategy import SearchContext
-
-        strategy.start(SearchContext(space, Budget(evals=10), TOY_KEY, seed))
+        strategy.start(self.context(space, seed))
         return [config_to_dict(c) for _ in range(0, 10, batch) for c in strategy.ask(batch)]
 
-    def test_each_value_of_a_parameter_comes_once_where_maximin_takes_the_extremes(self):
+    def latin(self, **options):
+        return DefaultSearch(initial=10, initial_design="latin", **options)
+
+    def test_each_value_of_a_parameter_comes_once(self):
         space = self.ten_by_ten()
         for seed in range(3):
-            start = self.start_of(DefaultSearch(initial=10, initial_design="latin"), space, seed, batch=10)
+            start = self.start_of(self.latin(), space, seed, batch=10)
             assert sorted(c["X"] for c in start) == list(range(10))
             assert sorted(c["Y"] for c in start) == [2**i for i in range(10)]
             assert sorted(c["FLAG"] for c in start) == [0] * 5 + [1] * 5
+            # what the option changes: maximin's start takes some values twice, the extremes first
             maximin = self.start_of(DefaultSearch(initial=10), space, seed, batch=10)
             assert sorted(c["X"] for c in maximin) != list(range(10))
 
     def test_the_start_is_the_same_asked_one_at_a_time_seeded_and_differs_by_seed(self):
         space = self.ten_by_ten()
-        starts = [self.start_of(DefaultSearch(initial=10, initial_design="latin"), space, seed, batch=10)
-                  for seed in range(3)]
-        assert starts[0] == self.start_of(DefaultSearch(initial=10, initial_design="latin"), space, 0, batch=1)
+        starts = [self.start_of(self.latin(), space, seed, batch=10) for seed in range(3)]
+        assert starts[0] == self.start_of(self.latin(), space, 0, batch=1)
         assert len({tuple(tuple(sorted(c.items())) for c in start) for start in starts}) == 3
 
-    def test_a_constrained_space_gives_distinct_configs_of_the_space(self):
-        space = toy_space()
+    def test_values_a_constraint_leaves_out_take_no_stripe(self):
+        """A >= 16 leaves 4 of A's 8 values: each of those comes twice in 8 configs (stripes of
+        the whole domain would give 16 the stripes of 1 to 8 too)."""
+        space = Space(A=[2**i for i in range(8)], B=list(range(8)), constraints=[lambda c: c["A"] >= 16])
         for seed in range(3):
-            start = drive(DefaultSearch(initial=10, initial_design="latin"), space, evals=10, seed=seed, batch=3)
-            assert len({config_json(c) for c in start}) == 10
-            assert all(c in space for c in start)
+            strategy = DefaultSearch(initial=8, initial_design="latin")
+            strategy.start(self.context(space, seed))
+            start = [config_to_dict(c) for c in strategy.ask(8)]
+            assert sorted(c["A"] for c in start) == [16, 16, 32, 32, 64, 64, 128, 128]
+            assert sorted(c["B"] for c in start) == list(range(8))
+
+    def test_a_missing_value_is_a_value_of_its_own(self):
+        """B has 1, 2 or no value (a third of the configs lack it): a third of the start lacks it."""
+        import triton
+
+        configs = [triton.Config({"A": a, **({} if b is None else {"B": b})})
+                   for a in range(9) for b in (None, 1, 2)]
+        space = Space.from_configs(configs)
+        for seed in range(3):
+            start = self.start_of_space(DefaultSearch(initial=9, initial_design="latin"), space, seed, 9)
+            assert sorted(c["A"] for c in start) == list(range(9))
+            assert sum("B" not in c for c in start) == 3
+
+    def test_a_config_listed_twice_comes_once(self):
+        import triton
+
+        base = self.ten_by_ten().configs()
+        space = Space.from_configs([triton.Config(config_to_dict(c)) for c in list(base) * 2])
+        for seed in range(5):
+            start = self.start_of_space(DefaultSearch(initial=10, initial_design="latin"), space, seed, 10)
+            assert len({json.dumps(c, sort_keys=True) for c in start}) == 10
+
+    def test_configs_expected_to_fail_or_too_large_are_left_out(self):
+        """The prior's failures (X 0 and 1 here) and the tiles over shared memory (X 2) are not
+        taken, as maximin leaves them out; the other values share the stripes."""
+        space = self.ten_by_ten()
+        for seed in range(3):
+            strategy = self.latin()
+            strategy.start(self.context(space, seed))
+            x = np.array([config_to_dict(c)["X"] for c in space.configs()])
+            strategy._prior_failing |= x <= 1
+            strategy._too_large = strategy._too_large | (x == 2)
+            start = [config_to_dict(c) for c in strategy.ask(10)]
+            assert len(start) == 10 and min(c["X"] for c in start) >= 3
+
+    def test_latin_maximin_takes_five_of_each_in_turn(self):
+        """The 5 hypercube configs, one per stripe of 2 X values, each followed by a maximin config
+        far from them, which takes an extreme of X or Y."""
+        space = self.ten_by_ten()
+        for seed in range(3):
+            strategy = DefaultSearch(initial=10, initial_design="latin-maximin")
+            start = self.start_of(strategy, space, seed, batch=10)
+            assert sorted(c["X"] // 2 for c in start[0::2]) == list(range(5))
+            assert all(c["X"] in (0, 9) or c["Y"] in (1, 2**9) for c in start[1::2])
+            assert len({json.dumps(c, sort_keys=True) for c in start}) == 10
+
+    @staticmethod
+    def context(space, seed):
+        from tunekit.budget import Budget
+        from tunekit.strategy import SearchContext
+
+        return SearchContext(space, Budget(evals=10), TOY_KEY, seed)
+
+    def start_of_space(self, strategy, space, seed, count):
+        strategy.start(self.context(space, seed))
+        return [config_to_dict(c) for c in strategy.ask(count)]
 
 
 class TestDefaultSearchAroundSeveralBest(StrategyConformance):
