@@ -200,15 +200,23 @@ class TestDefaultSearchLatinStart(StrategyConformance):
             assert len(start) == 10 and min(c["X"] for c in start) >= 3
 
     def test_latin_maximin_takes_five_of_each_in_turn(self):
-        """The 5 hypercube configs, one per stripe of 2 X values, each followed by a maximin config
-        far from them, which takes an extreme of X or Y."""
+        """The 5 hypercube configs, one per stripe of 2 X values, each followed by a maximin config:
+        of the configs not yet picked, one whose L1 distance (over the encoding scaled to [0, 1])
+        to the nearest of the 5 and of the maximin configs before it is the largest."""
         space = self.ten_by_ten()
+        encoded = space.encoded()
+        unit = (encoded - encoded.min(axis=0)) / (encoded.max(axis=0) - encoded.min(axis=0))
         for seed in range(3):
             strategy = DefaultSearch(initial=10, initial_design="latin-maximin")
             start = self.start_of(strategy, space, seed, batch=10)
-            assert sorted(c["X"] // 2 for c in start[0::2]) == list(range(5))
-            assert all(c["X"] in (0, 9) or c["Y"] in (1, 2**9) for c in start[1::2])
             assert len({json.dumps(c, sort_keys=True) for c in start}) == 10
+            assert sorted(c["X"] // 2 for c in start[0::2]) == list(range(5))
+            picked = [space.index(config_from_dict(c)) for c in start]
+            for turn in range(1, 10, 2):
+                before = picked[0::2] + picked[1:turn:2]
+                nearest = np.min([np.abs(unit - unit[i]).sum(axis=1) for i in before], axis=0)
+                nearest[before] = -1.0
+                assert nearest[picked[turn]] == nearest.max()
 
     @staticmethod
     def context(space, seed):
