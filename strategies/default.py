@@ -281,7 +281,7 @@ class DefaultSearch(ForestSearch):
         min_evals: evaluations of this tuning before an early stop is considered.
         initial_design: how the start without the store picks its ``initial`` configs:
             ``"maximin"`` (each as far as possible from those picked), ``"random"`` (not chosen
-            on top of the shipped options: ``experiments/results/random-start/``) or ``"latin"``
+            on top of the shipped options: ``experiments/results/random-start/``), ``"latin"``
             (the configs nearest a Latin hypercube's points, so that each parameter's values come
             about equally often, where maximin takes the extremes) or ``"latin-maximin"`` (half of
             each, in turn). Neither was chosen (``experiments/results/latin-start/``): ``"latin"``
@@ -921,7 +921,7 @@ class DefaultSearch(ForestSearch):
         come about equally often, where maximin takes its extremes. Each point takes the nearest
         config (L1) not yet taken, from those the prior does not expect to fail and that fit in
         shared memory, one copy of a config listed twice. SciPy draws the points: the same seed
-        gives other points under SciPy 1.10 than under 1.17 and 1.18, which replayed alike."""
+        gives other points under SciPy 1.10 than under 1.17 (1.17 and 1.18 replayed the same)."""
         pool = self._fitting(np.flatnonzero(~self._tried & ~self._prior_failing))
         pool = pool[self._canonical[pool] == pool]
         if not len(pool):
@@ -934,8 +934,9 @@ class DefaultSearch(ForestSearch):
         if not columns:
             return [int(i) for i in pool[:count]]
         unit = np.column_stack(columns)
-        seed = np.random.default_rng(int(self.rng.integers(2**63)))
-        points = qmc.LatinHypercube(len(columns), optimization="random-cd", **{QMC_RNG: seed}).random(count)
+        generator = np.random.default_rng(int(self.rng.integers(2**63)))
+        engine = qmc.LatinHypercube(len(columns), optimization="random-cd", **{QMC_RNG: generator})
+        points = engine.random(count)
         free = np.ones(len(pool), dtype=bool)
         chosen = []
         for point in points[:min(count, len(pool))]:

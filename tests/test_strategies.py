@@ -129,10 +129,10 @@ class TestDefaultSearchLatinStart(StrategyConformance):
         every combination exists, so each point of a 10-point hypercube has its own config."""
         return Space(X=[3, 1, 4, 0, 5, 9, 2, 6, 8, 7], Y=[2**i for i in range(10)], FLAG=[0, 1])
 
-    def start_of(self, strategy, space, seed, batch):
-        """The start's 10 configs, asked ``batch`` at a time (the start needs no trials told)."""
+    def start_of(self, strategy, space, seed, batch, count=10):
+        """The start's ``count`` configs, asked ``batch`` at a time (the start needs no trials told)."""
         strategy.start(self.context(space, seed))
-        return [config_to_dict(c) for _ in range(0, 10, batch) for c in strategy.ask(batch)]
+        return [config_to_dict(c) for _ in range(0, count, batch) for c in strategy.ask(batch)]
 
     def latin(self, **options):
         return DefaultSearch(initial=10, initial_design="latin", **options)
@@ -160,8 +160,7 @@ class TestDefaultSearchLatinStart(StrategyConformance):
         space = Space(A=[2**i for i in range(8)], B=list(range(8)), constraints=[lambda c: c["A"] >= 16])
         for seed in range(3):
             strategy = DefaultSearch(initial=8, initial_design="latin")
-            strategy.start(self.context(space, seed))
-            start = [config_to_dict(c) for c in strategy.ask(8)]
+            start = self.start_of(strategy, space, seed, batch=8, count=8)
             assert sorted(c["A"] for c in start) == [16, 16, 32, 32, 64, 64, 128, 128]
             assert sorted(c["B"] for c in start) == list(range(8))
 
@@ -173,7 +172,8 @@ class TestDefaultSearchLatinStart(StrategyConformance):
                    for a in range(9) for b in (None, 1, 2)]
         space = Space.from_configs(configs)
         for seed in range(3):
-            start = self.start_of_space(DefaultSearch(initial=9, initial_design="latin"), space, seed, 9)
+            strategy = DefaultSearch(initial=9, initial_design="latin")
+            start = self.start_of(strategy, space, seed, batch=9, count=9)
             assert sorted(c["A"] for c in start) == list(range(9))
             assert sum("B" not in c for c in start) == 3
 
@@ -183,7 +183,7 @@ class TestDefaultSearchLatinStart(StrategyConformance):
         base = self.ten_by_ten().configs()
         space = Space.from_configs([triton.Config(config_to_dict(c)) for c in list(base) * 2])
         for seed in range(5):
-            start = self.start_of_space(DefaultSearch(initial=10, initial_design="latin"), space, seed, 10)
+            start = self.start_of(self.latin(), space, seed, batch=10)
             assert len({json.dumps(c, sort_keys=True) for c in start}) == 10
 
     def test_configs_expected_to_fail_or_too_large_are_left_out(self):
@@ -224,10 +224,6 @@ class TestDefaultSearchLatinStart(StrategyConformance):
         from tunekit.strategy import SearchContext
 
         return SearchContext(space, Budget(evals=10), TOY_KEY, seed)
-
-    def start_of_space(self, strategy, space, seed, count):
-        strategy.start(self.context(space, seed))
-        return [config_to_dict(c) for c in strategy.ask(count)]
 
 
 class TestDefaultSearchAroundSeveralBest(StrategyConformance):
