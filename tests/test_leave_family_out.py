@@ -1153,3 +1153,36 @@ def test_size_products_add_the_log2_of_each_pair_of_sizes_product_to_every_fores
     found = drive(Watched(initial=5, min_evals=10**6, refit_trees_after=8), toy_space(), evals=14, batch=1)
     assert len(found) == 14 and len(fitted) >= 5
     assert set(fitted) == {variants.SizeProductsForest}
+
+
+def test_early_curve_gives_each_label_s_best_after_n_evaluations_over_the_optimum_or_another_label(
+        experiment, monkeypatch, tmp_path, capsys):
+    """``early_curve.py``: on a space of optimum 1 ms, ``slow`` measures 4, 2, 2 ms and ``fast`` finds
+    1 ms at once; after 1, 2, 3 evaluations ``slow`` is 4, 2, 2 times the optimum and, with
+    ``--over fast``, as many times ``fast``, its score below. ``--first 1`` keeps ``slow``'s first
+    run (seed 0) alone."""
+    early_curve = experiment("early_curve")
+    manifest = write_manifest(tmp_path, {"a1": "A"})
+    assert stats_of(tmp_path, "a1").optimum == 1.0  # writes the space's file
+    space = read_space(tmp_path / "a1.json", name="a1")
+    monkeypatch.setattr(early_curve, "_spaces", lambda manifest: {"a1": space})
+    runs = write_runs(tmp_path / "runs.jsonl.gz", [
+        ("a1", "slow", 0, [4.0, 2.0, 2.0]), ("a1", "slow", 1, [4.0, 2.0, 2.0]),
+        ("a1", "fast", 0, [1.0, 1.0, 1.0]), ("a1", "fast", 1, [1.0, 1.0, 1.0])], budget=3)
+    command = ["early_curve.py", "--runs", str(runs), "--corpus", str(manifest), "--after", "1", "2", "3"]
+
+    def rows(*options: str) -> dict[str, list[str]]:
+        monkeypatch.setattr(sys, "argv", command + list(options))
+        early_curve.main()
+        return {line.split()[1] if line.startswith("a1") else "every " + line.split()[2]: line.split()
+                for line in capsys.readouterr().out.splitlines()[1:]}
+
+    plain = rows()
+    assert plain["slow"][2:6] == ["2", "4.000", "2.000", "2.000"]
+    assert plain["fast"][2:6] == ["2", "1.000", "1.000", "1.000"]
+    over = rows("--over", "fast")
+    assert "fast" not in over and over["slow"][2:6] == ["2", "4.000", "2.000", "2.000"]
+    assert float(over["slow"][6]) < 0  # slow's score is below fast's
+    assert over["every slow"][3:7] == ["2", "4.000", "2.000", "2.000"]
+    first = rows("--over", "fast", "--first", "1")
+    assert first["slow"][2] == "1"  # one seed: slow's first run, fast's runs all kept
