@@ -1,5 +1,6 @@
 """Per space and label of a protocol's runs file, the geometric mean over seeds of best / optimum
-after a few evaluations, and the protocol's score: where a design is ahead or behind early.
+after a few evaluations, and the protocol's score (``learned_search.Table``'s, within the runs'
+budget): where a design is ahead or behind early.
 
     python experiments/early_curve.py --runs OUT/runs.jsonl.gz [--corpus experiments/corpus/v2.json]
         [--label L ...] [--family F ...] [--after 3 5 10 20 50] [--over LABEL] [--first N]
@@ -21,10 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
-from learned_search import read_runs  # noqa: E402
+from learned_search import Table, as_run, read_runs  # noqa: E402
 from leave_family_out import _spaces  # noqa: E402
 
-from tunekit.metrics import SpaceStats, best_so_far, score_over_evaluations
+from tunekit.metrics import SpaceStats
 
 
 def best_after(times_ms: list, evaluations: int) -> float:
@@ -47,6 +48,7 @@ def main() -> None:
     family = {entry.name: entry.family for entry in corpus.entries(args.corpus)}
     spaces = _spaces(args.corpus)
     runs: dict[tuple[str, str], dict[int, list]] = defaultdict(dict)
+    kept: list[dict] = []
     taken: dict[str, int] = defaultdict(int)
     for run in read_runs(args.runs):
         if "times_ms" not in run or (args.family and family.get(run["space"]) not in args.family):
@@ -57,11 +59,16 @@ def main() -> None:
                 continue
             taken[label] += 1
         runs[(run["space"], label)][run["seed"]] = run["times_ms"]
+        kept.append(run)
+    budgets = sorted({run["budget"] for run in kept})
+    if len(budgets) > 1:
+        raise SystemExit(f"{args.runs} holds runs of budgets {budgets}: one budget at a time is scored")
     labels = args.label or sorted({label for _, label in runs} - {args.over})
     print(f"{'space':45s} {'label':60s} seeds  " + " ".join(f"@{n:<5d}" for n in args.after) + " score")
     overall: dict[str, list[list[float]]] = defaultdict(list)
-    for space in sorted({space for space, _ in runs}):
-        stats = SpaceStats.of(spaces[space])
+    stats_of = {space: SpaceStats.of(spaces[space]) for space, _ in runs}
+    for space in sorted(stats_of):
+        stats = stats_of[space]
         base = runs.get((space, args.over), {}) if args.over else {}
         for label in labels:
             mine = runs.get((space, label), {})
@@ -72,13 +79,10 @@ def main() -> None:
                               / (best_after(base[s], n) if args.over else stats.optimum)) for n in args.after]
                       for s in seeds]
             overall[label] += ratios
-
-            def score(of: dict[int, list]) -> float:
-                curves = [best_so_far(np.array([np.nan if t is None else t for t in of[s]]), stats.worst)
-                          for s in seeds]
-                return score_over_evaluations(stats, curves)
-
-            scored = score(mine) - score(base) if args.over else score(mine)
+            # the report's score (within the budget), on the seeds of this row
+            table = Table([as_run(run) for run in kept if run["space"] == space and run["seed"] in seeds],
+                          {space: stats}, budgets[0])
+            scored = table.score(space, label) - (table.score(space, args.over) if args.over else 0.0)
             print(f"{space:45s} {label:60s} {len(seeds):5d}  "
                   + " ".join(f"{x:6.3f}" for x in np.exp(np.mean(ratios, axis=0))) + f" {scored:+.3f}")
     if args.over:

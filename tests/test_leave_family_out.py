@@ -1179,6 +1179,10 @@ def test_early_curve_gives_each_label_s_best_after_n_evaluations_over_the_optimu
 
     plain = rows()
     assert plain["slow"][2:6] == ["2", "4.000", "2.000", "2.000"]
+    # the score is the report's, within the runs' budget (a run is not scored past its end)
+    slow_runs = [run("a1", "slow", seed, [4.0, 2.0, 2.0], budget=3) for seed in (0, 1)]
+    table = experiment("learned_search").Table(slow_runs, {"a1": SpaceStats.of(space)}, 3)
+    assert plain["slow"][6] == f"{table.score('a1', 'slow'):+.3f}"
     assert plain["fast"][2:6] == ["2", "1.000", "1.000", "1.000"]
     over = rows("--over", "fast")
     assert "fast" not in over and over["slow"][2:6] == ["2", "4.000", "2.000", "2.000"]
