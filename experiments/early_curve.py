@@ -5,10 +5,12 @@ budget): where a design is ahead or behind early.
     python experiments/early_curve.py --runs OUT/runs.jsonl.gz [--corpus experiments/corpus/v2.json]
         [--label L ...] [--family F ...] [--after 3 5 10 20 50] [--over LABEL] [--first N]
 
+Best found is the report's: a failed evaluation counts as the space's slowest working config.
 ``--over LABEL``: each label's best over LABEL's at the same space and seed instead of over the
-optimum (the scores' column is then the difference of the two). ``--first N``: only each label's
-first N runs in the file's order (a look at a replay still running), and the tunings of their
-spaces and seeds. With ``--over``, the last lines sum up every space.
+optimum, and its score minus LABEL's; the last lines give each label's geometric mean over all
+its tunings. ``--first N``: each label's first N runs in the file's order, after ``--family``
+(a look at a replay still running); LABEL's runs are all kept. A run repeated in the file (merged
+files) counts once, its first copy, as in the report.
 """
 
 from __future__ import annotations
@@ -25,13 +27,7 @@ import corpus  # noqa: E402
 from learned_search import Table, as_run, read_runs  # noqa: E402
 from leave_family_out import _spaces  # noqa: E402
 
-from tunekit.metrics import SpaceStats
-
-
-def best_after(times_ms: list, evaluations: int) -> float:
-    """The fastest time among the first ``evaluations`` (all of them where the run is shorter)."""
-    times = np.array([np.inf if t is None else t for t in times_ms], dtype=float)
-    return float(np.minimum.accumulate(times)[min(evaluations, len(times)) - 1])
+from tunekit.metrics import Run, SpaceStats
 
 
 def main() -> None:
@@ -47,47 +43,59 @@ def main() -> None:
 
     family = {entry.name: entry.family for entry in corpus.entries(args.corpus)}
     spaces = _spaces(args.corpus)
-    runs: dict[tuple[str, str], dict[int, list]] = defaultdict(dict)
-    kept: list[dict] = []
+    wanted = set(args.label) | ({args.over} if args.over else set())
+    kept_runs: dict[tuple[str, str, int], Run] = {}
     taken: dict[str, int] = defaultdict(int)
-    for run in read_runs(args.runs):
-        if "times_ms" not in run or (args.family and family.get(run["space"]) not in args.family):
+    for row in read_runs(args.runs):
+        if "times_ms" not in row or (args.family and family.get(row["space"]) not in args.family):
             continue
-        label = run["strategy"]
+        label, key = row["strategy"], (row["space"], row["strategy"], row["seed"])
+        if (args.label and label not in wanted) or key in kept_runs:
+            continue
+        if row["space"] not in spaces:
+            raise SystemExit(f"{args.runs}: space {row['space']!r} is not in {args.corpus}")
         if label != args.over and args.first is not None:
             if taken[label] >= args.first:
                 continue
             taken[label] += 1
-        runs[(run["space"], label)][run["seed"]] = run["times_ms"]
-        kept.append(run)
-    budgets = sorted({run["budget"] for run in kept})
+        kept_runs[key] = as_run(row)
+    found = {label for _, label, _ in kept_runs}
+    missing = sorted(wanted - found)
+    if missing:
+        raise SystemExit(f"{args.runs} holds no runs of {', '.join(map(repr, missing))}"
+                         + (" in those families" if args.family else ""))
+    if not kept_runs:
+        raise SystemExit(f"{args.runs} holds no runs" + (" in those families" if args.family else ""))
+    budgets = sorted({run.budget for run in kept_runs.values()})
     if len(budgets) > 1:
         raise SystemExit(f"{args.runs} holds runs of budgets {budgets}: one budget at a time is scored")
-    labels = args.label or sorted({label for _, label in runs} - {args.over})
+    stats = {space: SpaceStats.of(spaces[space]) for space, _, _ in kept_runs}
+    table = Table(list(kept_runs.values()), stats, budgets[0])
+    seeds_of = {(space, label): {run.seed: run for run in runs} for (space, label), runs in table.runs.items()}
+    labels = args.label or sorted(found - {args.over})
+
     print(f"{'space':45s} {'label':60s} seeds  " + " ".join(f"@{n:<5d}" for n in args.after) + " score")
     overall: dict[str, list[list[float]]] = defaultdict(list)
-    stats_of = {space: SpaceStats.of(spaces[space]) for space, _ in runs}
-    for space in sorted(stats_of):
-        stats = stats_of[space]
-        base = runs.get((space, args.over), {}) if args.over else {}
+    for space in sorted(stats):
+        over_runs = seeds_of.get((space, args.over), {}) if args.over else {}
         for label in labels:
-            mine = runs.get((space, label), {})
-            seeds = sorted(set(mine) & set(base)) if args.over else sorted(mine)
+            label_runs = seeds_of.get((space, label), {})
+            seeds = sorted(set(label_runs) & set(over_runs)) if args.over else sorted(label_runs)
             if not seeds:
                 continue
-            ratios = [[np.log(best_after(mine[s], n)
-                              / (best_after(base[s], n) if args.over else stats.optimum)) for n in args.after]
-                      for s in seeds]
+            ratios = [[np.log(table.run_ratio_after(label_runs[seed], n)
+                              / (table.run_ratio_after(over_runs[seed], n) if args.over else 1.0))
+                       for n in args.after] for seed in seeds]
             overall[label] += ratios
-            # the report's score (within the budget), on the seeds of this row
-            table = Table([as_run(run) for run in kept if run["space"] == space and run["seed"] in seeds],
-                          {space: stats}, budgets[0])
-            scored = table.score(space, label) - (table.score(space, args.over) if args.over else 0.0)
+            # the report's score, on the seeds of this row
+            on_seeds = Table([label_runs[seed] for seed in seeds] + [over_runs[seed] for seed in seeds if args.over],
+                             stats, budgets[0])
+            score = on_seeds.score(space, label) - (on_seeds.score(space, args.over) if args.over else 0.0)
             print(f"{space:45s} {label:60s} {len(seeds):5d}  "
-                  + " ".join(f"{x:6.3f}" for x in np.exp(np.mean(ratios, axis=0))) + f" {scored:+.3f}")
+                  + " ".join(f"{x:6.3f}" for x in np.exp(np.mean(ratios, axis=0))) + f" {score:+.3f}")
     if args.over:
         for label, ratios in overall.items():
-            print(f"{'every space':45s} {label:60s} {len(ratios):5d}  "
+            print(f"{'every space (tunings)':45s} {label:60s} {len(ratios):5d}  "
                   + " ".join(f"{x:6.3f}" for x in np.exp(np.mean(ratios, axis=0))))
 
 

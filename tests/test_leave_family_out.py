@@ -1157,36 +1157,45 @@ def test_size_products_add_the_log2_of_each_pair_of_sizes_product_to_every_fores
 
 def test_early_curve_gives_each_label_s_best_after_n_evaluations_over_the_optimum_or_another_label(
         experiment, monkeypatch, tmp_path, capsys):
-    """``early_curve.py``: on a space of optimum 1 ms, ``slow`` measures 4, 2, 2 ms and ``fast`` finds
-    1 ms at once; after 1, 2, 3 evaluations ``slow`` is 4, 2, 2 times the optimum and, with
-    ``--over fast``, as many times ``fast``, its score below. ``--first 1`` keeps ``slow``'s first
-    run (seed 0) alone."""
+    """``early_curve.py`` on a space of optimum 1 ms and slowest 16 ms: ``slow`` measures 4, 2, 2 ms
+    at seed 0 and 16, 4, 4 at seed 1, ``fast`` 1 ms at once, ``failing`` fails first, then 2 ms.
+    After 1, 2, 3 evaluations ``slow`` is sqrt(4 x 16), sqrt(2 x 4), sqrt(2 x 4) times the optimum,
+    and as many times ``fast`` with ``--over fast``, its score the report's and below fast's; a
+    failure counts as the slowest config, as in the report. ``--first 1`` keeps ``slow``'s first
+    run in the file (seed 0) and every run of ``fast`` (whose seed 1 comes first); a label with no
+    runs is refused."""
     early_curve = experiment("early_curve")
     manifest = write_manifest(tmp_path, {"a1": "A"})
     assert stats_of(tmp_path, "a1").optimum == 1.0  # writes the space's file
     space = read_space(tmp_path / "a1.json", name="a1")
     monkeypatch.setattr(early_curve, "_spaces", lambda manifest: {"a1": space})
-    runs = write_runs(tmp_path / "runs.jsonl.gz", [
-        ("a1", "slow", 0, [4.0, 2.0, 2.0]), ("a1", "slow", 1, [4.0, 2.0, 2.0]),
-        ("a1", "fast", 0, [1.0, 1.0, 1.0]), ("a1", "fast", 1, [1.0, 1.0, 1.0])], budget=3)
+    lines = [("a1", "fast", 1, [1.0, 1.0, 1.0]), ("a1", "fast", 0, [1.0, 1.0, 1.0]),
+             ("a1", "slow", 0, [4.0, 2.0, 2.0]), ("a1", "slow", 1, [16.0, 4.0, 4.0]),
+             ("a1", "failing", 0, [None, 2.0, 2.0])]
+    runs = write_runs(tmp_path / "runs.jsonl.gz", lines, budget=3)
     command = ["early_curve.py", "--runs", str(runs), "--corpus", str(manifest), "--after", "1", "2", "3"]
 
     def rows(*options: str) -> dict[str, list[str]]:
         monkeypatch.setattr(sys, "argv", command + list(options))
         early_curve.main()
-        return {line.split()[1] if line.startswith("a1") else "every " + line.split()[2]: line.split()
+        return {line.split()[1] if line.startswith("a1") else "every " + line.split()[3]: line.split()
                 for line in capsys.readouterr().out.splitlines()[1:]}
 
     plain = rows()
-    assert plain["slow"][2:6] == ["2", "4.000", "2.000", "2.000"]
+    assert plain["slow"][2:6] == ["2", "8.000", "2.828", "2.828"]
+    assert plain["fast"][2:6] == ["2", "1.000", "1.000", "1.000"]
+    assert plain["failing"][2:6] == ["1", "16.000", "2.000", "2.000"]
     # the score is the report's, within the runs' budget (a run is not scored past its end)
-    slow_runs = [run("a1", "slow", seed, [4.0, 2.0, 2.0], budget=3) for seed in (0, 1)]
+    slow_runs = [run("a1", "slow", seed, times, budget=3) for seed, times in ((0, [4.0, 2.0, 2.0]),
+                                                                            (1, [16.0, 4.0, 4.0]))]
     table = experiment("learned_search").Table(slow_runs, {"a1": SpaceStats.of(space)}, 3)
     assert plain["slow"][6] == f"{table.score('a1', 'slow'):+.3f}"
-    assert plain["fast"][2:6] == ["2", "1.000", "1.000", "1.000"]
     over = rows("--over", "fast")
-    assert "fast" not in over and over["slow"][2:6] == ["2", "4.000", "2.000", "2.000"]
+    assert "fast" not in over and over["slow"][2:6] == ["2", "8.000", "2.828", "2.828"]
     assert float(over["slow"][6]) < 0  # slow's score is below fast's
-    assert over["every slow"][3:7] == ["2", "4.000", "2.000", "2.000"]
+    assert over["every slow"][4:8] == ["2", "8.000", "2.828", "2.828"]
     first = rows("--over", "fast", "--first", "1")
-    assert first["slow"][2] == "1"  # one seed: slow's first run, fast's runs all kept
+    assert first["slow"][2:6] == ["1", "4.000", "2.000", "2.000"]  # seed 0, beside fast's seed 0
+    monkeypatch.setattr(sys, "argv", command + ["--label", "absent"])
+    with pytest.raises(SystemExit, match="holds no runs of 'absent'"):
+        early_curve.main()
