@@ -71,7 +71,8 @@ def main() -> None:
         raise SystemExit(f"{args.runs} holds runs of budgets {budgets}: one budget at a time is scored")
     stats = {space: SpaceStats.of(spaces[space]) for space, _, _ in kept_runs}
     table = Table(list(kept_runs.values()), stats, budgets[0])
-    seeds_of = {(space, label): {run.seed: run for run in runs} for (space, label), runs in table.runs.items()}
+    seeds_of = {space_and_label: {run.seed: run for run in runs}
+                for space_and_label, runs in table.runs.items()}
     labels = args.label or sorted(found - {args.over})
 
     print(f"{'space':45s} {'label':60s} seeds  " + " ".join(f"@{n:<5d}" for n in args.after) + " score")
@@ -88,8 +89,8 @@ def main() -> None:
                        for n in args.after] for seed in seeds]
             overall[label] += ratios
             # the report's score, on the seeds of this row
-            on_seeds = Table([label_runs[seed] for seed in seeds] + [over_runs[seed] for seed in seeds if args.over],
-                             stats, budgets[0])
+            row_runs = [label_runs[seed] for seed in seeds] + [over_runs[seed] for seed in seeds if args.over]
+            on_seeds = Table(row_runs, stats, budgets[0])
             score = on_seeds.score(space, label) - (on_seeds.score(space, args.over) if args.over else 0.0)
             print(f"{space:45s} {label:60s} {len(seeds):5d}  "
                   + " ".join(f"{x:6.3f}" for x in np.exp(np.mean(ratios, axis=0))) + f" {score:+.3f}")
