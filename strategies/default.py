@@ -1,158 +1,52 @@
 """The default strategy: a space-filling start (or the other shapes' best guesses), the forest's
-ranking, refinement around the best config, and an early stop.
+ranking, refinement around the best config, a share of Optuna's Gaussian process, and an early stop.
 
 With nothing of the kernel in the store, it starts with ``initial`` configs spread over the Space
-(greedy maximin distance over the encoding, so the first measurements cover every parameter's
-range instead of clustering as random draws do). When the store holds the kernel's other keys,
-the warm start takes, in turn, the fastest configs measured at the nearest other key (by the
-keys' log2 sizes), with two or more such keys the configs measured at every one of them by their
-worst slowdown there, and the best predictions of a forest fit on the kernel's trials in the store
-(the prior, which splits on every feature), ``warm_start`` in all, in turn with ``warm_spread``
-configs of the space-filling design, a hedge for a shape unlike those stored. From then on it
-proposes what ``rf`` proposes, the untried configs with the lowest lower confidence bound of
-predicted time, from a forest refit before every ask (after every trial where configs are asked
-one at a time, as in replays; before every pick while configs are pending, with the believer) on
-this key's trials with the prior's prediction as one more feature: it follows the other shapes'
-ranking as far as this shape's trials agree with it, so a shape unlike the others
-is not steered by them (fitting one forest on every key's trials, as ``rf`` does, let the many
-trials of other shapes outvote the few of this one). Each split of this forest's trees considers
-half the features, so that their spread says where the forest does not know. Beside the Space's
-encoding, the forests see each integer size's alignment (``alignment``: the largest power of two
-dividing a meta-parameter's value, where its domain is not all powers of two). Any config the
-failure forest gives more than a small chance of failing ranks last; a fifth of the proposals
-after the start go to untried neighbours of the best config so far (one parameter one step away;
-where it has none left, the untried configs two steps away; in the order of the forest's last
-ranking), which catches the sharp local optima a forest smooths over. A tenth of the turns are
-due to untried configs at random, as SMAC interleaves them, but at these shares each of them is
-a local turn too, and goes to a random config only where no local one is open (``due_turns``):
-what the protocol's replays measured and chose. Giving random configs a tenth of the turns of
-their own scored lower on 14 of 17 families (``experiments/results/turn-schedule/``). After 50
-evaluations each refit fits 8 new trees in place of the 8 oldest instead of the whole forest. It
-stops when the forest's expected improvement over the best time (a normal with the mean and
-spread of its trees' predictions) has stayed under the timing noise for ``patience`` evaluations
-and the best has not improved by more than the noise in the latter half of the tuning: further
-evaluations are then unlikely to pay.
+(greedy maximin distance over the encoding, so the first measurements cover every parameter's range
+instead of clustering as random draws do). When the store holds the kernel's other keys, the warm
+start takes, in turn, the fastest configs measured at the nearest other key (by the keys' log2
+sizes), with two or more such keys the configs measured at every one of them by their worst
+slowdown there, and the best predictions of a forest fit on the kernel's trials in the store (the
+prior), with ``warm_spread`` configs of the space-filling design in turn with them, a hedge for a
+shape unlike those stored. From then on it proposes what ``rf`` proposes, the untried configs with
+the lowest lower confidence bound of predicted time, from a forest refit on this key's trials
+before every pick (after 50 evaluations, by replacing its 8 oldest trees of 32), with the prior's
+prediction as one more feature: it follows the other shapes' ranking only as far as this shape's
+trials agree with it (one forest of every key's trials, as ``rf`` fits, let the other shapes' many
+trials outvote this one's few). The forests also see each integer size's alignment (the largest
+power of two dividing it). Configs the failure forests expect to fail rank last. A fifth of the
+turns go to untried neighbours of the best config (a forest smooths over sharp local optima), 15 %
+of the ranked ones to Optuna's GP (half once the best has stalled for 20 evaluations), and it stops
+once the forest's expected improvement has stayed under the timing noise for ``patience``
+evaluations and the best has not improved by more than the noise in the tuning's latter half. With
+configs in flight, the forest's picks are made after a refit told the pending configs at their
+predicted times (the believer), so that an ask does not propose near-duplicates.
 
-The two steps, the random configs and the 8 new trees after 50 evaluations were chosen by
-leave-family-out cross-validation on a corpus of 67 recorded spaces in 13 kernel families
-(``experiments/leave_family_out.py``, ``experiments/corpus/designs-v5.json``): every fold chose
-them among 12 candidates, the whole refits being over the limit of 20 ms of CPU time per
-proposed config. The candidates with them were proposed after earlier rounds' reports over all
-families, so the families are not fully held out from that choice (docs/results/leave-family-out.md).
-The replays ask for one config at a time, and each random turn came due on a local turn and lost
-it to the local proposals: what was chosen is random configs where the local ones run out. GPU
-tunings, which asked in batches, drew a tenth at random besides; the turns are now the same
-however many configs are in flight.
-The space-filling configs after the warm start (``warm_spread=3``) were chosen the same way for the
-use of the store (``experiments/transfer_cv.py``, ``experiments/corpus/transfer-designs.json``):
-every fold leaving one kernel out chose them among five candidates, by the spaces where the store
-made reaching 5 % of the optimum slower than an empty store. Those candidates were proposed after
-reading the transfer table of the protocol's report, where the decode shapes were slower with
-the store, so the kernels are not held out from which candidates exist either.
-Taking every nearby shape's measured best instead of the nearest's (``warm_keys=3``) was not
-chosen the same way on corpus v2 (``experiments/results/transfer-cv-keys/``): it found 5 % in 2
-evaluations on three GEMM shapes whose nearest stored shape ranks differently, and was 6 or more
-evaluations slower on eight shapes of four kernels. Measuring the space-filling configs in turn
-with the warm start (``warm_interleaved=True``), so that the hedge comes second, was chosen by
-every fold on corpus v2 (``experiments/results/transfer-interleaved/``): with the store, slower
-than an empty store on 3 of 58 spaces instead of 5. It was proposed from a decode shape's runs
-that reached 5 % at the spread's first config, so the kernels are held out from the choice only.
-The options before them were chosen on six recorded spaces named in
-``experiments/learned_search.py`` (``SELECTION``); every other recorded space is held out. There
-(20 seeds, 200 evaluations), refitting after every trial instead of after 10 % more trials, a
-fifth of neighbours instead of a tenth, and half the features per split took the runs within 2 %
-of the optimum from 91 % to 97 % and best / optimum after 20 evaluations from 1.137 to 1.114: with
-a stale ranking between refits, the asks of one fit were near-duplicates. Tried there and not
-kept: expected improvement instead of the confidence bound, ``kappa`` of 0.5 or 2, a neighbour
-share of 0, 0.1 or 0.3, Hamming neighbours, 16 trees, 6 initial configs, a Sobol initial design,
-and pairwise products of the parameters as features. On the 27 held-out spaces the same change
-took the runs within 2 % from 79 % to 81 % (docs/results/learned-search.md). ``kappa`` of 0.5 and
-2 were later put to the leave-family-out protocol on corpus v2, and every fold kept 1
-(``experiments/results/forest-kappa/``). The use of the store was chosen on the shipped H200
-spaces (the only recorded spaces with several shapes of one kernel), so its figures there are not
-held out.
+How each option's default was chosen, and what was tried and not kept: the earliest options on
+six recorded spaces (``docs/results/learned-search.md``), every later one by cross-validation
+leaving whole kernel families (or kernels, for the store's use) out of corpus v1 or v2
+(``experiments/leave_family_out.py``, ``experiments/transfer_cv.py``). Most candidates were
+proposed after reading earlier rounds' results on every family, so the families are held out from
+the choice, not from the proposal. Each round's report, held-out figures and what each candidate
+gained and lost are in ``experiments/results/<round>/`` and ``docs/results/leave-family-out.md``:
 
-The alignment feature (``alignment=True``) was chosen by ``experiments/leave_family_out.py`` on
-corpus v2 (83 spaces, 17 families; ``experiments/corpus/designs-alignment.json``): every fold
-chose it over the search without it and over a first version that also gave the feature to
-Triton's compile options. It was proposed after reading that first version's results on every
-family, so the families are held out from the choice, not from the proposal.
+- the neighbour and random turns, the trees replaced after 50 evaluations:
+  ``leave-family-out-v1-designs5/``, ``turn-schedule/``, ``steps-by-size/``; ``kappa``:
+  ``forest-kappa/``; the alignment feature: ``protocol-v2/``;
+- the GP's shares: ``gp-known-failures/``, ``gp-stalled-c256/``; the neighbours' order:
+  ``local-order/``; the believer and configs in flight: ``batch-asks/``, ``in-flight/``;
+- the store's use: ``transfer-cv-v1/`` (``warm_spread``), ``transfer-cv-keys/`` (``warm_keys``),
+  ``transfer-interleaved/``, ``transfer-screens/`` (``warm_robust``).
 
-Giving 15 % of the forest's ranked proposals to Optuna's Gaussian process (``gp_fraction=0.15``),
-kept off the configs the prior expects to fail and the tiles the compiles' reports put over shared
-memory, was chosen by every fold of the same protocol (``experiments/results/gp-known-failures/``:
-held out, 96.4 % of runs within 2 % against 95.1 %, after 20 / 50 / 200 evaluations 1.091 / 1.029
-/ 1.004 against 1.092 / 1.032 / 1.005). It was proposed after reading on which spaces ``optuna-gp``
-and ``default`` miss, and its filter after a first round in which this key's failure forest also
-restricted the GP, which lost runs on the pnpoly spaces (the choice between the two was made by
-hand). On the largest space it took 19.6 ms of CPU per proposed config against 13.5 (one core of
-the CPU machine, alone); a tuning that ends before the GP's first turn (about the 16th evaluation
-without the store) makes no Optuna study. A 30 % share scoring 512 candidates per proposal
-(``gp_candidates=512``, no more CPU time) was not chosen by 16 of 17 folds
-(``experiments/results/gp-candidates/``): its score was higher on 8 families (``triton-gemv``, from
-which it was proposed, most) and lower on 8 (``kt-convolution``, which decided, most).
+Options that are off are candidates judged or probed and not chosen, kept so that their rounds
+replay: ``initial_design`` other than maximin (``latin-start/``, ``random-start/``), ``local_best``
+(``family-gaps/``), ``earned_gp_fraction`` and ``early_gp_fraction`` (``gp-early-earned/``),
+``gp_pending`` (``gp-pending/``), ``gp_refit_growth`` (``gp-refit/``), ``prior_target``
+(``prior-target/``), ``warm_scaled`` (``transfer-scaled/``).
 
-Once the search stalls (the best not improved by more than ``noise`` in 20 evaluations), half of
-the forest's ranked turns go to the GP, which scores at most 512 candidates per proposal
-(``stalled_gp_fraction=0.5``, ``gp_candidates=512``). 16 of 17 folds and the whole corpus chose it
-(``experiments/results/gp-stalled-c256/``): held out, 96.0 % of runs within 2 % and 1.092 / 1.031
-/ 1.005 after 20 / 50 / 200 evaluations (one fold chose another design); its own runs 97.0 % and
-1.092 / 1.028 / 1.003 against the 15 % share's 96.4 % and 1.091 / 1.029 / 1.004, with a lower
-score on 9 of 17 families. It was proposed from the convolution and gemv spaces where it gained
-most. Its runs were the round before's, which had found that without the time limit it would be
-chosen; on the 57 spaces larger than the budget the held-out figures (1.122 / 1.045 / 1.007) miss
-the targets. It took 19.3 ms of CPU per proposed config alone against the 15 % share's 17.9 on the
-CPU machine's core (the limit is 20; the round before, it had measured 24.4 there and was ruled
-out), and 33.5 against 24.8 on the H100 host's core, both over the limit (timed there one design
-after another, the order found biased on the CPU machine; every tuning of a GP design took over 20).
-
-The local proposals take the open neighbours in the order of the forest's last ranking, not at
-random (``local_order="forest"``): 15 of 17 folds and the whole corpus chose it
-(``experiments/results/local-order/``, ``experiments/corpus/designs-local-order.json``) by the
-protocol's selection score (by less than the seeds move it: ``experiments/seed_bootstrap.py``),
-but it gained nothing held out (95.8 % of runs within 2 % and 1.094 / 1.030 / 1.005 after 20 /
-50 / 200 evaluations, against 96.0 % and 1.092 / 1.031 / 1.005): its score rose on
-``triton-attention``, from which it was proposed (0.298 against 0.225), and fell on ``triton-gemv``,
-``-layernorm-backward``, ``-stencil2d`` and ``-w4a16-gemm``. With the store (``warm_interleaved``),
-slower than an empty store on 2 of 58 spaces instead of 3. It costs no more time per config.
-
-With two or more other shapes of the kernel in the store, the warm start's turns also take the
-configs measured at every one of them, by their worst slowdown there (``warm_robust=True``), after
-the nearest shape's ranking and before the prior's. 16 of 17 folds leaving a kernel out and the
-whole corpus chose it on 20 seeds (``experiments/results/transfer-screens/``, ``worst3``), by the
-geometric mean of evaluations to 5 % with the store over without (0.211 against 0.215) alone:
-slower than an empty store on 2 of 58 spaces, and within 10 evaluations on 38 of 48 spaces of
-kernels with 3+ shapes, as before. Held out, the folds' choices are behind (37 of 48, geomean
-0.223): the fold that kept what shipped left out ``matmul_hopper``, where it gains most. It was
-proposed after the screens' other candidates (the same turn ranked by the mean slowdown, and the
-stored shape whose times agree) were read, so the kernels are held out from the choice only. The
-replays' stores held whole recorded spaces of the other shapes. With a store of what tunings of
-the other shapes measured within 64 evaluations (``experiments/measured_store.py``), it is level
-with what shipped before on 10 seeds (slower than without the store on 4 of 58 spaces, within 10
-evaluations on 35 of 48, each) and behind on the geometric mean (0.237 against 0.227), so every
-fold chose what shipped before there (on 5 seeds every fold had chosen it, 3 of 58 against 6);
-such stores hold few configs measured at every shape (none for two of the GEMM kernels).
-
-Every choice above was judged on replays that ask for one config at a time. A live tuning on a
-GPU asked for two configs per compile worker (32 with 16 or more CPUs), and took them from one
-ranking of the forest: replayed so, what shipped before scored 91.99 % of runs within 2 % and
-1.112 / 1.052 / 1.008 after 20 / 50 / 200 evaluations, against 96.4 % and 1.093 / 1.027 / 1.004
-one at a time (``experiments/results/batch-asks/``, corpus v2, 20 seeds). Refitting between the picks of an
-ask, the pending ones told at their predicted times (``believer=True``), gave 93.8 % and 1.109 /
-1.042 / 1.006 at batches of 32; every fold leaving a family out chose it, and it ships. On the
-largest space it took 13.9 ms of CPU per proposed config at batches of 32, against 6.5 without it
-and 16.3 one config at a time (the CPU machine's core, alone, 7 seeds; on an H100 host's core 15.8,
-6.6 and 18.6, 5 seeds). With the store, at batches of 32, it was slower than without the store on
-7 of 58 spaces, as without it (2 of 58 one at a time).
-
-A live tuning now keeps configs in flight (18 with 16 or more CPUs) and asks for one as each trial
-comes; the believer makes up trials for every pending config, and the start and the warm start wait
-for their trials before any other pick, but for those the tuning says are late (``overdue``: a
-compile held far longer than the others). Replayed so (5 seeds): 95.9 % of runs within 2 % and 1.104 /
-1.038 / 1.004, against 93.7 % for asks of 32 and 95.9 % one at a time on those seeds, at 19.7 ms per
-config on the largest space (``experiments/results/in-flight/``). On 20 seeds: 95.8 % and 1.106 /
-1.043 / 1.0051 (one at a time 96.4 % and 1.093 / 1.027 / 1.004), over the targets of 1.04 after 50
-and 1.005 after 200; with the store, slower than without it on 8 of 58 spaces (one at a time 2).
+Where it falls short, held out (20 seeds, budget 200): best / optimum 1.123 after 20 and 1.006
+after 200 evaluations on the 57 spaces larger than the budget (``turn-schedule/``), and
+``optuna-gp`` scores higher on the ``triton-gemv`` and ``triton-gemm`` families (``family-gaps/``).
 """
 
 from __future__ import annotations
