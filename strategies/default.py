@@ -74,6 +74,8 @@ from .optuna_tpe import OptunaGPSearch
 INITIAL_DESIGNS = ("maximin", "random", "latin", "latin-maximin")
 #: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
 LOCAL_ORDERS = ("random", "forest")
+#: ``DefaultSearch``'s neighbourhoods of the best config (``Space.neighbours``' methods).
+LOCAL_MOVES = ("adjacent", "hamming")
 #: What the store's prior learns of each stored key's trials (``DefaultSearch``'s ``prior_target``).
 PRIOR_TARGETS = ("time", "slowdown")
 
@@ -251,6 +253,10 @@ class DefaultSearch(ForestSearch):
             Proposed from the attention spaces, where the one config within 2 % is two steps from
             the first good one and ``optuna-gp`` found it sooner; chosen by 15 of 17 folds of
             ``experiments/leave_family_out.py`` (``experiments/results/local-order/``).
+        local_moves: the neighbours of the best config: ``"adjacent"`` (one parameter one step
+            away) or ``"hamming"`` (one parameter at any other value of its domain, so that a
+            value at the far end of a parameter's range is one move away; with
+            ``local_order="forest"`` the forest picks among them).
         warm_robust: where the store holds two or more other keys of this key's arguments and
             dtypes that measured configs of this Space, the warm start's turns also take, after
             the nearest keys' rankings and before the prior's, the configs measured at every one
@@ -343,7 +349,8 @@ class DefaultSearch(ForestSearch):
                  local_order: str = "forest", warm_robust: bool = True, believer: bool = True,
                  earned_gp_fraction: float | None = None, early_gp_fraction: float | None = None,
                  early_gp_until: int = 30, gp_pending: bool = False,
-                 gp_refit_growth: float | None = None, prior_target: str = "time") -> None:
+                 gp_refit_growth: float | None = None, prior_target: str = "time",
+                 local_moves: str = "adjacent") -> None:
         super().__init__(top_k, initial, kappa, candidates, n_estimators, refit_growth, failure_threshold,
                          max_features, refit_trees, refit_trees_after, alignment)
         self.local_fraction = local_fraction
@@ -372,6 +379,7 @@ class DefaultSearch(ForestSearch):
         self.gp_pending = gp_pending
         self.gp_refit_growth = gp_refit_growth
         self.prior_target = prior_target
+        self.local_moves = local_moves
 
     def start(self, context) -> None:
         if self.initial_design not in INITIAL_DESIGNS:
@@ -398,6 +406,9 @@ class DefaultSearch(ForestSearch):
         if self.prior_target not in PRIOR_TARGETS:
             raise ValueError(f"DefaultSearch(prior_target={self.prior_target!r}): expected one of "
                              f"{', '.join(map(repr, PRIOR_TARGETS))}")
+        if self.local_moves not in LOCAL_MOVES:
+            raise ValueError(f"DefaultSearch(local_moves={self.local_moves!r}): expected one of "
+                             f"{', '.join(map(repr, LOCAL_MOVES))}")
         if self.local_order not in LOCAL_ORDERS:
             raise ValueError(f"DefaultSearch(local_order={self.local_order!r}): expected one of "
                              f"{', '.join(map(repr, LOCAL_ORDERS))}")
@@ -851,7 +862,7 @@ class DefaultSearch(ForestSearch):
             return []
         fastest = sorted(measured, key=lambda t: t.time_ms)[:self.local_best]
         around = dict.fromkeys(self.context.space.position(c) for t in fastest
-                               for c in self.context.space.neighbours(t.config))
+                               for c in self.context.space.neighbours(t.config, self.local_moves))
         open_ = [i for i in around if not self._tried[i] and self._may_run(i)]
         if not open_ and self.local_radius > 1:
             open_ = self._fewest_steps_away([self.context.space.position(t.config) for t in fastest])
