@@ -259,6 +259,40 @@ class TestDefaultSearchAroundSeveralBest(StrategyConformance):
             drive(DefaultSearch(local_best=0), toy_space(), evals=2)
 
 
+class TestDefaultSearchHammingMoves(StrategyConformance):
+    """``local_moves="hamming"``: a local proposal changes one parameter of the best config to any
+    other value of its domain, not only the next one."""
+
+    def make_strategy(self):
+        return DefaultSearch(initial=5, min_evals=10**6, local_moves="hamming")
+
+    @pytest.mark.parametrize("moves", ["adjacent", "hamming"])
+    def test_every_local_proposal_is_one_move_from_the_fastest_so_far(self, moves):
+        """With every proposal after the start local, each is a neighbour of the fastest config
+        measured before it by ``Space.neighbours(..., moves)`` while one is open; only the
+        Hamming moves ever take a value two or more steps along one parameter's domain."""
+        from tunekit.testing.strategies import toy_trial
+
+        space = toy_space()
+        far_along_one = 0  # local proposals beyond the next value of the one parameter they change
+        for seed in range(3):
+            found = drive(DefaultSearch(initial=5, local_fraction=1.0, local_moves=moves, min_evals=10**6),
+                          space, evals=20, seed=seed, batch=1)
+            for position in range(5, len(found)):
+                measured = [c for c in found[:position] if toy_trial(c).ok]
+                fastest = min(measured, key=lambda c: toy_trial(c).time_ms)
+                around = {config_json(n) for n in space.neighbours(fastest, moves)}
+                if around - {config_json(c) for c in found[:position]}:  # else the step widens
+                    assert config_json(found[position]) in around
+                    far_along_one += config_json(found[position]) not in {
+                        config_json(n) for n in space.neighbours(fastest)}
+        assert (far_along_one > 0) == (moves == "hamming")
+
+    def test_an_unknown_neighbourhood_is_refused_by_name(self):
+        with pytest.raises(ValueError, match="local_moves='diagonal'.*'adjacent', 'hamming'"):
+            drive(DefaultSearch(local_moves="diagonal"), toy_space(), evals=2)
+
+
 class TestDefaultSearchLocalOrder(StrategyConformance):
     """``local_order="forest"``: a local proposal is the open neighbour of the best that the
     forest's last fit ranked first, not one at random."""
