@@ -42,7 +42,7 @@ Options that are off are candidates judged or probed and not chosen, kept so tha
 replay: ``initial_design`` other than maximin (``latin-start/``, ``random-start/``), ``local_best``
 (``family-gaps/``), ``earned_gp_fraction`` and ``early_gp_fraction`` (``gp-early-earned/``),
 ``gp_pending`` (``gp-pending/``), ``gp_refit_growth`` (``gp-refit/``), ``prior_target``
-(``prior-target/``), ``warm_scaled`` (``transfer-scaled/``).
+(``prior-target/``), ``warm_scaled`` (``transfer-scaled/``), ``local_moves`` (``local-moves/``).
 
 Where it falls short, held out (20 seeds, budget 200): best / optimum 1.123 after 20 and 1.006
 after 200 evaluations on the 57 spaces larger than the budget (``turn-schedule/``), and
@@ -256,7 +256,9 @@ class DefaultSearch(ForestSearch):
         local_moves: the neighbours of the best config: ``"adjacent"`` (one parameter one step
             away) or ``"hamming"`` (one parameter at any other value of its domain, so that a
             value at the far end of a parameter's range is one move away; with
-            ``local_order="forest"`` the forest picks among them).
+            ``local_order="forest"`` the forest picks among them). Not chosen by the protocol
+            (``experiments/results/local-moves/``): it ended nearer the optimum after 200
+            evaluations without moving the selection score.
         warm_robust: where the store holds two or more other keys of this key's arguments and
             dtypes that measured configs of this Space, the warm start's turns also take, after
             the nearest keys' rankings and before the prior's, the configs measured at every one
