@@ -78,7 +78,7 @@ INITIAL_DESIGNS = ("maximin", "random", "latin", "latin-maximin")
 #: ``DefaultSearch``'s orders of the local proposals among the open neighbours of the best config.
 LOCAL_ORDERS = ("random", "forest")
 #: ``DefaultSearch``'s neighbourhoods of the best config (``Space.neighbours``' methods).
-LOCAL_MOVES = ("adjacent", "hamming")
+LOCAL_MOVES = ("adjacent", "hamming", "hamming-stalled")
 #: What the store's prior learns of each stored key's trials (``DefaultSearch``'s ``prior_target``).
 PRIOR_TARGETS = ("time", "slowdown")
 
@@ -263,7 +263,10 @@ class DefaultSearch(ForestSearch):
             ``local_radius`` still widens by steps (configs two parameters one step each away).
             Not chosen by the protocol (``experiments/results/local-moves/``): it ended nearer the
             optimum after 200 evaluations, at the edge of what the seeds move, without moving the
-            selection score.
+            selection score. ``"hamming-stalled"``: adjacent until the search stalls as
+            ``stalled_gp_fraction`` reads it (no gain over ``noise`` in ``stalled_after``
+            evaluations), Hamming from then on, so that the early curve is what ships' and the
+            wider moves come where the end is decided; a candidate proposed after that round.
         warm_robust: where the store holds two or more other keys of this key's arguments and
             dtypes that measured configs of this Space, the warm start's turns also take, after
             the nearest keys' rankings and before the prior's, the configs measured at every one
@@ -686,7 +689,7 @@ class DefaultSearch(ForestSearch):
         """``count`` proposals of the forest's ranking, a ``gp_fraction`` of whose turns go to the
         Gaussian process (``stalled_gp_fraction`` while the search has stalled)."""
         fraction = self.gp_fraction
-        if self.stalled_gp_fraction is not None and len(self._here) - self._last_gain() >= self.stalled_after:
+        if self.stalled_gp_fraction is not None and self._stalled():
             fraction = self.stalled_gp_fraction
         if self.earned_gp_fraction is not None and self._gp_ahead():
             fraction = max(fraction, self.earned_gp_fraction)
@@ -869,7 +872,7 @@ class DefaultSearch(ForestSearch):
             return []
         fastest = sorted(measured, key=lambda t: t.time_ms)[:self.local_best]
         around = dict.fromkeys(self.context.space.position(c) for t in fastest
-                               for c in self.context.space.neighbours(t.config, self.local_moves))
+                               for c in self.context.space.neighbours(t.config, self._moves()))
         open_ = [i for i in around if not self._tried[i] and self._may_run(i)]
         if not open_ and self.local_radius > 1:
             open_ = self._fewest_steps_away([self.context.space.position(t.config) for t in fastest])
@@ -882,6 +885,17 @@ class DefaultSearch(ForestSearch):
             rank[self._scored] = np.arange(len(self._scored))
             ordered = ordered[np.argsort(rank[ordered], kind="stable")]
         return self._take(ordered[:count])
+
+    def _moves(self) -> str:
+        """``Space.neighbours``' method for the local proposals now (``local_moves``)."""
+        if self.local_moves != "hamming-stalled":
+            return self.local_moves
+        return "hamming" if self._stalled() else "adjacent"
+
+    def _stalled(self) -> bool:
+        """Whether the best time has not improved by more than ``noise`` in the last
+        ``stalled_after`` evaluations."""
+        return len(self._here) - self._last_gain() >= self.stalled_after
 
     def _fewest_steps_away(self, centres: list[int]) -> list[int]:
         """The open configs (untried, not expected to fail) the fewest steps, from 2 to

@@ -615,7 +615,7 @@ def test_every_design_names_the_options_that_changed(protocol):
                       "designs-initial.json", "designs-gp-refit.json", "designs-inflight18-gp-refit.json",
                       "designs-prior-target.json", "designs-inflight18-prior-target.json",
                       "designs-latin-start.json", "designs-inflight18-latin-start.json", "designs-kappa.json",
-                      "designs-hamming.json")
+                      "designs-hamming.json", "designs-hamming-stalled.json")
     later.update({name: later["designs-inflight.json"] for name in believer_named})
     shares = {"default-gp15": 0.15, "default-gp15-checked": 0.15, "default-gp15-known-failures": 0.15,
               "default-gp30-c512": 0.3, "default-gp15-stalled50": 0.15, "default-gp15-stalled50-c512": 0.15,
@@ -635,7 +635,7 @@ def test_every_design_names_the_options_that_changed(protocol):
               **{f"default-gp15-stalled50-c512-local-forest-believer{variant}": 0.15
                  for variant in ("", "-size-products", "-varying-size-products", "-initial6", "-initial15",
                                  "-refit10", "-refit25", "-prior-slowdown", "-latin-start",
-                                 "-latin-maximin-start", "-kappa05", "-kappa2", "-hamming")},
+                                 "-latin-maximin-start", "-kappa05", "-kappa2", "-hamming", "-hamming-stalled")},
               **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap{cap}": 0.15
                  for cap in ("3-until20", "6-until30")},
               **{f"default-gp15-stalled50-c512-local-forest-{probe}{share}": 0.15
