@@ -288,8 +288,35 @@ class TestDefaultSearchHammingMoves(StrategyConformance):
                         config_json(n) for n in space.neighbours(fastest)}
         assert (far_along_one > 0) == (moves == "hamming")
 
+    def test_hamming_stalled_moves_far_only_once_the_search_stalled(self):
+        """``"hamming-stalled"``: a local proposal goes past the next value of a parameter only
+        where the best has not improved by more than ``noise`` in the last ``stalled_after``
+        evaluations, and it does so there (so its early tunings are the adjacent ones')."""
+        from tunekit.testing.strategies import toy_trial
+
+        space = toy_space()
+        far = {True: 0, False: 0}  # far local proposals, made stalled or not
+        for seed in range(4):
+            found = drive(DefaultSearch(initial=5, local_fraction=1.0, local_moves="hamming-stalled",
+                                        stalled_after=3, stalled_gp_fraction=None, gp_fraction=0.0,
+                                        min_evals=10**6), space, evals=30, seed=seed, batch=1)
+            for position in range(5, len(found)):
+                trials = [toy_trial(c) for c in found[:position]]
+                best, last_gain = math.inf, 0
+                for count, trial in enumerate(trials, 1):
+                    if trial.time_ms < best / 1.01:
+                        best, last_gain = trial.time_ms, count
+                    best = min(best, trial.time_ms)
+                stalled = position - last_gain >= 3
+                fastest = min((c for c, t in zip(found, trials) if t.ok), key=lambda c: toy_trial(c).time_ms)
+                around = {config_json(n) for n in space.neighbours(fastest, "hamming")}
+                if around - {config_json(c) for c in found[:position]}:
+                    far[stalled] += config_json(found[position]) in around - {
+                        config_json(n) for n in space.neighbours(fastest)}
+        assert far[False] == 0 and far[True] > 0, far
+
     def test_an_unknown_neighbourhood_is_refused_by_name(self):
-        with pytest.raises(ValueError, match="local_moves='diagonal'.*'adjacent', 'hamming'"):
+        with pytest.raises(ValueError, match="local_moves='diagonal'.*'adjacent', 'hamming', 'hamming-stalled'"):
             drive(DefaultSearch(local_moves="diagonal"), toy_space(), evals=2)
 
 
