@@ -635,7 +635,8 @@ def test_every_design_names_the_options_that_changed(protocol):
               **{f"default-gp15-stalled50-c512-local-forest-believer{variant}": 0.15
                  for variant in ("", "-size-products", "-varying-size-products", "-initial6", "-initial15",
                                  "-refit10", "-refit25", "-prior-slowdown", "-latin-start",
-                                 "-latin-maximin-start", "-kappa05", "-kappa2", "-hamming", "-hamming-stalled")},
+                                 "-latin-maximin-start", "-kappa05", "-kappa2", "-hamming",
+                                 "-hamming-stalled")},
               **{f"default-gp15-stalled50-c512-local-forest-believer-inflight18-warm-cap{cap}": 0.15
                  for cap in ("3-until20", "6-until30")},
               **{f"default-gp15-stalled50-c512-local-forest-{probe}{share}": 0.15

@@ -316,7 +316,8 @@ class TestDefaultSearchHammingMoves(StrategyConformance):
         assert far[False] == 0 and far[True] > 0, far
 
     def test_an_unknown_neighbourhood_is_refused_by_name(self):
-        with pytest.raises(ValueError, match="local_moves='diagonal'.*'adjacent', 'hamming', 'hamming-stalled'"):
+        expected = "local_moves='diagonal'.*'adjacent', 'hamming', 'hamming-stalled'"
+        with pytest.raises(ValueError, match=expected):
             drive(DefaultSearch(local_moves="diagonal"), toy_space(), evals=2)
 
 
